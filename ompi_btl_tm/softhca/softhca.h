@@ -1,0 +1,165 @@
+/*
+ * softhca.h - the soft HCA: an in-process verbs provider with hardware tag
+ * matching, for machines without a TM-capable card.
+ *
+ * Contract
+ * --------
+ * The soft HCA fills the same rdma-core structures a kernel provider fills
+ * (struct verbs_context, ibv_cq_ex, ibv_qp, ibv_srq, ibv_mr) so that the
+ * inline verbs of <infiniband/verbs.h> dispatch to it unchanged; the library
+ * verbs are reached through softhca_verbs() (see verbs/tm_verbs.h).
+ *
+ * One device, "softtm0", one port, RC QPs only.  What it implements:
+ *  - ibv_query_device_ex with tm_caps (IBV_TM_CAP_RC), ibv_query_port,
+ *    query_gid: the GID names the context (pid + instance), so peers connect
+ *    with the usual RTR attributes (ah_attr.is_global, grh.dgid, dest_qp_num).
+ *  - PDs; MRs with lkey == rkey; an rkey grants exactly [addr, addr+length)
+ *    with the access flags given at registration.
+ *  - CQs: ibv_create_cq_ex with the extended poll API (all read_* callbacks,
+ *    including read_tm_info) and the legacy ibv_poll_cq.  CQs grow as needed:
+ *    a completion is never lost to overrun.
+ *  - Basic SRQs, QP receive queues, and the TM-SRQ (IBV_SRQT_TM) of
+ *    DESIGN.md section 3; ibv_post_srq_ops ADD / DEL / SYNC.
+ *  - ibv_post_send: IBV_WR_SEND (with IBV_SEND_INLINE / SIGNALED) and
+ *    IBV_WR_RDMA_READ.  Other opcodes fail with EINVAL.
+ *
+ * The TM-SRQ, as the card does it (rdma-core/mlx5 semantics):
+ *  - ADD returns its handle in wr->tm.handle at post time; a full list fails
+ *    the post with ENOMEM (bad_wr set); more than max_sge SGEs: EINVAL.
+ *  - The card takes unexpected_cnt from an op only when the op carries
+ *    IBV_OPS_TM_SYNC (as mlx5 does); an op without it carries the last count
+ *    reported.  An ADD processed while that count differs (16 bits) from the
+ *    card's unexpected counter is inactive; any op processed while they are
+ *    equal activates every entry on the list.
+ *  - An arriving EAGER/RNDV that matches no active entry is unexpected: the
+ *    whole message goes to the next plain SRQ buffer, completion opcode
+ *    IBV_WC_TM_RECV with neither TM_MATCH nor TM_DATA_VALID (what a ConnectX
+ *    card reports), and the card's counter goes up by one.  NO_TAG and FIN
+ *    complete as IBV_WC_TM_NO_TAG.  A message too short for its TMH (or RVH),
+ *    with an unknown opcode, or an RNDV longer than max_rndv_hdr_size is
+ *    malformed: delivered whole to a plain buffer as IBV_WC_RECV, uncounted.
+ *    With no plain buffer the message waits on its QP (receiver not ready).
+ *  - Matches: TM_MATCH|TM_DATA_VALID in one completion for an eager message
+ *    of at most one MTU; otherwise a TM_MATCH completion at once and a
+ *    TM_DATA_VALID completion (same recv_wr_id) when the data is in place.
+ *    Match and unexpected completions appear in the order the card decided
+ *    them.  An eager payload longer than the tagged buffer: exactly the
+ *    buffer's length is written and the data completion has status
+ *    IBV_WC_LOC_LEN_ERR with byte_len the full payload length.  An RNDV
+ *    whose data does not fit: status IBV_WC_TM_RNDV_INCOMPLETE and the
+ *    TMH+RVH (as much as fits) in the buffer.  Matched RNDV: the card reads
+ *    the data (RDMA read checked against the sender's rkey table), completes
+ *    TM_DATA_VALID, then sends FIN (TMH copy with opcode FIN, then the RVH)
+ *    to the sender.  A read the sender's rkey does not allow completes with
+ *    IBV_WC_REM_ACCESS_ERR and no FIN.
+ *  - DEL of an entry a message consumed completes with IBV_WC_TM_ERR.
+ *    A handle is reused only after its final completion was polled and no
+ *    op naming it is outstanding.
+ *  - List ops are unsignalled unless IBV_OPS_SIGNALED.  An op stays
+ *    outstanding until a signalled op at or after it has been polled (as on
+ *    mlx5); more than max_ops outstanding fails the post with ENOMEM.
+ *  - Completions carry IBV_WC_TM_SYNC_REQ while the card's counter differs
+ *    from the last count software reported.
+ *
+ * Transport: each context owns a shared-memory segment (mode 0600, unlinked
+ * when the context closes) holding its rkey table and one inbound packet ring
+ * per QP; a sender copies MTU-sized packets into its peer's ring.  RDMA
+ * reads use process_vm_readv after checking the owner's rkey table; if the
+ * kernel refuses cross-memory attach (or force_copy_read is set) they fall
+ * back to read request/response packets served by the owner's card.  A peer
+ * that died turns pending sends into IBV_WC_RETRY_EXC_ERR completions.
+ *
+ * Where the card's work happens: each soft context has a "card" that runs
+ * inside verbs calls on that context (post_*, poll), under one lock per
+ * context, so the provider is thread safe.  The scheduling mode decides how
+ * much it does per call: AUTO runs it to quiescence, RANDOM does a random
+ * amount of randomly chosen work (at least one item when any is ready),
+ * MANUAL does nothing until softhca_step() is called (tests).
+ */
+#ifndef SOFTHCA_H
+#define SOFTHCA_H
+
+#include <stdint.h>
+#include <infiniband/verbs.h>
+#include "verbs/tm_verbs.h"
+
+enum softhca_sched {
+	SOFTHCA_SCHED_AUTO,
+	SOFTHCA_SCHED_RANDOM,
+	SOFTHCA_SCHED_MANUAL,
+};
+
+struct softhca_config {
+	uint32_t max_num_tags;      /* tagged entries per TM-SRQ list */
+	uint32_t max_ops;           /* outstanding list operations */
+	uint32_t max_rndv_hdr_size; /* TMH + RVH + metadata */
+	uint32_t max_sge;           /* SGEs per tagged buffer */
+	uint32_t mtu;               /* path MTU: packet payload size */
+	uint32_t ring_depth;        /* packets per QP inbound ring */
+	uint32_t max_qp;            /* QPs per context */
+	uint32_t max_mr;            /* MRs per context */
+	uint32_t max_wr;            /* WRs per send queue / receive queue */
+	enum softhca_sched sched;   /* default mode for new contexts */
+	uint64_t seed;              /* RANDOM mode seed (0: from pid and time) */
+	int force_copy_read;        /* never use process_vm_readv */
+};
+
+/* Defaults mirror a ConnectX-5: 1023 tags, 64 B rndv header, 1 SGE. */
+void softhca_config_default(struct softhca_config *cfg);
+
+/*
+ * Overrides cfg fields from SOFTHCA_* environment variables
+ * (SOFTHCA_MAX_NUM_TAGS, SOFTHCA_MAX_OPS, SOFTHCA_MTU, SOFTHCA_RING_DEPTH,
+ * SOFTHCA_SCHED=auto|random|manual, SOFTHCA_SEED, SOFTHCA_FORCE_COPY_READ,
+ * ...).  Returns 0, or EINVAL naming the bad variable on stderr.
+ */
+int softhca_config_from_env(struct softhca_config *cfg);
+
+/* Config for contexts opened afterwards; EINVAL if a limit is out of range. */
+int softhca_set_config(const struct softhca_config *cfg);
+
+/* The library-verbs table bound to the soft HCA. */
+const struct tm_verbs *softhca_verbs(void);
+
+/* ---- Card scheduling, for tests ---------------------------------------- */
+
+enum softhca_work {
+	SOFTHCA_WORK_OP,   /* process the oldest posted list op */
+	SOFTHCA_WORK_RX,   /* process one arrived packet */
+	SOFTHCA_WORK_TX,   /* move one packet of a send queue to its peer */
+	SOFTHCA_WORK_READ, /* advance one card-side rendezvous read */
+};
+#define SOFTHCA_ANY_QP UINT32_MAX
+
+/* Change a context's scheduling mode (seed used by RANDOM; 0 keeps it). */
+void softhca_set_sched(struct ibv_context *ctx, enum softhca_sched sched,
+		       uint64_t seed);
+
+/*
+ * Does one unit of the given kind of work on qp_num (or any QP), whatever
+ * the mode.  Returns 1 if work was done, 0 if none of that kind was ready.
+ */
+int softhca_step(struct ibv_context *ctx, enum softhca_work kind,
+		 uint32_t qp_num);
+
+/* Runs every kind of work until nothing is ready; returns units done. */
+int softhca_drain(struct ibv_context *ctx);
+
+struct softhca_stats {
+	uint16_t hw_unexpected_cnt; /* the card's unexpected counter */
+	uint16_t sw_unexpected_cnt; /* the last count software reported */
+	uint32_t list_entries;      /* entries on the TM list */
+	uint32_t list_inactive;     /* of which inactive */
+	uint32_t ops_outstanding;
+	uint64_t matched;           /* messages matched by the card */
+	uint64_t unexpected;        /* tagged messages delivered unexpected */
+	uint64_t rnr_waits;         /* times an arrival waited for a buffer */
+	uint64_t card_reads;        /* rendezvous reads done by the card */
+	uint64_t cma_reads;         /* reads done with process_vm_readv */
+	uint64_t copy_reads;        /* reads done by request/response */
+};
+
+/* Snapshot of the card state of ctx's TM-SRQ (first one if several). */
+int softhca_query_stats(struct ibv_context *ctx, struct softhca_stats *st);
+
+#endif /* SOFTHCA_H */

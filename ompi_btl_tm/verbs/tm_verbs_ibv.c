@@ -1,0 +1,34 @@
+/*
+ * tm_verbs_ibv.c - struct tm_verbs bound to libibverbs.
+ *
+ * ibv_reg_mr and ibv_query_port are macros in verbs.h; the small wrappers
+ * give the table plain function addresses.
+ */
+#include "tm_verbs.h"
+
+static struct ibv_mr *ibv_reg_mr_fn(struct ibv_pd *pd, void *addr,
+				    size_t length, int access)
+{
+	return ibv_reg_mr(pd, addr, length, access);
+}
+
+const struct tm_verbs tm_verbs_ibv = {
+	.name = "verbs",
+	.get_device_list = ibv_get_device_list,
+	.free_device_list = ibv_free_device_list,
+	.get_device_name = ibv_get_device_name,
+	.open_device = ibv_open_device,
+	.close_device = ibv_close_device,
+	.query_gid = ibv_query_gid,
+	.alloc_pd = ibv_alloc_pd,
+	.dealloc_pd = ibv_dealloc_pd,
+	.reg_mr = ibv_reg_mr_fn,
+	.dereg_mr = ibv_dereg_mr,
+	.create_cq = ibv_create_cq,
+	.destroy_cq = ibv_destroy_cq,
+	.destroy_srq = ibv_destroy_srq,
+	.create_qp = ibv_create_qp,
+	.modify_qp = ibv_modify_qp,
+	.query_qp = ibv_query_qp,
+	.destroy_qp = ibv_destroy_qp,
+};
