@@ -47,6 +47,8 @@ struct tm_verbs {
 				    struct ibv_comp_channel *channel,
 				    int comp_vector);
 	int (*destroy_cq)(struct ibv_cq *cq);
+	struct ibv_srq *(*create_srq)(struct ibv_pd *pd,
+				      struct ibv_srq_init_attr *attr);
 	int (*destroy_srq)(struct ibv_srq *srq);
 
 	struct ibv_qp *(*create_qp)(struct ibv_pd *pd,

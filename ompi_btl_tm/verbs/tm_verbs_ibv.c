@@ -26,6 +26,7 @@ const struct tm_verbs tm_verbs_ibv = {
 	.dereg_mr = ibv_dereg_mr,
 	.create_cq = ibv_create_cq,
 	.destroy_cq = ibv_destroy_cq,
+	.create_srq = ibv_create_srq,
 	.destroy_srq = ibv_destroy_srq,
 	.create_qp = ibv_create_qp,
 	.modify_qp = ibv_modify_qp,
