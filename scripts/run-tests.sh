@@ -96,7 +96,6 @@ show_failures() {
 		if grep -q '^:global-test-result: \(FAIL\|XPASS\|ERROR\)' "$trs"; then
 			log=${trs%.trs}.log
 			echo "---- [$name] FAILED: ${trs#"$dir"/} (tail of ${log#"$top"/})"
-			grep '^:test-result: \(FAIL\|XPASS\|ERROR\)' "$trs" | sed 's/^/    /'
 			tail -n 40 "$log" 2>/dev/null | sed 's/^/    | /'
 		fi
 	done < <(find "$dir" -name '*.trs' | sort)
