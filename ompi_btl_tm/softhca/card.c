@@ -1,1 +1,392 @@
-/* placeholder until written */
+/*
+ * card.c - when the card works: the scheduler, and card-side rendezvous
+ * reads.
+ *
+ * The card's work comes in four kinds (softhca.h, enum softhca_work): list
+ * ops in post order, inbound packets per QP in wire order, outbound packets
+ * per QP in send-queue order, and rendezvous reads.  Within a kind the
+ * order is the hardware's; across kinds any interleaving is a legal card,
+ * and RANDOM/MANUAL scheduling exist to explore them.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "softhca_priv.h"
+
+/* ---- card-side rendezvous reads -------------------------------------- */
+
+void sh_card_queue_read(struct sh_context *ctx, struct sh_read_job *job)
+{
+	job->next = NULL;
+	if (ctx->jobs_tail)
+		ctx->jobs_tail->next = job;
+	else
+		ctx->jobs = job;
+	ctx->jobs_tail = job;
+}
+
+static void job_unlink(struct sh_context *ctx, struct sh_read_job *job)
+{
+	struct sh_read_job **pp, *prev = NULL;
+
+	for (pp = &ctx->jobs; *pp; prev = *pp, pp = &(*pp)->next)
+		if (*pp == job) {
+			*pp = job->next;
+			if (ctx->jobs_tail == job)
+				ctx->jobs_tail = prev;
+			return;
+		}
+}
+
+/* The data completion, then (if the data is in place) the FIN. */
+static void job_finish(struct sh_context *ctx, struct sh_read_job *job,
+		       enum ibv_wc_status status)
+{
+	struct sh_qp *qp = job->qp;
+	struct sh_srq *srq = qp->srq;
+	struct sh_cqe cqe = {
+		.wr_id = job->recv_wr_id,
+		.status = status,
+		.opcode = IBV_WC_TM_RECV,
+		.byte_len = job->len,
+		.tag = job->tag,
+		.priv = job->priv,
+		.qp_num = qp->qp.qp_num,
+		.src_qp = qp->dest_qpn,
+		.srq = srq,
+		.release_handle = job->handle,
+	};
+
+	cqe.wc_flags = IBV_WC_TM_DATA_VALID |
+		       (srq->sw_cnt != srq->hw_cnt ? IBV_WC_TM_SYNC_REQ : 0);
+	sh_cq_push(srq->cq, &cqe);
+	if (status == IBV_WC_SUCCESS) {
+		srq->card_reads++;
+		sh_qp_queue_fin(qp, job->hdr);
+	}
+	job_unlink(ctx, job);
+	free(job);
+}
+
+static bool job_step(struct sh_context *ctx, struct sh_read_job *job)
+{
+	struct sh_qp *qp = job->qp;
+	enum ibv_wc_status st;
+	struct sh_pkt *pkt;
+	uint32_t chunk, head, tail;
+
+	if (qp->qp.state == IBV_QPS_ERR) {
+		job_finish(ctx, job, IBV_WC_WR_FLUSH_ERR);
+		return true;
+	}
+	if (sh_peer_cma(ctx, qp->peer)) {
+		chunk = job->len - job->done < SH_READ_CHUNK
+				? job->len - job->done : SH_READ_CHUNK;
+		st = sh_remote_read(ctx, qp->peer, job->va + job->done,
+				    job->rkey, job->sge, job->num_sge,
+				    job->done, chunk);
+		job->done += chunk;
+		if (st != IBV_WC_SUCCESS || job->done == job->len)
+			job_finish(ctx, job, st);
+		return true;
+	}
+	/* Copy read: ask the owner's card to send the bytes. */
+	head = atomic_load_explicit(&qp->out->head, memory_order_relaxed);
+	tail = atomic_load_explicit(&qp->out->tail, memory_order_acquire);
+	if (head - tail >= qp->peer->seg->ring_depth)
+		return false;
+	pkt = (struct sh_pkt *)sh_ring_slot(qp->peer->seg, qp->out, head);
+	memset(pkt, 0, sizeof(*pkt));
+	pkt->kind = SH_PKT_READ_REQ;
+	pkt->flags = SH_PKT_FIRST | SH_PKT_LAST;
+	pkt->msg_len = job->len;
+	pkt->req_id = ++qp->next_read_id;
+	pkt->va = job->va;
+	pkt->rkey = job->rkey;
+	pkt->src_qpn = qp->qp.qp_num;
+	atomic_fetch_add_explicit(&qp->out->head, 1, memory_order_release);
+	job->req_id = pkt->req_id;
+	job->started = true;
+	ctx->copy_reads++;
+	return true;
+}
+
+static bool job_ready(const struct sh_read_job *job)
+{
+	return !job->started;
+}
+
+bool sh_card_read_step(struct sh_context *ctx)
+{
+	for (struct sh_read_job *job = ctx->jobs; job; job = job->next)
+		if (job_ready(job))
+			return job_step(ctx, job);
+	return false;
+}
+
+void sh_card_read_done(struct sh_context *ctx, uint64_t req_id,
+		       struct sh_qp *qp, const struct sh_pkt *pkt)
+{
+	struct sh_read_job *job;
+
+	for (job = ctx->jobs; job; job = job->next)
+		if (job->qp == qp && job->started && job->req_id == req_id)
+			break;
+	if (!job)
+		return; /* a response for a read that was dropped */
+	if (pkt->status != IBV_WC_SUCCESS) {
+		job_finish(ctx, job, (enum ibv_wc_status)pkt->status);
+		return;
+	}
+	sh_scatter(job->sge, job->num_sge, (uint32_t)pkt->va, pkt->data,
+		   pkt->len);
+	job->done += pkt->len;
+	if (pkt->flags & SH_PKT_LAST)
+		job_finish(ctx, job, IBV_WC_SUCCESS);
+}
+
+void sh_card_drop_jobs(struct sh_context *ctx, struct sh_qp *qp)
+{
+	struct sh_read_job *job = ctx->jobs, *next;
+
+	for (; job; job = next) {
+		next = job->next;
+		if (job->qp == qp)
+			job_finish(ctx, job, IBV_WC_WR_FLUSH_ERR);
+	}
+}
+
+/* ---- scheduling ------------------------------------------------------ */
+
+static uint64_t rng_next(struct sh_context *ctx)
+{
+	uint64_t x = ctx->rng;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	ctx->rng = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+static bool op_step(struct sh_context *ctx)
+{
+	for (struct sh_srq *srq = ctx->srqs; srq; srq = srq->next)
+		if (sh_srq_op_step(srq))
+			return true;
+	return false;
+}
+
+static bool op_ready(struct sh_context *ctx)
+{
+	for (struct sh_srq *srq = ctx->srqs; srq; srq = srq->next)
+		if (srq->ops_count)
+			return true;
+	return false;
+}
+
+static struct sh_qp *qp_by_num(struct sh_context *ctx, uint32_t qpn)
+{
+	uint32_t i = qpn - SH_QPN_BASE;
+
+	return qpn >= SH_QPN_BASE && i < ctx->qp_hwm ? ctx->qps[i] : NULL;
+}
+
+/* One packet on qpn, or on the next QP (round robin from *cursor). */
+static bool qp_step(struct sh_context *ctx, uint32_t qpn, uint32_t *cursor,
+		    bool (*step)(struct sh_qp *))
+{
+	struct sh_qp *qp;
+
+	if (qpn != SOFTHCA_ANY_QP) {
+		qp = qp_by_num(ctx, qpn);
+		return qp && step(qp);
+	}
+	for (uint32_t n = 0; n < ctx->qp_hwm; n++) {
+		uint32_t i = (*cursor + n) % ctx->qp_hwm;
+
+		qp = ctx->qps[i];
+		if (qp && step(qp)) {
+			*cursor = i + 1;
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool any_ready(struct sh_context *ctx, bool (*ready)(struct sh_qp *))
+{
+	for (uint32_t i = 0; i < ctx->qp_hwm; i++)
+		if (ctx->qps[i] && ready(ctx->qps[i]))
+			return true;
+	return false;
+}
+
+static bool read_ready(struct sh_context *ctx)
+{
+	for (struct sh_read_job *job = ctx->jobs; job; job = job->next)
+		if (job_ready(job))
+			return true;
+	return false;
+}
+
+static bool card_step(struct sh_context *ctx, enum softhca_work kind,
+		      uint32_t qpn)
+{
+	switch (kind) {
+	case SOFTHCA_WORK_OP:
+		return op_step(ctx);
+	case SOFTHCA_WORK_RX:
+		return qp_step(ctx, qpn, &ctx->rr_rx, sh_qp_rx_step);
+	case SOFTHCA_WORK_TX:
+		return qp_step(ctx, qpn, &ctx->rr_tx, sh_qp_tx_step);
+	case SOFTHCA_WORK_READ:
+		return sh_card_read_step(ctx);
+	}
+	return false;
+}
+
+static int card_drain(struct sh_context *ctx)
+{
+	int total = 0, n;
+
+	do {
+		n = 0;
+		while (op_step(ctx))
+			n++;
+		while (qp_step(ctx, SOFTHCA_ANY_QP, &ctx->rr_tx,
+			       sh_qp_tx_step))
+			n++;
+		while (qp_step(ctx, SOFTHCA_ANY_QP, &ctx->rr_rx,
+			       sh_qp_rx_step))
+			n++;
+		while (sh_card_read_step(ctx))
+			n++;
+		total += n;
+	} while (n);
+	return total;
+}
+
+/* A few random units of ready work: at least one if any is ready. */
+static void card_random(struct sh_context *ctx)
+{
+	int budget = 1 + (int)(rng_next(ctx) % 16);
+
+	while (budget--) {
+		enum softhca_work ready[4];
+		int n = 0;
+
+		if (op_ready(ctx))
+			ready[n++] = SOFTHCA_WORK_OP;
+		if (any_ready(ctx, sh_qp_rx_ready))
+			ready[n++] = SOFTHCA_WORK_RX;
+		if (any_ready(ctx, sh_qp_tx_ready))
+			ready[n++] = SOFTHCA_WORK_TX;
+		if (read_ready(ctx))
+			ready[n++] = SOFTHCA_WORK_READ;
+		if (!n)
+			return;
+		if (ctx->qp_hwm)
+			ctx->rr_rx = ctx->rr_tx =
+				(uint32_t)(rng_next(ctx) % ctx->qp_hwm);
+		card_step(ctx, ready[rng_next(ctx) % (uint64_t)n],
+			  SOFTHCA_ANY_QP);
+	}
+}
+
+static void check_liveness(struct sh_context *ctx)
+{
+	uint64_t now = sh_now_ns();
+
+	if (now - ctx->last_liveness < SH_LIVENESS_NS)
+		return;
+	ctx->last_liveness = now;
+	for (uint32_t i = 0; i < ctx->qp_hwm; i++)
+		if (ctx->qps[i])
+			sh_qp_check_peer(ctx->qps[i]);
+}
+
+/* Called with ctx->lock held from every verb that posts or polls. */
+void sh_card_progress(struct sh_context *ctx)
+{
+	if (ctx->in_progress)
+		return;
+	ctx->in_progress = true;
+	check_liveness(ctx);
+	switch (ctx->sched) {
+	case SOFTHCA_SCHED_AUTO:
+		card_drain(ctx);
+		break;
+	case SOFTHCA_SCHED_RANDOM:
+		card_random(ctx);
+		break;
+	case SOFTHCA_SCHED_MANUAL:
+		break;
+	}
+	ctx->in_progress = false;
+}
+
+/* ---- test hooks (softhca.h) ------------------------------------------ */
+
+void softhca_set_sched(struct ibv_context *c, enum softhca_sched sched,
+		       uint64_t seed)
+{
+	struct sh_context *ctx = to_sh_ctx(c);
+
+	pthread_mutex_lock(&ctx->lock);
+	ctx->sched = sched;
+	if (seed)
+		ctx->rng = seed;
+	pthread_mutex_unlock(&ctx->lock);
+}
+
+int softhca_step(struct ibv_context *c, enum softhca_work kind,
+		 uint32_t qp_num)
+{
+	struct sh_context *ctx = to_sh_ctx(c);
+	bool done;
+
+	pthread_mutex_lock(&ctx->lock);
+	done = card_step(ctx, kind, qp_num);
+	pthread_mutex_unlock(&ctx->lock);
+	return done;
+}
+
+int softhca_drain(struct ibv_context *c)
+{
+	struct sh_context *ctx = to_sh_ctx(c);
+	int n;
+
+	pthread_mutex_lock(&ctx->lock);
+	n = card_drain(ctx);
+	pthread_mutex_unlock(&ctx->lock);
+	return n;
+}
+
+int softhca_query_stats(struct ibv_context *c, struct softhca_stats *st)
+{
+	struct sh_context *ctx = to_sh_ctx(c);
+	struct sh_srq *srq;
+
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&ctx->lock);
+	st->cma_reads = ctx->cma_reads;
+	st->copy_reads = ctx->copy_reads;
+	for (srq = ctx->srqs; srq && !srq->tm; srq = srq->next)
+		;
+	if (srq) {
+		st->hw_unexpected_cnt = srq->hw_cnt;
+		st->sw_unexpected_cnt = srq->sw_cnt;
+		st->list_entries = srq->list_len;
+		st->list_inactive = srq->list_inactive;
+		st->ops_outstanding = (uint32_t)(srq->ops_posted -
+						 srq->ops_retired);
+		st->matched = srq->matched;
+		st->unexpected = srq->unexpected;
+		st->rnr_waits = srq->rnr_waits;
+		st->card_reads = srq->card_reads;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return srq ? 0 : ENOENT;
+}

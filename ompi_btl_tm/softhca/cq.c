@@ -1,1 +1,324 @@
-/* placeholder until written */
+/*
+ * cq.c - completion queues: the extended poll API and ibv_poll_cq.
+ *
+ * Entries are kept in the order the card decided them.  An entry can be
+ * reserved before its contents are known (an unexpected message whose last
+ * packet has not arrived yet); polling stops at the first entry that is not
+ * ready, which is what keeps unexpected arrivals and matches in decision
+ * order.  The queue grows instead of overrunning.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "softhca_priv.h"
+
+static struct sh_cqe *cq_at(struct sh_cq *cq, uint64_t seq)
+{
+	return &cq->q[(cq->first + (uint32_t)(seq - cq->first_seq)) % cq->cap];
+}
+
+static int cq_grow(struct sh_cq *cq)
+{
+	uint32_t cap = cq->cap ? cq->cap * 2 : 64;
+	struct sh_cqe *q = malloc(sizeof(*q) * cap);
+
+	if (!q)
+		return ENOMEM;
+	for (uint32_t i = 0; i < cq->count; i++)
+		q[i] = cq->q[(cq->first + i) % cq->cap];
+	free(cq->q);
+	cq->q = q;
+	cq->cap = cap;
+	cq->first = 0;
+	return 0;
+}
+
+int sh_cq_reserve(struct sh_cq *cq, uint64_t *seq)
+{
+	if (cq->count == cq->cap && cq_grow(cq))
+		return ENOMEM;
+	*seq = cq->first_seq + cq->count++;
+	cq_at(cq, *seq)->ready = false;
+	return 0;
+}
+
+void sh_cq_fill(struct sh_cq *cq, uint64_t seq, const struct sh_cqe *cqe)
+{
+	struct sh_cqe *e = cq_at(cq, seq);
+
+	*e = *cqe;
+	e->ready = true;
+}
+
+int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe)
+{
+	uint64_t seq;
+	int err = sh_cq_reserve(cq, &seq);
+
+	if (!err)
+		sh_cq_fill(cq, seq, cqe);
+	return err;
+}
+
+/* Takes the oldest ready entry into cq->cur; the caller holds ctx->lock. */
+static int cq_pop(struct sh_cq *cq)
+{
+	struct sh_cqe *e;
+
+	if (!cq->count)
+		return ENOENT;
+	e = &cq->q[cq->first];
+	if (!e->ready)
+		return ENOENT;
+	cq->cur = *e;
+	cq->first = (cq->first + 1) % cq->cap;
+	cq->first_seq++;
+	cq->count--;
+	if (e->srq)
+		sh_srq_retire(e->srq, e->release_handle, e->retire_seq);
+	return 0;
+}
+
+static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
+{
+	struct sh_cq *cq = (struct sh_cq *)ibcq;
+	int err;
+
+	if (attr && attr->comp_mask)
+		return EINVAL;
+	pthread_mutex_lock(&cq->poll_lock);
+	pthread_mutex_lock(&cq->ctx->lock);
+	sh_card_progress(cq->ctx);
+	err = cq_pop(cq);
+	pthread_mutex_unlock(&cq->ctx->lock);
+	if (err) {
+		pthread_mutex_unlock(&cq->poll_lock);
+		return err;
+	}
+	ibcq->wr_id = cq->cur.wr_id;
+	ibcq->status = cq->cur.status;
+	return 0;
+}
+
+static int cq_next_poll(struct ibv_cq_ex *ibcq)
+{
+	struct sh_cq *cq = (struct sh_cq *)ibcq;
+	int err;
+
+	pthread_mutex_lock(&cq->ctx->lock);
+	err = cq_pop(cq);
+	pthread_mutex_unlock(&cq->ctx->lock);
+	if (!err) {
+		ibcq->wr_id = cq->cur.wr_id;
+		ibcq->status = cq->cur.status;
+	}
+	return err;
+}
+
+static void cq_end_poll(struct ibv_cq_ex *ibcq)
+{
+	pthread_mutex_unlock(&((struct sh_cq *)ibcq)->poll_lock);
+}
+
+#define CUR(ibcq) (((struct sh_cq *)(ibcq))->cur)
+
+static enum ibv_wc_opcode cq_read_opcode(struct ibv_cq_ex *c)
+{
+	return CUR(c).opcode;
+}
+
+static uint32_t cq_read_vendor_err(struct ibv_cq_ex *c)
+{
+	return CUR(c).vendor_err;
+}
+
+static uint32_t cq_read_byte_len(struct ibv_cq_ex *c)
+{
+	return CUR(c).byte_len;
+}
+
+static __be32 cq_read_imm_data(struct ibv_cq_ex *c)
+{
+	(void)c;
+	return 0;
+}
+
+static uint32_t cq_read_qp_num(struct ibv_cq_ex *c)
+{
+	return CUR(c).qp_num;
+}
+
+static uint32_t cq_read_src_qp(struct ibv_cq_ex *c)
+{
+	return CUR(c).src_qp;
+}
+
+static unsigned int cq_read_wc_flags(struct ibv_cq_ex *c)
+{
+	return CUR(c).wc_flags;
+}
+
+static uint32_t cq_read_slid(struct ibv_cq_ex *c)
+{
+	(void)c;
+	return 1;
+}
+
+static uint8_t cq_read_zero8(struct ibv_cq_ex *c)
+{
+	(void)c;
+	return 0;
+}
+
+static uint64_t cq_read_zero64(struct ibv_cq_ex *c)
+{
+	(void)c;
+	return 0;
+}
+
+static uint16_t cq_read_cvlan(struct ibv_cq_ex *c)
+{
+	(void)c;
+	return 0;
+}
+
+static uint32_t cq_read_flow_tag(struct ibv_cq_ex *c)
+{
+	(void)c;
+	return 0;
+}
+
+static void cq_read_tm_info(struct ibv_cq_ex *c, struct ibv_wc_tm_info *ti)
+{
+	ti->tag = CUR(c).tag;
+	ti->priv = CUR(c).priv;
+}
+
+#undef CUR
+
+struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,
+				  struct ibv_cq_init_attr_ex *attr)
+{
+	struct sh_context *ctx = to_sh_ctx(c);
+	struct sh_cq *cq;
+
+	if (attr->cqe < 1 || (attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS |
+				IBV_CQ_INIT_ATTR_MASK_PD)) ||
+	    (attr->wc_flags & ~(uint64_t)IBV_WC_STANDARD_FLAGS &
+	     ~(uint64_t)IBV_WC_EX_WITH_TM_INFO &
+	     ~(uint64_t)IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return NULL;
+	cq->ctx = ctx;
+	pthread_mutex_init(&cq->poll_lock, NULL);
+	cq->cq_ex.context = c;
+	cq->cq_ex.channel = attr->channel;
+	cq->cq_ex.cq_context = attr->cq_context;
+	cq->cq_ex.cqe = (int)attr->cqe;
+	pthread_mutex_init(&cq->cq_ex.mutex, NULL);
+	pthread_cond_init(&cq->cq_ex.cond, NULL);
+	cq->cq_ex.start_poll = cq_start_poll;
+	cq->cq_ex.next_poll = cq_next_poll;
+	cq->cq_ex.end_poll = cq_end_poll;
+	cq->cq_ex.read_opcode = cq_read_opcode;
+	cq->cq_ex.read_vendor_err = cq_read_vendor_err;
+	cq->cq_ex.read_byte_len = cq_read_byte_len;
+	cq->cq_ex.read_imm_data = cq_read_imm_data;
+	cq->cq_ex.read_qp_num = cq_read_qp_num;
+	cq->cq_ex.read_src_qp = cq_read_src_qp;
+	cq->cq_ex.read_wc_flags = cq_read_wc_flags;
+	cq->cq_ex.read_slid = cq_read_slid;
+	cq->cq_ex.read_sl = cq_read_zero8;
+	cq->cq_ex.read_dlid_path_bits = cq_read_zero8;
+	cq->cq_ex.read_completion_ts = cq_read_zero64;
+	cq->cq_ex.read_completion_wallclock_ns = cq_read_zero64;
+	cq->cq_ex.read_cvlan = cq_read_cvlan;
+	cq->cq_ex.read_flow_tag = cq_read_flow_tag;
+	cq->cq_ex.read_tm_info = cq_read_tm_info;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (cq_grow(cq)) {
+		pthread_mutex_unlock(&ctx->lock);
+		free(cq);
+		errno = ENOMEM;
+		return NULL;
+	}
+	cq->next = ctx->cqs;
+	ctx->cqs = cq;
+	pthread_mutex_unlock(&ctx->lock);
+	return &cq->cq_ex;
+}
+
+struct ibv_cq *sh_create_cq(struct ibv_context *c, int cqe, void *cq_context,
+			    struct ibv_comp_channel *ch, int vec)
+{
+	struct ibv_cq_init_attr_ex attr = {
+		.cqe = cqe > 0 ? (uint32_t)cqe : 0,
+		.cq_context = cq_context,
+		.channel = ch,
+		.comp_vector = vec > 0 ? (uint32_t)vec : 0,
+		.wc_flags = IBV_WC_STANDARD_FLAGS,
+	};
+	struct ibv_cq_ex *cq = sh_create_cq_ex(c, &attr);
+
+	return cq ? ibv_cq_ex_to_cq(cq) : NULL;
+}
+
+int sh_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct sh_cq *cq = to_sh_cq(ibcq), **pp;
+	struct sh_context *ctx = cq->ctx;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (cq->users) {
+		pthread_mutex_unlock(&ctx->lock);
+		return EBUSY;
+	}
+	for (pp = &ctx->cqs; *pp; pp = &(*pp)->next)
+		if (*pp == cq) {
+			*pp = cq->next;
+			break;
+		}
+	pthread_mutex_unlock(&ctx->lock);
+	pthread_mutex_destroy(&cq->poll_lock);
+	free(cq->q);
+	free(cq);
+	return 0;
+}
+
+int sh_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
+{
+	struct sh_cq *cq = to_sh_cq(ibcq);
+	int i;
+
+	pthread_mutex_lock(&cq->poll_lock);
+	pthread_mutex_lock(&cq->ctx->lock);
+	sh_card_progress(cq->ctx);
+	for (i = 0; i < n && !cq_pop(cq); i++) {
+		memset(&wc[i], 0, sizeof(wc[i]));
+		wc[i].wr_id = cq->cur.wr_id;
+		wc[i].status = cq->cur.status;
+		wc[i].opcode = cq->cur.opcode;
+		wc[i].vendor_err = cq->cur.vendor_err;
+		wc[i].byte_len = cq->cur.byte_len;
+		wc[i].qp_num = cq->cur.qp_num;
+		wc[i].src_qp = cq->cur.src_qp;
+		wc[i].wc_flags = cq->cur.wc_flags;
+		wc[i].slid = 1;
+	}
+	pthread_mutex_unlock(&cq->ctx->lock);
+	pthread_mutex_unlock(&cq->poll_lock);
+	return i;
+}
+
+int sh_req_notify_cq(struct ibv_cq *cq, int solicited_only)
+{
+	(void)cq;
+	(void)solicited_only;
+	return EOPNOTSUPP;
+}

@@ -1,1 +1,417 @@
-/* placeholder until written */
+/*
+ * device.c - the soft HCA device: configuration, the device list, contexts,
+ * device and port queries, PDs, and the library-verbs table.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "softhca_priv.h"
+
+static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct softhca_config config;
+static bool config_set;
+static uint32_t next_instance;
+
+static struct ibv_device sh_device = {
+	.node_type = IBV_NODE_CA,
+	.transport_type = IBV_TRANSPORT_IB,
+	.name = "softtm0",
+	.dev_name = "softtm0",
+};
+
+/* ---- configuration --------------------------------------------------- */
+
+void softhca_config_default(struct softhca_config *cfg)
+{
+	*cfg = (struct softhca_config){
+		.max_num_tags = 1023,
+		.max_ops = 4096,
+		.max_rndv_hdr_size = 64,
+		.max_sge = 1,
+		.mtu = 4096,
+		.ring_depth = 64,
+		.max_qp = 256,
+		.max_mr = 4096,
+		.max_wr = 16384,
+		.sched = SOFTHCA_SCHED_AUTO,
+	};
+}
+
+struct config_limit {
+	const char *env;
+	size_t offset;
+	uint32_t min, max;
+};
+
+#define LIMIT(env, field, lo, hi) \
+	{ env, offsetof(struct softhca_config, field), lo, hi }
+
+static const struct config_limit limits[] = {
+	LIMIT("SOFTHCA_MAX_NUM_TAGS", max_num_tags, 1, 65535),
+	LIMIT("SOFTHCA_MAX_OPS", max_ops, 1, 1u << 20),
+	LIMIT("SOFTHCA_MAX_RNDV_HDR_SIZE", max_rndv_hdr_size, 32, 65536),
+	LIMIT("SOFTHCA_MAX_SGE", max_sge, 1, SH_MAX_SGE),
+	LIMIT("SOFTHCA_MTU", mtu, 64, 1u << 20),
+	LIMIT("SOFTHCA_RING_DEPTH", ring_depth, 2, 65536),
+	LIMIT("SOFTHCA_MAX_QP", max_qp, 1, 65536),
+	LIMIT("SOFTHCA_MAX_MR", max_mr, 1, 65535),
+	LIMIT("SOFTHCA_MAX_WR", max_wr, 1, 1u << 20),
+};
+
+static uint32_t *config_field(struct softhca_config *cfg,
+			      const struct config_limit *l)
+{
+	return (uint32_t *)((char *)cfg + l->offset);
+}
+
+static int config_check(const struct softhca_config *cfg)
+{
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+		uint32_t v = *config_field((struct softhca_config *)cfg,
+					   &limits[i]);
+
+		if (v < limits[i].min || v > limits[i].max) {
+			fprintf(stderr,
+				"softhca: %s=%u is out of range [%u, %u]\n",
+				limits[i].env, v, limits[i].min,
+				limits[i].max);
+			return EINVAL;
+		}
+	}
+	if (cfg->max_rndv_hdr_size > cfg->mtu) {
+		fprintf(stderr, "softhca: max_rndv_hdr_size %u exceeds the "
+			"MTU %u\n", cfg->max_rndv_hdr_size, cfg->mtu);
+		return EINVAL;
+	}
+	if (cfg->sched > SOFTHCA_SCHED_MANUAL)
+		return EINVAL;
+	return 0;
+}
+
+static int parse_u64(const char *name, const char *s, uint64_t *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtoull(s, &end, 0);
+	if (errno || !*s || *end) {
+		fprintf(stderr, "softhca: %s=\"%s\" is not a number\n", name,
+			s);
+		return EINVAL;
+	}
+	return 0;
+}
+
+int softhca_config_from_env(struct softhca_config *cfg)
+{
+	const char *s;
+	uint64_t v;
+
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+		s = getenv(limits[i].env);
+		if (!s)
+			continue;
+		if (parse_u64(limits[i].env, s, &v))
+			return EINVAL;
+		*config_field(cfg, &limits[i]) =
+			v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+	}
+	s = getenv("SOFTHCA_SCHED");
+	if (s) {
+		if (!strcmp(s, "auto"))
+			cfg->sched = SOFTHCA_SCHED_AUTO;
+		else if (!strcmp(s, "random"))
+			cfg->sched = SOFTHCA_SCHED_RANDOM;
+		else if (!strcmp(s, "manual"))
+			cfg->sched = SOFTHCA_SCHED_MANUAL;
+		else {
+			fprintf(stderr, "softhca: SOFTHCA_SCHED=\"%s\": use "
+				"auto, random or manual\n", s);
+			return EINVAL;
+		}
+	}
+	s = getenv("SOFTHCA_SEED");
+	if (s && parse_u64("SOFTHCA_SEED", s, &cfg->seed))
+		return EINVAL;
+	s = getenv("SOFTHCA_FORCE_COPY_READ");
+	if (s)
+		cfg->force_copy_read = atoi(s) != 0;
+	return config_check(cfg);
+}
+
+int softhca_set_config(const struct softhca_config *cfg)
+{
+	int err = config_check(cfg);
+
+	if (err)
+		return err;
+	pthread_mutex_lock(&config_lock);
+	config = *cfg;
+	config_set = true;
+	pthread_mutex_unlock(&config_lock);
+	return 0;
+}
+
+/* The config a new context gets: the one set, else defaults + env. */
+static int config_snapshot(struct softhca_config *cfg)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&config_lock);
+	if (!config_set) {
+		softhca_config_default(&config);
+		err = softhca_config_from_env(&config);
+		config_set = !err;
+	}
+	*cfg = config;
+	pthread_mutex_unlock(&config_lock);
+	return err;
+}
+
+/* ---- device list ----------------------------------------------------- */
+
+static struct ibv_device **sh_get_device_list(int *num)
+{
+	struct ibv_device **list = calloc(2, sizeof(*list));
+
+	if (!list)
+		return NULL;
+	list[0] = &sh_device;
+	if (num)
+		*num = 1;
+	return list;
+}
+
+static void sh_free_device_list(struct ibv_device **list)
+{
+	free(list);
+}
+
+static const char *sh_get_device_name(struct ibv_device *dev)
+{
+	return dev->name;
+}
+
+/* ---- queries --------------------------------------------------------- */
+
+static int sh_query_device_ex(struct ibv_context *c,
+			      const struct ibv_query_device_ex_input *input,
+			      struct ibv_device_attr_ex *attr, size_t size)
+{
+	const struct softhca_config *cfg = &to_sh_ctx(c)->cfg;
+	struct ibv_device_attr *a = &attr->orig_attr;
+
+	if ((input && input->comp_mask) || size < sizeof(*attr))
+		return EINVAL;
+	memset(attr, 0, size);
+	snprintf(a->fw_ver, sizeof(a->fw_ver), "softhca-1");
+	a->vendor_id = 0x0;
+	a->max_mr_size = UINT64_MAX;
+	a->page_size_cap = 4096;
+	a->max_qp = (int)cfg->max_qp;
+	a->max_qp_wr = (int)cfg->max_wr;
+	a->max_sge = SH_MAX_SGE;
+	a->max_cq = 1 << 16;
+	a->max_cqe = 1 << 22;
+	a->max_mr = (int)cfg->max_mr;
+	a->max_pd = 1 << 16;
+	a->max_qp_rd_atom = 16;
+	a->max_qp_init_rd_atom = 16;
+	a->max_srq = 1 << 10;
+	a->max_srq_wr = (int)cfg->max_wr;
+	a->max_srq_sge = SH_MAX_SGE;
+	a->phys_port_cnt = 1;
+	attr->tm_caps.max_rndv_hdr_size = cfg->max_rndv_hdr_size;
+	attr->tm_caps.max_num_tags = cfg->max_num_tags;
+	attr->tm_caps.flags = IBV_TM_CAP_RC;
+	attr->tm_caps.max_ops = cfg->max_ops;
+	attr->tm_caps.max_sge = cfg->max_sge;
+	return 0;
+}
+
+static enum ibv_mtu mtu_enum(uint32_t mtu)
+{
+	if (mtu >= 4096)
+		return IBV_MTU_4096;
+	if (mtu >= 2048)
+		return IBV_MTU_2048;
+	if (mtu >= 1024)
+		return IBV_MTU_1024;
+	if (mtu >= 512)
+		return IBV_MTU_512;
+	return IBV_MTU_256;
+}
+
+static int sh_query_port(struct ibv_context *c, uint8_t port,
+			 struct ibv_port_attr *attr, size_t len)
+{
+	if (port != 1)
+		return EINVAL;
+	memset(attr, 0, len < sizeof(*attr) ? len : sizeof(*attr));
+	attr->state = IBV_PORT_ACTIVE;
+	attr->max_mtu = attr->active_mtu = mtu_enum(to_sh_ctx(c)->cfg.mtu);
+	attr->gid_tbl_len = 1;
+	attr->pkey_tbl_len = 1;
+	attr->lid = 1;
+	attr->max_msg_sz = 1u << 31;
+	attr->active_width = 4;   /* 4x */
+	attr->active_speed = 32;  /* EDR */
+	attr->phys_state = 5;     /* LinkUp */
+	attr->link_layer = IBV_LINK_LAYER_INFINIBAND;
+	return 0;
+}
+
+static int sh_query_gid(struct ibv_context *c, uint8_t port, int index,
+			union ibv_gid *gid)
+{
+	struct sh_context *ctx = to_sh_ctx(c);
+
+	if (port != 1 || index != 0)
+		return EINVAL;
+	sh_gid_encode(gid, getuid(), getpid(), ctx->instance);
+	return 0;
+}
+
+/* ---- PDs ------------------------------------------------------------- */
+
+static struct ibv_pd *sh_alloc_pd(struct ibv_context *c)
+{
+	struct ibv_pd *pd = calloc(1, sizeof(*pd));
+
+	if (pd)
+		pd->context = c;
+	return pd;
+}
+
+static int sh_dealloc_pd(struct ibv_pd *pd)
+{
+	free(pd);
+	return 0;
+}
+
+/* ---- contexts -------------------------------------------------------- */
+
+static void ctx_free(struct sh_context *ctx)
+{
+	while (ctx->peers)
+		sh_peer_put(ctx, ctx->peers);
+	sh_seg_destroy(ctx);
+	pthread_mutex_destroy(&ctx->lock);
+	free(ctx->qps);
+	free(ctx);
+}
+
+static void ctx_bind_ops(struct sh_context *ctx)
+{
+	struct verbs_context *v = &ctx->vctx;
+
+	v->sz = sizeof(*v);
+	v->context.abi_compat = __VERBS_ABI_IS_EXTENDED;
+	v->context.ops.poll_cq = sh_poll_cq;
+	v->context.ops.req_notify_cq = sh_req_notify_cq;
+	v->context.ops.post_srq_recv = sh_post_srq_recv;
+	v->context.ops.post_send = sh_post_send;
+	v->context.ops.post_recv = sh_post_recv;
+	v->query_port = sh_query_port;
+	v->query_device_ex = sh_query_device_ex;
+	v->create_cq_ex = sh_create_cq_ex;
+	v->create_srq_ex = sh_create_srq_ex;
+	v->post_srq_ops = sh_post_srq_ops;
+}
+
+static struct ibv_context *sh_open_device(struct ibv_device *dev)
+{
+	struct sh_context *ctx;
+	int err;
+
+	if (dev != &sh_device) {
+		errno = ENODEV;
+		return NULL;
+	}
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return NULL;
+	err = config_snapshot(&ctx->cfg);
+	if (err)
+		goto fail;
+	pthread_mutex_init(&ctx->lock, NULL);
+	pthread_mutex_lock(&config_lock);
+	ctx->instance = next_instance++;
+	pthread_mutex_unlock(&config_lock);
+	ctx->qps = calloc(ctx->cfg.max_qp, sizeof(*ctx->qps));
+	if (!ctx->qps) {
+		err = ENOMEM;
+		goto fail;
+	}
+	err = sh_seg_create(ctx);
+	if (err)
+		goto fail;
+	ctx->sched = ctx->cfg.sched;
+	ctx->rng = ctx->cfg.seed ? ctx->cfg.seed
+				 : ((uint64_t)getpid() << 32) ^
+					   (uint64_t)time(NULL) ^ ctx->instance;
+	if (!ctx->rng)
+		ctx->rng = 1;
+	ctx_bind_ops(ctx);
+	ctx->vctx.context.device = dev;
+	ctx->vctx.context.cmd_fd = -1;
+	ctx->vctx.context.async_fd = -1;
+	ctx->vctx.context.num_comp_vectors = 1;
+	pthread_mutex_init(&ctx->vctx.context.mutex, NULL);
+	return &ctx->vctx.context;
+fail:
+	free(ctx->qps);
+	free(ctx);
+	errno = err;
+	return NULL;
+}
+
+static int sh_close_device(struct ibv_context *c)
+{
+	struct sh_context *ctx = to_sh_ctx(c);
+
+	pthread_mutex_lock(&ctx->lock);
+	for (uint32_t i = 0; i < ctx->qp_hwm; i++)
+		if (ctx->qps[i]) {
+			pthread_mutex_unlock(&ctx->lock);
+			return EBUSY;
+		}
+	if (ctx->srqs || ctx->cqs) {
+		pthread_mutex_unlock(&ctx->lock);
+		return EBUSY;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	ctx_free(ctx);
+	return 0;
+}
+
+static const struct tm_verbs softhca_table = {
+	.name = "soft",
+	.get_device_list = sh_get_device_list,
+	.free_device_list = sh_free_device_list,
+	.get_device_name = sh_get_device_name,
+	.open_device = sh_open_device,
+	.close_device = sh_close_device,
+	.query_gid = sh_query_gid,
+	.alloc_pd = sh_alloc_pd,
+	.dealloc_pd = sh_dealloc_pd,
+	.reg_mr = sh_reg_mr,
+	.dereg_mr = sh_dereg_mr,
+	.create_cq = sh_create_cq,
+	.destroy_cq = sh_destroy_cq,
+	.create_srq = sh_create_srq,
+	.destroy_srq = sh_destroy_srq,
+	.create_qp = sh_create_qp,
+	.modify_qp = sh_modify_qp,
+	.query_qp = sh_query_qp,
+	.destroy_qp = sh_destroy_qp,
+};
+
+const struct tm_verbs *softhca_verbs(void)
+{
+	return &softhca_table;
+}

@@ -1,1 +1,676 @@
-/* placeholder until written */
+/*
+ * qp.c - RC queue pairs: connection, the send queue, and the packet rings.
+ *
+ * A send is cut into MTU-sized packets that the sender's card copies into
+ * the peer QP's inbound ring; the send completes when its last packet is in
+ * the ring (the soft equivalent of the RC ack).  RDMA reads are done by the
+ * reader's card with process_vm_readv, or, where the kernel refuses that,
+ * by READ_REQ/READ_RESP packets that the owner's card answers.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "softhca_priv.h"
+
+/* ---- send queue ------------------------------------------------------ */
+
+static struct sh_swr *sq_push(struct sh_qp *qp)
+{
+	if (qp->sq_count == qp->sq_cap) {
+		uint32_t cap = qp->sq_cap ? qp->sq_cap * 2 : 16;
+		struct sh_swr *sq = calloc(cap, sizeof(*sq));
+
+		if (!sq)
+			return NULL;
+		for (uint32_t i = 0; i < qp->sq_count; i++)
+			sq[i] = qp->sq[(qp->sq_first + i) % qp->sq_cap];
+		free(qp->sq);
+		qp->sq = sq;
+		qp->sq_cap = cap;
+		qp->sq_first = 0;
+	}
+	return memset(&qp->sq[(qp->sq_first + qp->sq_count++) % qp->sq_cap],
+		      0, sizeof(struct sh_swr));
+}
+
+static void sq_pop(struct sh_qp *qp)
+{
+	struct sh_swr *w = &qp->sq[qp->sq_first];
+
+	if (w->kind != SH_SWR_FIN)
+		qp->sq_user--;
+	free(w->inline_buf);
+	qp->sq_first = (qp->sq_first + 1) % qp->sq_cap;
+	qp->sq_count--;
+}
+
+static void sq_complete(struct sh_qp *qp, enum ibv_wc_status status)
+{
+	struct sh_swr *w = &qp->sq[qp->sq_first];
+	struct sh_cqe cqe = { .release_handle = -1 };
+
+	if (w->kind != SH_SWR_FIN &&
+	    (status != IBV_WC_SUCCESS || qp->sq_sig_all ||
+	     (w->send_flags & IBV_SEND_SIGNALED))) {
+		cqe.wr_id = w->wr_id;
+		cqe.status = status;
+		cqe.opcode = w->kind == SH_SWR_READ ? IBV_WC_RDMA_READ
+						    : IBV_WC_SEND;
+		cqe.byte_len = w->kind == SH_SWR_READ ? w->len : 0;
+		cqe.qp_num = qp->qp.qp_num;
+		cqe.src_qp = qp->dest_qpn;
+		sh_cq_push(qp->scq, &cqe);
+	}
+	sq_pop(qp);
+}
+
+/* ---- errors ---------------------------------------------------------- */
+
+static void rx_abort(struct sh_qp *qp)
+{
+	struct sh_rx *rx = &qp->rx;
+
+	if (rx->dest == SH_RX_IDLE)
+		return;
+	rx->cqe.status = IBV_WC_WR_FLUSH_ERR;
+	if (rx->dest == SH_RX_PLAIN)
+		sh_cq_fill(rx->cq, rx->cqe_seq, &rx->cqe);
+	else
+		sh_cq_push(rx->cq, &rx->cqe);
+	rx->dest = SH_RX_IDLE;
+}
+
+/*
+ * Moves the QP to the error state: the WR at the head fails with why, the
+ * rest are flushed, and the peer sees the ring closed.
+ */
+void sh_qp_error(struct sh_qp *qp, enum ibv_wc_status why)
+{
+	struct sh_cqe cqe = { .release_handle = -1 };
+
+	qp->qp.state = IBV_QPS_ERR;
+	if (qp->in)
+		atomic_store(&qp->in->closed, 1);
+	while (qp->sq_count) {
+		sq_complete(qp, why);
+		why = IBV_WC_WR_FLUSH_ERR;
+	}
+	rx_abort(qp);
+	sh_card_drop_jobs(qp->ctx, qp);
+	qp->resp.active = false;
+	while (qp->rq.count) {
+		cqe.wr_id = qp->rq.buf[qp->rq.first].wr_id;
+		cqe.status = IBV_WC_WR_FLUSH_ERR;
+		cqe.opcode = IBV_WC_RECV;
+		cqe.qp_num = qp->qp.qp_num;
+		sh_cq_push(qp->rcq, &cqe);
+		qp->rq.first = (qp->rq.first + 1) % qp->rq.cap;
+		qp->rq.count--;
+	}
+}
+
+/* A peer whose process is gone never answers: fail what waits on it. */
+void sh_qp_check_peer(struct sh_qp *qp)
+{
+	if (qp->peer && qp->qp.state != IBV_QPS_ERR &&
+	    kill(qp->peer->pid, 0) < 0 && errno == ESRCH)
+		sh_qp_error(qp, IBV_WC_RETRY_EXC_ERR);
+}
+
+/* ---- the outbound ring ----------------------------------------------- */
+
+static bool out_usable(struct sh_qp *qp)
+{
+	return !atomic_load_explicit(&qp->out->closed, memory_order_acquire) &&
+	       atomic_load_explicit(&qp->out->epoch, memory_order_relaxed) ==
+		       qp->out_epoch;
+}
+
+/* A free slot in the peer's ring, or NULL (and the stall is noted). */
+static struct sh_pkt *out_slot(struct sh_qp *qp)
+{
+	struct sh_seg *pseg = qp->peer->seg;
+	uint32_t head = atomic_load_explicit(&qp->out->head,
+					     memory_order_relaxed);
+	uint32_t tail = atomic_load_explicit(&qp->out->tail,
+					     memory_order_acquire);
+	uint64_t now;
+
+	if (head - tail < pseg->ring_depth) {
+		qp->stall_since = 0;
+		return (struct sh_pkt *)sh_ring_slot(pseg, qp->out, head);
+	}
+	now = sh_now_ns();
+	if (!qp->stall_since)
+		qp->stall_since = now;
+	else if (now - qp->stall_since > SH_LIVENESS_NS)
+		sh_qp_check_peer(qp);
+	return NULL;
+}
+
+static void out_commit(struct sh_qp *qp)
+{
+	atomic_fetch_add_explicit(&qp->out->head, 1, memory_order_release);
+}
+
+/* ---- transmit -------------------------------------------------------- */
+
+static bool tx_send(struct sh_qp *qp, struct sh_swr *w)
+{
+	uint32_t mtu = qp->peer->seg->mtu, chunk;
+	struct sh_pkt *pkt;
+
+	if (!w->started) {
+		w->started = true;
+		if (!w->inline_buf &&
+		    sh_local_check(qp->ctx, w->sge, w->num_sge, 0)) {
+			sq_complete(qp, IBV_WC_LOC_PROT_ERR);
+			return true;
+		}
+	}
+	pkt = out_slot(qp);
+	if (!pkt)
+		return false;
+	chunk = w->len - w->done < mtu ? w->len - w->done : mtu;
+	pkt->kind = SH_PKT_SEND;
+	pkt->flags = (w->done ? 0 : SH_PKT_FIRST) |
+		     (w->done + chunk == w->len ? SH_PKT_LAST : 0);
+	pkt->len = chunk;
+	pkt->msg_len = w->len;
+	pkt->src_qpn = qp->qp.qp_num;
+	if (w->inline_buf)
+		memcpy(pkt->data, w->inline_buf + w->done, chunk);
+	else
+		sh_gather(w->sge, w->num_sge, w->done, pkt->data, chunk);
+	out_commit(qp);
+	w->done += chunk;
+	if (w->done == w->len)
+		sq_complete(qp, IBV_WC_SUCCESS);
+	return true;
+}
+
+static bool tx_read(struct sh_qp *qp, struct sh_swr *w)
+{
+	enum ibv_wc_status st;
+	struct sh_pkt *pkt;
+
+	if (w->started)
+		return false; /* waiting for READ_RESP packets */
+	if (sh_local_check(qp->ctx, w->sge, w->num_sge,
+			   IBV_ACCESS_LOCAL_WRITE)) {
+		sq_complete(qp, IBV_WC_LOC_PROT_ERR);
+		return true;
+	}
+	if (sh_peer_cma(qp->ctx, qp->peer)) {
+		st = sh_remote_read(qp->ctx, qp->peer, w->remote_addr, w->rkey,
+				    w->sge, w->num_sge, 0, w->len);
+		if (st != IBV_WC_SUCCESS) {
+			sh_qp_error(qp, st);
+			return true;
+		}
+		w->done = w->len;
+		sq_complete(qp, IBV_WC_SUCCESS);
+		return true;
+	}
+	pkt = out_slot(qp);
+	if (!pkt)
+		return false;
+	memset(pkt, 0, sizeof(*pkt));
+	pkt->kind = SH_PKT_READ_REQ;
+	pkt->flags = SH_PKT_FIRST | SH_PKT_LAST;
+	pkt->msg_len = w->len;
+	pkt->req_id = ++qp->next_read_id;
+	pkt->va = w->remote_addr;
+	pkt->rkey = w->rkey;
+	pkt->src_qpn = qp->qp.qp_num;
+	out_commit(qp);
+	w->started = true;
+	w->remote_addr = pkt->req_id; /* remembered for the responses */
+	qp->ctx->copy_reads++;
+	return true;
+}
+
+/* The owner side of a copy read: one response packet. */
+static bool tx_read_resp(struct sh_qp *qp)
+{
+	struct sh_read_resp *r = &qp->resp;
+	uint32_t mtu = qp->peer->seg->mtu, chunk = 0;
+	struct sh_pkt *pkt = out_slot(qp);
+
+	if (!pkt)
+		return false;
+	if (r->status == IBV_WC_SUCCESS)
+		chunk = r->len - r->done < mtu ? r->len - r->done : mtu;
+	memset(pkt, 0, sizeof(*pkt));
+	pkt->kind = SH_PKT_READ_RESP;
+	pkt->req_id = r->req_id;
+	pkt->va = r->done; /* offset of this chunk */
+	pkt->len = chunk;
+	pkt->msg_len = r->len;
+	pkt->status = r->status;
+	pkt->src_qpn = qp->qp.qp_num;
+	memcpy(pkt->data, (uint8_t *)(uintptr_t)r->va + r->done, chunk);
+	r->done += chunk;
+	if (r->done == r->len || r->status != IBV_WC_SUCCESS) {
+		pkt->flags = SH_PKT_LAST;
+		r->active = false;
+	}
+	out_commit(qp);
+	return true;
+}
+
+bool sh_qp_tx_ready(struct sh_qp *qp)
+{
+	struct sh_swr *w;
+
+	if (qp->qp.state != IBV_QPS_RTS && qp->qp.state != IBV_QPS_RTR)
+		return false;
+	if (qp->resp.active)
+		return true;
+	if (qp->qp.state != IBV_QPS_RTS || !qp->sq_count)
+		return false;
+	w = &qp->sq[qp->sq_first];
+	return !(w->kind == SH_SWR_READ && w->started);
+}
+
+/* Moves one packet (or one read) of this QP's send side. */
+bool sh_qp_tx_step(struct sh_qp *qp)
+{
+	struct sh_swr *w;
+
+	if (!sh_qp_tx_ready(qp))
+		return false;
+	if (!out_usable(qp)) {
+		sh_qp_error(qp, IBV_WC_RETRY_EXC_ERR);
+		return true;
+	}
+	if (qp->resp.active)
+		return tx_read_resp(qp);
+	w = &qp->sq[qp->sq_first];
+	return w->kind == SH_SWR_READ ? tx_read(qp, w) : tx_send(qp, w);
+}
+
+int sh_qp_queue_fin(struct sh_qp *qp, const uint8_t *hdr)
+{
+	struct sh_swr *w;
+	struct ibv_tmh *tmh;
+
+	if (qp->qp.state == IBV_QPS_ERR)
+		return EPIPE;
+	w = sq_push(qp);
+	if (!w)
+		return ENOMEM;
+	w->kind = SH_SWR_FIN;
+	w->len = SH_TMH_LEN + SH_RVH_LEN;
+	w->inline_buf = malloc(w->len);
+	if (!w->inline_buf) {
+		qp->sq_count--;
+		return ENOMEM;
+	}
+	memcpy(w->inline_buf, hdr, w->len);
+	tmh = (struct ibv_tmh *)w->inline_buf;
+	tmh->opcode = IBV_TMH_FIN;
+	return 0;
+}
+
+/* ---- receive --------------------------------------------------------- */
+
+static bool rx_read_req(struct sh_qp *qp, const struct sh_pkt *pkt)
+{
+	struct sh_read_resp *r = &qp->resp;
+
+	if (r->active)
+		return false;
+	r->active = true;
+	r->req_id = pkt->req_id;
+	r->va = pkt->va;
+	r->rkey = pkt->rkey;
+	r->len = pkt->msg_len;
+	r->done = 0;
+	r->status = sh_mr_check(qp->ctx->seg, pkt->rkey, pkt->va, pkt->msg_len,
+				IBV_ACCESS_REMOTE_READ)
+			    ? IBV_WC_REM_ACCESS_ERR
+			    : IBV_WC_SUCCESS;
+	return true;
+}
+
+static void rx_read_resp(struct sh_qp *qp, const struct sh_pkt *pkt)
+{
+	struct sh_swr *w = qp->sq_count ? &qp->sq[qp->sq_first] : NULL;
+
+	if (!w || w->kind != SH_SWR_READ || !w->started ||
+	    w->remote_addr != pkt->req_id) {
+		sh_card_read_done(qp->ctx, pkt->req_id, qp, pkt);
+		return;
+	}
+	if (pkt->status != IBV_WC_SUCCESS) {
+		sh_qp_error(qp, (enum ibv_wc_status)pkt->status);
+		return;
+	}
+	sh_scatter(w->sge, w->num_sge, (uint32_t)pkt->va, pkt->data, pkt->len);
+	if (pkt->flags & SH_PKT_LAST)
+		sq_complete(qp, IBV_WC_SUCCESS);
+}
+
+bool sh_qp_rx_ready(struct sh_qp *qp)
+{
+	return qp->in && qp->qp.state >= IBV_QPS_RTR &&
+	       atomic_load_explicit(&qp->in->tail, memory_order_relaxed) !=
+		       atomic_load_explicit(&qp->in->head,
+					    memory_order_acquire);
+}
+
+/* Takes one packet from this QP's inbound ring, if the card can. */
+bool sh_qp_rx_step(struct sh_qp *qp)
+{
+	uint32_t tail;
+	struct sh_pkt *pkt;
+
+	if (!sh_qp_rx_ready(qp))
+		return false;
+	tail = atomic_load_explicit(&qp->in->tail, memory_order_relaxed);
+	pkt = (struct sh_pkt *)sh_ring_slot(qp->ctx->seg, qp->in, tail);
+	if (qp->qp.state == IBV_QPS_ERR)
+		goto consumed; /* an errored QP drops what arrives */
+	switch (pkt->kind) {
+	case SH_PKT_SEND:
+		if (!(pkt->flags & SH_PKT_FIRST))
+			sh_rx_more(qp, pkt);
+		else if (sh_rx_first(qp, pkt) == EAGAIN)
+			return false;
+		break;
+	case SH_PKT_READ_REQ:
+		if (!rx_read_req(qp, pkt))
+			return false;
+		break;
+	case SH_PKT_READ_RESP:
+		rx_read_resp(qp, pkt);
+		break;
+	}
+consumed:
+	atomic_store_explicit(&qp->in->tail, tail + 1, memory_order_release);
+	return true;
+}
+
+/* ---- verbs ----------------------------------------------------------- */
+
+int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		 struct ibv_send_wr **bad)
+{
+	struct sh_qp *qp = to_sh_qp(ibqp);
+	struct sh_context *ctx = qp->ctx;
+	struct sh_swr *w;
+	uint8_t *inl;
+	int err = 0;
+
+	pthread_mutex_lock(&ctx->lock);
+	for (; wr; wr = wr->next) {
+		uint32_t len;
+
+		if (qp->qp.state != IBV_QPS_RTS || wr->num_sge < 0 ||
+		    (uint32_t)wr->num_sge > SH_MAX_SGE ||
+		    (wr->opcode != IBV_WR_SEND &&
+		     wr->opcode != IBV_WR_RDMA_READ) ||
+		    sge_total(wr->sg_list, (uint32_t)wr->num_sge) >= (1u << 31))
+			err = EINVAL;
+		else if (qp->sq_user >= qp->max_send_wr)
+			err = ENOMEM;
+		if (err) {
+			*bad = wr;
+			break;
+		}
+		len = sge_total(wr->sg_list, (uint32_t)wr->num_sge);
+		inl = NULL;
+		if (wr->opcode == IBV_WR_SEND &&
+		    (wr->send_flags & IBV_SEND_INLINE)) {
+			/* The caller may reuse an inline buffer at once. */
+			inl = malloc(len ? len : 1);
+			if (inl)
+				sh_gather(wr->sg_list, (uint32_t)wr->num_sge,
+					  0, inl, len);
+		}
+		w = (inl || !(wr->send_flags & IBV_SEND_INLINE) ||
+		     wr->opcode != IBV_WR_SEND) ? sq_push(qp) : NULL;
+		if (!w) {
+			free(inl);
+			err = ENOMEM;
+			*bad = wr;
+			break;
+		}
+		qp->sq_user++;
+		w->kind = wr->opcode == IBV_WR_SEND ? SH_SWR_SEND : SH_SWR_READ;
+		w->wr_id = wr->wr_id;
+		w->send_flags = wr->send_flags;
+		w->num_sge = (uint32_t)wr->num_sge;
+		memcpy(w->sge, wr->sg_list, sizeof(*w->sge) * w->num_sge);
+		w->len = len;
+		w->inline_buf = inl;
+		w->remote_addr = wr->wr.rdma.remote_addr;
+		w->rkey = wr->wr.rdma.rkey;
+	}
+	sh_card_progress(ctx);
+	pthread_mutex_unlock(&ctx->lock);
+	return err;
+}
+
+int sh_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		 struct ibv_recv_wr **bad)
+{
+	struct sh_qp *qp = to_sh_qp(ibqp);
+	int err;
+
+	if (qp->srq || qp->qp.state == IBV_QPS_RESET) {
+		*bad = wr;
+		return EINVAL;
+	}
+	pthread_mutex_lock(&qp->ctx->lock);
+	err = sh_rq_post(&qp->rq, qp->max_recv_wr, SH_MAX_SGE, wr, bad);
+	sh_card_progress(qp->ctx);
+	pthread_mutex_unlock(&qp->ctx->lock);
+	return err;
+}
+
+struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct sh_context *ctx = to_sh_ctx(pd->context);
+	const struct softhca_config *cfg = &ctx->cfg;
+	struct sh_qp *qp;
+	uint32_t i;
+
+	if (attr->qp_type != IBV_QPT_RC) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!attr->send_cq || !attr->recv_cq ||
+	    attr->cap.max_send_wr > cfg->max_wr ||
+	    attr->cap.max_recv_wr > cfg->max_wr ||
+	    attr->cap.max_send_sge > SH_MAX_SGE ||
+	    attr->cap.max_recv_sge > SH_MAX_SGE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return NULL;
+	pthread_mutex_lock(&ctx->lock);
+	for (i = 0; i < cfg->max_qp && ctx->qps[i]; i++)
+		;
+	if (i == cfg->max_qp) {
+		pthread_mutex_unlock(&ctx->lock);
+		free(qp);
+		errno = ENOMEM;
+		return NULL;
+	}
+	ctx->qps[i] = qp;
+	if (i >= ctx->qp_hwm)
+		ctx->qp_hwm = i + 1;
+	qp->ctx = ctx;
+	qp->index = i;
+	qp->scq = to_sh_cq(attr->send_cq);
+	qp->rcq = to_sh_cq(attr->recv_cq);
+	qp->srq = attr->srq ? to_sh_srq(attr->srq) : NULL;
+	qp->max_send_wr = attr->cap.max_send_wr ? attr->cap.max_send_wr : 1;
+	qp->max_recv_wr = attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1;
+	qp->sq_sig_all = attr->sq_sig_all;
+	qp->in = sh_seg_ring(ctx->seg, i);
+	atomic_store(&qp->in->head, 0);
+	atomic_store(&qp->in->tail, 0);
+	atomic_store(&qp->in->closed, 0);
+	atomic_fetch_add(&qp->in->epoch, 1);
+	qp->scq->users++;
+	qp->rcq->users++;
+	if (qp->srq)
+		qp->srq->users++;
+	pthread_mutex_unlock(&ctx->lock);
+
+	qp->qp.context = pd->context;
+	qp->qp.qp_context = attr->qp_context;
+	qp->qp.pd = pd;
+	qp->qp.send_cq = attr->send_cq;
+	qp->qp.recv_cq = attr->recv_cq;
+	qp->qp.srq = attr->srq;
+	qp->qp.handle = i;
+	qp->qp.qp_num = SH_QPN_BASE + i;
+	qp->qp.state = IBV_QPS_RESET;
+	qp->qp.qp_type = IBV_QPT_RC;
+	pthread_mutex_init(&qp->qp.mutex, NULL);
+	pthread_cond_init(&qp->qp.cond, NULL);
+	attr->cap.max_inline_data = 1u << 16;
+	return &qp->qp;
+}
+
+static int qp_connect(struct sh_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	struct sh_peer *peer;
+	uint32_t idx;
+
+	if ((mask & (IBV_QP_AV | IBV_QP_DEST_QPN)) !=
+	    (IBV_QP_AV | IBV_QP_DEST_QPN) || !attr->ah_attr.is_global)
+		return EINVAL;
+	peer = sh_peer_get(qp->ctx, &attr->ah_attr.grh.dgid);
+	if (!peer)
+		return errno == ENOENT ? EHOSTUNREACH : EINVAL;
+	idx = attr->dest_qp_num - SH_QPN_BASE;
+	if (attr->dest_qp_num < SH_QPN_BASE || idx >= peer->seg->max_qp ||
+	    peer->seg->mtu != qp->ctx->cfg.mtu) {
+		sh_peer_put(qp->ctx, peer);
+		return EINVAL;
+	}
+	qp->peer = peer;
+	qp->dest_qpn = attr->dest_qp_num;
+	qp->out = sh_seg_ring(peer->seg, idx);
+	qp->out_epoch = atomic_load(&qp->out->epoch);
+	return 0;
+}
+
+static void qp_reset(struct sh_qp *qp)
+{
+	while (qp->sq_count)
+		sq_pop(qp);
+	qp->rx.dest = SH_RX_IDLE;
+	qp->resp.active = false;
+	sh_card_drop_jobs(qp->ctx, qp);
+	sh_peer_put(qp->ctx, qp->peer);
+	qp->peer = NULL;
+	qp->out = NULL;
+	qp->rq.count = 0;
+	atomic_store(&qp->in->head, 0);
+	atomic_store(&qp->in->tail, 0);
+	atomic_store(&qp->in->closed, 0);
+}
+
+static bool transition_ok(enum ibv_qp_state from, enum ibv_qp_state to)
+{
+	switch (to) {
+	case IBV_QPS_RESET:
+	case IBV_QPS_ERR:
+		return true;
+	case IBV_QPS_INIT:
+		return from == IBV_QPS_RESET || from == IBV_QPS_INIT;
+	case IBV_QPS_RTR:
+		return from == IBV_QPS_INIT;
+	case IBV_QPS_RTS:
+		return from == IBV_QPS_RTR || from == IBV_QPS_RTS;
+	default:
+		return false;
+	}
+}
+
+int sh_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+{
+	struct sh_qp *qp = to_sh_qp(ibqp);
+	enum ibv_qp_state to;
+	int err = 0;
+
+	if (!(mask & IBV_QP_STATE))
+		return 0;
+	to = attr->qp_state;
+	pthread_mutex_lock(&qp->ctx->lock);
+	if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != qp->qp.state)
+		err = EINVAL;
+	else if (!transition_ok(qp->qp.state, to))
+		err = EINVAL;
+	else if (to == IBV_QPS_RTR)
+		err = qp_connect(qp, attr, mask);
+	else if (to == IBV_QPS_ERR)
+		sh_qp_error(qp, IBV_WC_WR_FLUSH_ERR);
+	else if (to == IBV_QPS_RESET)
+		qp_reset(qp);
+	if (!err)
+		qp->qp.state = to;
+	pthread_mutex_unlock(&qp->ctx->lock);
+	return err;
+}
+
+int sh_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
+		struct ibv_qp_init_attr *init)
+{
+	struct sh_qp *qp = to_sh_qp(ibqp);
+
+	(void)mask;
+	memset(attr, 0, sizeof(*attr));
+	memset(init, 0, sizeof(*init));
+	pthread_mutex_lock(&qp->ctx->lock);
+	attr->qp_state = attr->cur_qp_state = qp->qp.state;
+	attr->dest_qp_num = qp->dest_qpn;
+	attr->path_mtu = IBV_MTU_4096;
+	attr->cap.max_send_wr = qp->max_send_wr;
+	attr->cap.max_recv_wr = qp->max_recv_wr;
+	attr->cap.max_send_sge = SH_MAX_SGE;
+	attr->cap.max_recv_sge = SH_MAX_SGE;
+	pthread_mutex_unlock(&qp->ctx->lock);
+	init->send_cq = qp->qp.send_cq;
+	init->recv_cq = qp->qp.recv_cq;
+	init->srq = qp->qp.srq;
+	init->cap = attr->cap;
+	init->qp_type = IBV_QPT_RC;
+	init->sq_sig_all = (int)qp->sq_sig_all;
+	return 0;
+}
+
+int sh_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct sh_qp *qp = to_sh_qp(ibqp);
+	struct sh_context *ctx = qp->ctx;
+
+	pthread_mutex_lock(&ctx->lock);
+	atomic_store(&qp->in->closed, 1);
+	atomic_fetch_add(&qp->in->epoch, 1);
+	while (qp->sq_count)
+		sq_pop(qp);
+	rx_abort(qp);
+	sh_card_drop_jobs(ctx, qp);
+	sh_peer_put(ctx, qp->peer);
+	qp->scq->users--;
+	qp->rcq->users--;
+	if (qp->srq)
+		qp->srq->users--;
+	ctx->qps[qp->index] = NULL;
+	pthread_mutex_unlock(&ctx->lock);
+	sh_rq_free(&qp->rq);
+	free(qp->sq);
+	free(qp);
+	return 0;
+}

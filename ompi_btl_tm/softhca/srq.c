@@ -1,1 +1,640 @@
-/* placeholder until written */
+/*
+ * srq.c - SRQs, and the TM-SRQ: the tag list, its operations, and what the
+ * card does with each message that arrives (DESIGN.md section 3).
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "softhca_priv.h"
+
+/* ---- plain receive buffers ------------------------------------------- */
+
+int sh_rq_post(struct sh_rq *rq, uint32_t max_wr, uint32_t max_sge,
+	       struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	for (; wr; wr = wr->next) {
+		struct sh_rbuf *b;
+
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge) {
+			*bad = wr;
+			return EINVAL;
+		}
+		if (rq->count == max_wr) {
+			*bad = wr;
+			return ENOMEM;
+		}
+		if (!rq->buf) {
+			rq->buf = calloc(max_wr, sizeof(*rq->buf));
+			if (!rq->buf) {
+				*bad = wr;
+				return ENOMEM;
+			}
+			rq->cap = max_wr;
+		}
+		b = &rq->buf[(rq->first + rq->count++) % rq->cap];
+		b->wr_id = wr->wr_id;
+		b->num_sge = (uint32_t)wr->num_sge;
+		memcpy(b->sge, wr->sg_list, sizeof(*b->sge) * b->num_sge);
+	}
+	return 0;
+}
+
+void sh_rq_free(struct sh_rq *rq)
+{
+	free(rq->buf);
+	memset(rq, 0, sizeof(*rq));
+}
+
+/* ---- tag list -------------------------------------------------------- */
+
+static void tag_put(struct sh_srq *srq, int32_t h)
+{
+	struct sh_tag *t = &srq->tags[h];
+
+	if (--t->refs)
+		return;
+	t->next = srq->free_head;
+	srq->free_head = h;
+}
+
+static void list_append(struct sh_srq *srq, int32_t h, bool active)
+{
+	struct sh_tag *t = &srq->tags[h];
+
+	t->prev = srq->list_tail;
+	t->next = -1;
+	if (srq->list_tail >= 0)
+		srq->tags[srq->list_tail].next = h;
+	else
+		srq->list_head = h;
+	srq->list_tail = h;
+	t->on_list = true;
+	t->active = active;
+	srq->list_len++;
+	if (!active)
+		srq->list_inactive++;
+}
+
+static void list_remove(struct sh_srq *srq, int32_t h)
+{
+	struct sh_tag *t = &srq->tags[h];
+
+	if (t->prev >= 0)
+		srq->tags[t->prev].next = t->next;
+	else
+		srq->list_head = t->next;
+	if (t->next >= 0)
+		srq->tags[t->next].prev = t->prev;
+	else
+		srq->list_tail = t->prev;
+	t->on_list = false;
+	srq->list_len--;
+	if (!t->active)
+		srq->list_inactive--;
+}
+
+static void list_activate_all(struct sh_srq *srq)
+{
+	for (int32_t h = srq->list_head; h >= 0 && srq->list_inactive;
+	     h = srq->tags[h].next) {
+		if (!srq->tags[h].active) {
+			srq->tags[h].active = true;
+			srq->list_inactive--;
+		}
+	}
+}
+
+/* First active entry, in list order, whose tag & mask accept tag. */
+static int32_t list_match(struct sh_srq *srq, uint64_t tag)
+{
+	for (int32_t h = srq->list_head; h >= 0; h = srq->tags[h].next) {
+		struct sh_tag *t = &srq->tags[h];
+
+		if (t->active && !((t->tag ^ tag) & t->mask))
+			return h;
+	}
+	return -1;
+}
+
+static uint32_t sync_flag(const struct sh_srq *srq)
+{
+	return srq->sw_cnt != srq->hw_cnt ? IBV_WC_TM_SYNC_REQ : 0;
+}
+
+void sh_srq_retire(struct sh_srq *srq, int32_t handle, uint64_t retire_seq)
+{
+	if (handle >= 0)
+		tag_put(srq, handle);
+	if (retire_seq > srq->ops_retired)
+		srq->ops_retired = retire_seq;
+}
+
+/* ---- SRQ objects ----------------------------------------------------- */
+
+static int srq_init_tm(struct sh_srq *srq, const struct ibv_tm_cap *cap)
+{
+	const struct softhca_config *cfg = &srq->ctx->cfg;
+
+	if (!cap->max_num_tags || cap->max_num_tags > cfg->max_num_tags ||
+	    !cap->max_ops || cap->max_ops > cfg->max_ops)
+		return EINVAL;
+	srq->max_num_tags = cap->max_num_tags;
+	srq->max_ops = cap->max_ops;
+	srq->tags = calloc(srq->max_num_tags, sizeof(*srq->tags));
+	srq->ops = calloc(srq->max_ops, sizeof(*srq->ops));
+	if (!srq->tags || !srq->ops)
+		return ENOMEM;
+	for (uint32_t i = 0; i < srq->max_num_tags; i++)
+		srq->tags[i].next = i + 1 < srq->max_num_tags ? (int32_t)i + 1
+							       : -1;
+	srq->free_head = 0;
+	srq->list_head = srq->list_tail = -1;
+	srq->tm = true;
+	return 0;
+}
+
+struct ibv_srq *sh_create_srq_ex(struct ibv_context *c,
+				 struct ibv_srq_init_attr_ex *attr)
+{
+	struct sh_context *ctx = to_sh_ctx(c);
+	enum ibv_srq_type type = IBV_SRQT_BASIC;
+	struct sh_srq *srq;
+	int err = EINVAL;
+
+	if (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE)
+		type = attr->srq_type;
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd ||
+	    !attr->attr.max_wr || attr->attr.max_wr > ctx->cfg.max_wr ||
+	    attr->attr.max_sge > SH_MAX_SGE)
+		goto fail;
+	if (type != IBV_SRQT_BASIC && type != IBV_SRQT_TM) {
+		err = EOPNOTSUPP;
+		goto fail;
+	}
+	if (type == IBV_SRQT_TM &&
+	    (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq ||
+	     !(attr->comp_mask & IBV_SRQ_INIT_ATTR_TM)))
+		goto fail;
+	srq = calloc(1, sizeof(*srq));
+	if (!srq) {
+		err = ENOMEM;
+		goto fail;
+	}
+	srq->ctx = ctx;
+	srq->max_wr = attr->attr.max_wr;
+	srq->max_sge = attr->attr.max_sge ? attr->attr.max_sge : 1;
+	if (type == IBV_SRQT_TM) {
+		err = srq_init_tm(srq, &attr->tm_cap);
+		if (err) {
+			free(srq->tags);
+			free(srq->ops);
+			free(srq);
+			goto fail;
+		}
+		srq->cq = to_sh_cq(attr->cq);
+	}
+	srq->srq.context = c;
+	srq->srq.srq_context = attr->srq_context;
+	srq->srq.pd = attr->pd;
+	pthread_mutex_init(&srq->srq.mutex, NULL);
+	pthread_cond_init(&srq->srq.cond, NULL);
+
+	pthread_mutex_lock(&ctx->lock);
+	if (srq->cq)
+		srq->cq->users++;
+	srq->next = ctx->srqs;
+	ctx->srqs = srq;
+	pthread_mutex_unlock(&ctx->lock);
+	return &srq->srq;
+fail:
+	errno = err;
+	return NULL;
+}
+
+struct ibv_srq *sh_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a)
+{
+	struct ibv_srq_init_attr_ex ex = {
+		.srq_context = a->srq_context,
+		.attr = a->attr,
+		.comp_mask = IBV_SRQ_INIT_ATTR_PD,
+		.pd = pd,
+	};
+
+	return sh_create_srq_ex(pd->context, &ex);
+}
+
+int sh_destroy_srq(struct ibv_srq *ibsrq)
+{
+	struct sh_srq *srq = to_sh_srq(ibsrq), **pp;
+	struct sh_context *ctx = srq->ctx;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (srq->users) {
+		pthread_mutex_unlock(&ctx->lock);
+		return EBUSY;
+	}
+	for (pp = &ctx->srqs; *pp; pp = &(*pp)->next)
+		if (*pp == srq) {
+			*pp = srq->next;
+			break;
+		}
+	/* Completions still queued must not call back into this SRQ. */
+	for (struct sh_cq *cq = ctx->cqs; cq; cq = cq->next)
+		for (uint32_t i = 0; i < cq->count; i++)
+			if (cq->q[(cq->first + i) % cq->cap].srq == srq)
+				cq->q[(cq->first + i) % cq->cap].srq = NULL;
+	if (srq->cq)
+		srq->cq->users--;
+	pthread_mutex_unlock(&ctx->lock);
+	sh_rq_free(&srq->rq);
+	free(srq->tags);
+	free(srq->ops);
+	free(srq);
+	return 0;
+}
+
+int sh_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+		     struct ibv_recv_wr **bad)
+{
+	struct sh_srq *srq = to_sh_srq(ibsrq);
+	int err;
+
+	pthread_mutex_lock(&srq->ctx->lock);
+	err = sh_rq_post(&srq->rq, srq->max_wr, srq->max_sge, wr, bad);
+	sh_card_progress(srq->ctx);
+	pthread_mutex_unlock(&srq->ctx->lock);
+	return err;
+}
+
+/* ---- list operations ------------------------------------------------- */
+
+static int op_check(struct sh_srq *srq, struct ibv_ops_wr *wr)
+{
+	switch (wr->opcode) {
+	case IBV_WR_TAG_ADD:
+		if (wr->tm.add.num_sge < 0 ||
+		    (uint32_t)wr->tm.add.num_sge > srq->ctx->cfg.max_sge ||
+		    (wr->tm.add.num_sge && !wr->tm.add.sg_list))
+			return EINVAL;
+		return srq->free_head < 0 ? ENOMEM : 0;
+	case IBV_WR_TAG_DEL:
+		if (wr->tm.handle >= srq->max_num_tags ||
+		    !srq->tags[wr->tm.handle].refs)
+			return EINVAL;
+		return 0;
+	case IBV_WR_TAG_SYNC:
+		return 0;
+	}
+	return EINVAL;
+}
+
+static void op_post(struct sh_srq *srq, struct ibv_ops_wr *wr)
+{
+	struct sh_op *op;
+	struct sh_tag *t;
+	int32_t h;
+
+	if (wr->opcode == IBV_WR_TAG_ADD) {
+		h = srq->free_head;
+		t = &srq->tags[h];
+		srq->free_head = t->next;
+		t->tag = wr->tm.add.tag;
+		t->mask = wr->tm.add.mask;
+		t->recv_wr_id = wr->tm.add.recv_wr_id;
+		t->num_sge = (uint32_t)wr->tm.add.num_sge;
+		memcpy(t->sge, wr->tm.add.sg_list, sizeof(*t->sge) * t->num_sge);
+		t->refs = wr->flags & IBV_OPS_SIGNALED ? 2 : 1;
+		t->on_list = false;
+		t->prev = t->next = -1;
+		wr->tm.handle = (uint32_t)h;
+	} else if (wr->opcode == IBV_WR_TAG_DEL) {
+		srq->tags[wr->tm.handle].refs++;
+	}
+	op = &srq->ops[(srq->ops_first + srq->ops_count++) % srq->max_ops];
+	op->seq = srq->ops_posted++;
+	op->wr_id = wr->wr_id;
+	op->opcode = wr->opcode;
+	op->flags = wr->flags;
+	op->unexpected_cnt = wr->tm.unexpected_cnt;
+	op->handle = wr->tm.handle;
+}
+
+int sh_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
+		    struct ibv_ops_wr **bad)
+{
+	struct sh_srq *srq = to_sh_srq(ibsrq);
+	int err = 0;
+
+	pthread_mutex_lock(&srq->ctx->lock);
+	for (; wr; wr = wr->next) {
+		if (!srq->tm)
+			err = EINVAL;
+		else if (srq->ops_posted - srq->ops_retired >= srq->max_ops)
+			err = ENOMEM;
+		else
+			err = op_check(srq, wr);
+		if (err) {
+			*bad = wr;
+			break;
+		}
+		op_post(srq, wr);
+	}
+	sh_card_progress(srq->ctx);
+	pthread_mutex_unlock(&srq->ctx->lock);
+	return err;
+}
+
+/* The card processes the oldest posted list op. */
+bool sh_srq_op_step(struct sh_srq *srq)
+{
+	struct sh_cqe cqe = { .release_handle = -1 };
+	struct sh_op op;
+	bool insync;
+
+	if (!srq->ops_count)
+		return false;
+	op = srq->ops[srq->ops_first];
+	srq->ops_first = (srq->ops_first + 1) % srq->max_ops;
+	srq->ops_count--;
+
+	if (op.flags & IBV_OPS_TM_SYNC)
+		srq->sw_cnt = (uint16_t)op.unexpected_cnt;
+	insync = srq->sw_cnt == srq->hw_cnt;
+	cqe.status = IBV_WC_SUCCESS;
+	switch (op.opcode) {
+	case IBV_WR_TAG_ADD:
+		list_append(srq, (int32_t)op.handle, insync);
+		cqe.opcode = IBV_WC_TM_ADD;
+		break;
+	case IBV_WR_TAG_DEL:
+		if (srq->tags[op.handle].on_list) {
+			list_remove(srq, (int32_t)op.handle);
+			tag_put(srq, (int32_t)op.handle);
+		} else {
+			cqe.status = IBV_WC_TM_ERR;
+		}
+		cqe.opcode = IBV_WC_TM_DEL;
+		break;
+	case IBV_WR_TAG_SYNC:
+		cqe.opcode = IBV_WC_TM_SYNC;
+		break;
+	}
+	if (insync)
+		list_activate_all(srq);
+	if (!(op.flags & IBV_OPS_SIGNALED)) {
+		if (op.opcode == IBV_WR_TAG_DEL)
+			tag_put(srq, (int32_t)op.handle);
+		return true;
+	}
+	cqe.wr_id = op.wr_id;
+	cqe.wc_flags = sync_flag(srq);
+	cqe.srq = srq;
+	cqe.retire_seq = op.seq + 1;
+	if (op.opcode != IBV_WR_TAG_SYNC)
+		cqe.release_handle = (int32_t)op.handle;
+	sh_cq_push(srq->cq, &cqe);
+	return true;
+}
+
+/* ---- arrivals -------------------------------------------------------- */
+
+static void rx_finish(struct sh_qp *qp)
+{
+	struct sh_rx *rx = &qp->rx;
+
+	if (rx->dest == SH_RX_PLAIN) {
+		sh_cq_fill(rx->cq, rx->cqe_seq, &rx->cqe);
+	} else {
+		if (qp->srq && qp->srq->tm)
+			rx->cqe.wc_flags |= sync_flag(qp->srq);
+		sh_cq_push(rx->cq, &rx->cqe);
+	}
+	rx->dest = SH_RX_IDLE;
+}
+
+/* Writes the packet's share of the message, less the skipped headers. */
+static void rx_data(struct sh_qp *qp, const struct sh_pkt *pkt)
+{
+	struct sh_rx *rx = &qp->rx;
+	uint32_t start = rx->off > rx->skip ? rx->off : rx->skip;
+	uint32_t end = rx->off + pkt->len;
+
+	if (end > start && rx->cqe.status != IBV_WC_LOC_PROT_ERR)
+		rx->written += sh_scatter(rx->sge, rx->num_sge,
+					  start - rx->skip,
+					  pkt->data + (start - rx->off),
+					  end - start);
+	rx->off = end;
+	if (pkt->flags & SH_PKT_LAST)
+		rx_finish(qp);
+}
+
+static void rx_start(struct sh_qp *qp, enum sh_rx_dest dest,
+		     const struct ibv_sge *sge, uint32_t nsge,
+		     const struct sh_pkt *pkt, uint32_t skip, struct sh_cq *cq)
+{
+	struct sh_rx *rx = &qp->rx;
+
+	rx->dest = dest;
+	memcpy(rx->sge, sge, sizeof(*sge) * nsge);
+	rx->num_sge = nsge;
+	rx->msg_len = pkt->msg_len;
+	rx->off = 0;
+	rx->skip = skip;
+	rx->written = 0;
+	rx->cq = cq;
+	memset(&rx->cqe, 0, sizeof(rx->cqe));
+	rx->cqe.release_handle = -1;
+	rx->cqe.qp_num = qp->qp.qp_num;
+	rx->cqe.src_qp = qp->dest_qpn;
+	rx->cqe.status = sh_local_check(qp->ctx, sge, nsge,
+					IBV_ACCESS_LOCAL_WRITE);
+	if (rx->cqe.status == IBV_WC_SUCCESS &&
+	    pkt->msg_len - skip > sge_total(sge, nsge))
+		rx->cqe.status = IBV_WC_LOC_LEN_ERR;
+}
+
+/*
+ * Delivers the whole message to the next plain buffer.  Returns EAGAIN when
+ * there is none: the message stays on the wire (receiver not ready).
+ */
+static int rx_plain(struct sh_qp *qp, const struct sh_pkt *pkt,
+		    enum ibv_wc_opcode opcode, bool unexpected)
+{
+	struct sh_srq *srq = qp->srq;
+	struct sh_rq *rq = srq ? &srq->rq : &qp->rq;
+	struct sh_cq *cq = srq && srq->tm ? srq->cq : qp->rcq;
+	struct sh_rbuf b;
+
+	if (!rq->count) {
+		if (srq)
+			srq->rnr_waits++;
+		return EAGAIN;
+	}
+	b = rq->buf[rq->first];
+	rq->first = (rq->first + 1) % rq->cap;
+	rq->count--;
+	if (unexpected) {
+		srq->hw_cnt++;
+		srq->unexpected++;
+	}
+	rx_start(qp, SH_RX_PLAIN, b.sge, b.num_sge, pkt, 0, cq);
+	qp->rx.cqe.wr_id = b.wr_id;
+	qp->rx.cqe.opcode = opcode;
+	qp->rx.cqe.byte_len = pkt->msg_len;
+	if (srq && srq->tm)
+		qp->rx.cqe.wc_flags = sync_flag(srq);
+	if (sh_cq_reserve(cq, &qp->rx.cqe_seq))
+		return ENOMEM;
+	rx_data(qp, pkt);
+	return 0;
+}
+
+static void rx_matched_cqe(struct sh_qp *qp, struct sh_tag *t,
+			   const struct ibv_tmh *tmh, struct sh_cqe *cqe)
+{
+	memset(cqe, 0, sizeof(*cqe));
+	cqe->wr_id = t->recv_wr_id;
+	cqe->opcode = IBV_WC_TM_RECV;
+	cqe->tag = be64toh(tmh->tag);
+	cqe->priv = be32toh(tmh->app_ctx);
+	cqe->qp_num = qp->qp.qp_num;
+	cqe->src_qp = qp->dest_qpn;
+	cqe->release_handle = -1;
+}
+
+static void rx_eager_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
+			     int32_t h)
+{
+	struct sh_srq *srq = qp->srq;
+	struct sh_tag *t = &srq->tags[h];
+	const struct ibv_tmh *tmh = (const void *)pkt->data;
+	struct sh_cqe cqe;
+
+	list_remove(srq, h);
+	srq->matched++;
+	rx_matched_cqe(qp, t, tmh, &cqe);
+	rx_start(qp, SH_RX_TAGGED, t->sge, t->num_sge, pkt, SH_TMH_LEN,
+		 srq->cq);
+	qp->rx.cqe.wr_id = cqe.wr_id;
+	qp->rx.cqe.opcode = cqe.opcode;
+	qp->rx.cqe.tag = cqe.tag;
+	qp->rx.cqe.priv = cqe.priv;
+	qp->rx.cqe.byte_len = pkt->msg_len - SH_TMH_LEN;
+	qp->rx.cqe.srq = srq;
+	qp->rx.cqe.release_handle = h;
+	if (pkt->flags & SH_PKT_LAST) {
+		qp->rx.cqe.wc_flags = IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID;
+	} else {
+		cqe.byte_len = qp->rx.cqe.byte_len;
+		cqe.wc_flags = IBV_WC_TM_MATCH | sync_flag(srq);
+		cqe.status = IBV_WC_SUCCESS;
+		sh_cq_push(srq->cq, &cqe);
+		qp->rx.cqe.wc_flags = IBV_WC_TM_DATA_VALID;
+	}
+	rx_data(qp, pkt);
+}
+
+static void rx_rndv_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
+			    int32_t h)
+{
+	struct sh_srq *srq = qp->srq;
+	struct sh_tag *t = &srq->tags[h];
+	const struct ibv_tmh *tmh = (const void *)pkt->data;
+	const struct ibv_rvh *rvh = (const void *)(pkt->data + SH_TMH_LEN);
+	uint32_t len = be32toh(rvh->len);
+	struct sh_read_job *job;
+	struct sh_cqe cqe;
+
+	list_remove(srq, h);
+	srq->matched++;
+	rx_matched_cqe(qp, t, tmh, &cqe);
+	cqe.srq = srq;
+	cqe.wc_flags = IBV_WC_TM_MATCH | sync_flag(srq);
+	cqe.status = sh_local_check(qp->ctx, t->sge, t->num_sge,
+				    IBV_ACCESS_LOCAL_WRITE);
+	job = cqe.status == IBV_WC_SUCCESS && len <= sge_total(t->sge, t->num_sge)
+		      ? calloc(1, sizeof(*job)) : NULL;
+	if (!job) {
+		/* Software finishes the transfer from the headers. */
+		if (cqe.status == IBV_WC_SUCCESS) {
+			cqe.status = IBV_WC_TM_RNDV_INCOMPLETE;
+			cqe.byte_len = sh_scatter(t->sge, t->num_sge, 0,
+						  pkt->data,
+						  SH_TMH_LEN + SH_RVH_LEN);
+		}
+		cqe.release_handle = h;
+		sh_cq_push(srq->cq, &cqe);
+		return;
+	}
+	cqe.byte_len = len;
+	cqe.srq = NULL;
+	sh_cq_push(srq->cq, &cqe);
+
+	job->qp = qp;
+	job->recv_wr_id = t->recv_wr_id;
+	memcpy(job->sge, t->sge, sizeof(*t->sge) * t->num_sge);
+	job->num_sge = t->num_sge;
+	memcpy(job->hdr, pkt->data, sizeof(job->hdr));
+	job->tag = cqe.tag;
+	job->priv = cqe.priv;
+	job->va = be64toh(rvh->va);
+	job->rkey = be32toh(rvh->rkey);
+	job->len = len;
+	job->handle = h;
+	sh_card_queue_read(qp->ctx, job);
+}
+
+static bool tmh_valid(const struct sh_pkt *pkt, uint32_t rndv_max)
+{
+	const struct ibv_tmh *tmh = (const void *)pkt->data;
+
+	if (pkt->msg_len < SH_TMH_LEN || pkt->len < SH_TMH_LEN ||
+	    tmh->reserved[0] || tmh->reserved[1] || tmh->reserved[2])
+		return false;
+	switch (tmh->opcode) {
+	case IBV_TMH_NO_TAG:
+	case IBV_TMH_FIN:
+	case IBV_TMH_EAGER:
+		return true;
+	case IBV_TMH_RNDV:
+		return pkt->msg_len >= SH_TMH_LEN + SH_RVH_LEN &&
+		       pkt->msg_len <= rndv_max && (pkt->flags & SH_PKT_LAST);
+	}
+	return false;
+}
+
+/*
+ * The card's decision for the first packet of a message.  Returns 0 when
+ * the packet was taken, EAGAIN when it must wait for a plain buffer.
+ */
+int sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt)
+{
+	struct sh_srq *srq = qp->srq;
+	const struct ibv_tmh *tmh = (const void *)pkt->data;
+	int32_t h;
+
+	if (!srq || !srq->tm)
+		return rx_plain(qp, pkt, IBV_WC_RECV, false);
+	if (!tmh_valid(pkt, qp->ctx->cfg.max_rndv_hdr_size))
+		return rx_plain(qp, pkt, IBV_WC_RECV, false);
+	if (tmh->opcode == IBV_TMH_NO_TAG || tmh->opcode == IBV_TMH_FIN)
+		return rx_plain(qp, pkt, IBV_WC_TM_NO_TAG, false);
+
+	h = list_match(srq, be64toh(tmh->tag));
+	if (h < 0)
+		return rx_plain(qp, pkt, IBV_WC_TM_RECV, true);
+	if (tmh->opcode == IBV_TMH_EAGER)
+		rx_eager_matched(qp, pkt, h);
+	else
+		rx_rndv_matched(qp, pkt, h);
+	return 0;
+}
+
+void sh_rx_more(struct sh_qp *qp, const struct sh_pkt *pkt)
+{
+	if (qp->rx.dest != SH_RX_IDLE)
+		rx_data(qp, pkt);
+}

@@ -1,0 +1,436 @@
+/*
+ * softhca_priv.h - the soft HCA's objects, shared by its source files.
+ *
+ * Objects are named after the hardware objects they stand for.  Every
+ * object embeds the rdma-core structure applications see as its first
+ * member (or, for the context, struct verbs_context), so a pointer handed
+ * out by verbs converts back with container_of.
+ *
+ * Locking: one mutex per context (sh_context.lock) guards every object of
+ * that context and the card's work.  A CQ's poll_lock serialises
+ * start_poll..end_poll and is always taken before the context lock.
+ *
+ * Shared memory: a context owns one segment (struct sh_seg) laid out as
+ *   [sh_seg header][rkey table: max_mr x sh_mr_slot][max_qp x sh_ring]
+ * A QP's inbound packets land in the ring of its own slot; its peer, in
+ * another context or process, maps the segment and produces into that ring.
+ * Each ring has exactly one producer (the peer QP, under the peer context's
+ * lock) and one consumer (this context's card).
+ */
+#ifndef SOFTHCA_PRIV_H
+#define SOFTHCA_PRIV_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <infiniband/verbs.h>
+#include <infiniband/tm_types.h>
+
+#include "softhca.h"
+
+#define SH_QPN_BASE      0x100u
+#define SH_MAX_SGE       16u     /* SGEs accepted in any WR */
+#define SH_TMH_LEN       ((uint32_t)sizeof(struct ibv_tmh))
+#define SH_RVH_LEN       ((uint32_t)sizeof(struct ibv_rvh))
+#define SH_SEG_MAGIC     0x534f46544d484341ull /* "SOFTMHCA" */
+#define SH_SEG_VERSION   1u
+#define SH_READ_CHUNK    (256u * 1024u) /* bytes one READ step moves */
+#define SH_LIVENESS_NS   (100ull * 1000 * 1000)
+
+#define sh_container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+
+/* ---- shared memory: packets, rings, the segment ---------------------- */
+
+enum sh_pkt_kind {
+	SH_PKT_SEND = 1,
+	SH_PKT_READ_REQ,
+	SH_PKT_READ_RESP,
+};
+
+enum sh_pkt_flags {
+	SH_PKT_FIRST = 1 << 0,
+	SH_PKT_LAST  = 1 << 1,
+};
+
+/* One ring slot: this header, then up to mtu bytes of payload. */
+struct sh_pkt {
+	uint32_t kind;
+	uint32_t flags;
+	uint32_t len;       /* payload bytes in this packet */
+	uint32_t msg_len;   /* SEND: whole message; READ: bytes asked */
+	uint64_t req_id;    /* READ_REQ/RESP: requester's read id */
+	uint64_t va;        /* READ_REQ: remote address */
+	uint32_t rkey;      /* READ_REQ */
+	uint32_t status;    /* READ_RESP: enum ibv_wc_status */
+	uint32_t src_qpn;
+	uint32_t pad[5];
+	uint8_t data[];
+};
+
+struct sh_ring {
+	_Atomic uint32_t head;  /* packets produced */
+	uint8_t pad0[60];
+	_Atomic uint32_t tail;  /* packets consumed */
+	uint8_t pad1[60];
+	_Atomic uint32_t epoch; /* bumped when the owning QP slot is reused */
+	_Atomic uint32_t closed;/* the owning QP is gone or in error */
+	uint8_t pad2[56];
+};
+
+struct sh_mr_slot {
+	_Atomic uint32_t key;   /* 0: free */
+	uint32_t access;
+	uint64_t addr;
+	uint64_t length;
+	uint64_t pad;
+};
+
+struct sh_seg {
+	uint64_t magic;
+	uint32_t version;
+	int32_t pid;
+	uint32_t mtu;
+	uint32_t ring_depth;
+	uint32_t max_qp;
+	uint32_t max_mr;
+	uint64_t owner_va;      /* this header's address in the owner: CMA probe */
+	uint64_t mr_off;
+	uint64_t ring_off;
+	uint64_t ring_stride;
+	uint64_t slot_size;
+	uint64_t size;
+};
+
+/* A peer context's segment, mapped here. */
+struct sh_peer {
+	union ibv_gid gid;
+	struct sh_seg *seg;
+	size_t size;
+	pid_t pid;
+	int refs;
+	int cma;                /* 1 usable, 0 refused, -1 not probed */
+	struct sh_peer *next;
+};
+
+/* ---- completion queue ------------------------------------------------ */
+
+struct sh_cqe {
+	uint64_t wr_id;
+	uint64_t tag;
+	uint64_t retire_seq;    /* list ops up to this seq (excl.) retire */
+	struct sh_srq *srq;     /* owner of release_handle / retire_seq */
+	int32_t release_handle; /* tag slot reference dropped when polled */
+	uint32_t priv;
+	uint32_t byte_len;
+	uint32_t qp_num;
+	uint32_t src_qp;
+	uint32_t wc_flags;
+	uint32_t vendor_err;
+	enum ibv_wc_status status;
+	enum ibv_wc_opcode opcode;
+	bool ready;
+};
+
+struct sh_cq {
+	struct ibv_cq_ex cq_ex;      /* first: ibv_cq_ex_to_cq() casts */
+	struct sh_context *ctx;
+	pthread_mutex_t poll_lock;
+	struct sh_cqe *q;            /* circular, grows */
+	uint32_t cap, first, count;
+	uint64_t first_seq;          /* sequence number of q[first] */
+	struct sh_cqe cur;           /* the entry start/next_poll returned */
+	int users;                   /* QPs and SRQs that complete here */
+	struct sh_cq *next;
+};
+
+/* ---- receive side: plain buffers, the TM-SRQ ------------------------- */
+
+struct sh_rbuf {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	struct ibv_sge sge[SH_MAX_SGE];
+};
+
+/* FIFO of plain receive buffers (an SRQ's, or a QP's own RQ). */
+struct sh_rq {
+	struct sh_rbuf *buf;
+	uint32_t cap, first, count;
+};
+
+struct sh_tag {
+	uint64_t tag, mask;
+	uint64_t recv_wr_id;
+	struct ibv_sge sge[SH_MAX_SGE];
+	uint32_t num_sge;
+	uint32_t refs;          /* 0: free */
+	int32_t prev, next;     /* list links, -1 at the ends */
+	bool on_list;
+	bool active;
+};
+
+struct sh_op {
+	uint64_t seq;
+	uint64_t wr_id;
+	enum ibv_ops_wr_opcode opcode;
+	int flags;
+	uint32_t unexpected_cnt;
+	uint32_t handle;
+};
+
+struct sh_srq {
+	struct ibv_srq srq;
+	struct sh_context *ctx;
+	bool tm;
+	uint32_t max_wr, max_sge;
+	struct sh_cq *cq;            /* TM-SRQ's dedicated CQ */
+	struct sh_rq rq;
+	int users;                   /* attached QPs */
+	/* tag matching */
+	uint32_t max_num_tags, max_ops;
+	struct sh_tag *tags;
+	int32_t free_head;           /* free slots chained through .next */
+	int32_t list_head, list_tail;
+	uint32_t list_len, list_inactive;
+	struct sh_op *ops;           /* FIFO of posted, unprocessed ops */
+	uint32_t ops_first, ops_count;
+	uint64_t ops_posted, ops_retired;
+	uint16_t hw_cnt, sw_cnt;
+	uint64_t matched, unexpected, rnr_waits, card_reads;
+	struct sh_srq *next;
+};
+
+/* ---- send side and QPs ----------------------------------------------- */
+
+enum sh_swr_kind {
+	SH_SWR_SEND,
+	SH_SWR_READ,
+	SH_SWR_FIN,     /* card-generated FIN: no completion */
+};
+
+struct sh_swr {
+	enum sh_swr_kind kind;
+	uint64_t wr_id;
+	unsigned int send_flags;
+	uint32_t num_sge;
+	struct ibv_sge sge[SH_MAX_SGE];
+	uint32_t len;
+	uint8_t *inline_buf;    /* copied data (IBV_SEND_INLINE, FIN) */
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint32_t done;          /* bytes sent (SEND) or received (READ) */
+	bool started;           /* READ: request issued */
+};
+
+/* A card-side rendezvous read: the RDMA read a matched RNDV starts. */
+struct sh_read_job {
+	struct sh_qp *qp;
+	uint64_t recv_wr_id;
+	struct ibv_sge sge[SH_MAX_SGE];
+	uint32_t num_sge;
+	uint8_t hdr[SH_TMH_LEN + SH_RVH_LEN]; /* for the FIN */
+	uint64_t tag;
+	uint32_t priv;
+	uint64_t va;
+	uint32_t rkey;
+	uint32_t len, done;
+	uint64_t req_id;        /* copy-read fallback: request in flight */
+	int32_t handle;         /* tag slot released by the data completion */
+	bool started;
+	struct sh_read_job *next;
+};
+
+/* Where the packets of the message arriving on a QP are going. */
+enum sh_rx_dest {
+	SH_RX_IDLE,
+	SH_RX_TAGGED,   /* matched eager: into the tagged buffer */
+	SH_RX_PLAIN,    /* into a plain buffer */
+};
+
+struct sh_rx {
+	enum sh_rx_dest dest;
+	struct ibv_sge sge[SH_MAX_SGE];
+	uint32_t num_sge;
+	uint32_t msg_len;
+	uint32_t off;           /* message bytes seen */
+	uint32_t skip;          /* leading message bytes not written (TMH) */
+	uint32_t written;
+	uint64_t cqe_seq;       /* reserved completion (PLAIN) */
+	struct sh_cqe cqe;      /* completion to issue at the last packet */
+	struct sh_cq *cq;
+};
+
+/* The responder side of the copy-read fallback. */
+struct sh_read_resp {
+	bool active;
+	uint64_t req_id;
+	uint64_t va;
+	uint32_t rkey, len, done;
+	enum ibv_wc_status status;
+};
+
+struct sh_qp {
+	struct ibv_qp qp;
+	struct sh_context *ctx;
+	uint32_t index;
+	struct sh_cq *scq, *rcq;
+	struct sh_srq *srq;
+	struct sh_rq rq;             /* used when srq == NULL */
+	uint32_t max_send_wr, max_recv_wr, sq_sig_all;
+	struct sh_ring *in;          /* in our segment */
+	struct sh_ring *out;         /* in the peer's segment */
+	uint8_t *out_slots;
+	uint32_t out_epoch;
+	struct sh_peer *peer;
+	uint32_t dest_qpn;
+	struct sh_swr *sq;           /* circular, grows for FINs */
+	uint32_t sq_cap, sq_first, sq_count, sq_user;
+	uint64_t stall_since;        /* ns: first failed push, 0 if none */
+	struct sh_rx rx;
+	struct sh_read_resp resp;
+	uint64_t next_read_id;
+};
+
+/* ---- the context: the "card" ----------------------------------------- */
+
+struct sh_context {
+	struct verbs_context vctx;   /* the ibv_context lives inside */
+	pthread_mutex_t lock;
+	struct softhca_config cfg;
+	uint32_t instance;
+	char seg_name[64];
+	struct sh_seg *seg;
+	size_t seg_size;
+	struct sh_qp **qps;          /* by index */
+	uint32_t qp_hwm;             /* indexes in use are below this */
+	uint32_t rr_rx, rr_tx;       /* round-robin cursors */
+	struct sh_peer *peers;
+	struct sh_srq *srqs;
+	struct sh_cq *cqs;
+	struct sh_read_job *jobs, *jobs_tail;
+	enum softhca_sched sched;
+	uint64_t rng;
+	uint64_t last_liveness;
+	uint64_t cma_reads, copy_reads;
+	uint32_t mr_gen;
+	bool in_progress;
+};
+
+static inline struct sh_context *to_sh_ctx(struct ibv_context *c)
+{
+	return sh_container_of(c, struct sh_context, vctx.context);
+}
+
+static inline struct sh_cq *to_sh_cq(struct ibv_cq *cq)
+{
+	return (struct sh_cq *)cq;
+}
+
+static inline struct sh_srq *to_sh_srq(struct ibv_srq *srq)
+{
+	return sh_container_of(srq, struct sh_srq, srq);
+}
+
+static inline struct sh_qp *to_sh_qp(struct ibv_qp *qp)
+{
+	return sh_container_of(qp, struct sh_qp, qp);
+}
+
+static inline uint32_t sge_total(const struct ibv_sge *sge, uint32_t n)
+{
+	uint64_t t = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		t += sge[i].length;
+	return t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
+}
+
+/* shm.c */
+int sh_seg_create(struct sh_context *ctx);
+void sh_seg_destroy(struct sh_context *ctx);
+struct sh_ring *sh_seg_ring(struct sh_seg *seg, uint32_t index);
+struct sh_mr_slot *sh_seg_mr(struct sh_seg *seg, uint32_t index);
+uint8_t *sh_ring_slot(struct sh_seg *seg, struct sh_ring *ring, uint32_t pos);
+struct sh_peer *sh_peer_get(struct sh_context *ctx, const union ibv_gid *gid);
+void sh_peer_put(struct sh_context *ctx, struct sh_peer *peer);
+void sh_gid_encode(union ibv_gid *gid, uint32_t uid, pid_t pid, uint32_t inst);
+uint64_t sh_now_ns(void);
+
+/* mr.c */
+struct ibv_mr *sh_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int acc);
+int sh_dereg_mr(struct ibv_mr *mr);
+bool sh_peer_cma(struct sh_context *ctx, struct sh_peer *peer);
+int sh_mr_check(struct sh_seg *seg, uint32_t key, uint64_t addr, uint64_t len,
+		uint32_t access);
+enum ibv_wc_status sh_local_check(struct sh_context *ctx,
+				  const struct ibv_sge *sge, uint32_t n,
+				  uint32_t access);
+enum ibv_wc_status sh_remote_read(struct sh_context *ctx,
+				  struct sh_peer *peer, uint64_t va,
+				  uint32_t rkey, const struct ibv_sge *dst,
+				  uint32_t ndst, uint32_t dst_off, uint32_t len);
+uint32_t sh_scatter(const struct ibv_sge *sge, uint32_t n, uint32_t off,
+		    const void *src, uint32_t len);
+uint32_t sh_gather(const struct ibv_sge *sge, uint32_t n, uint32_t off,
+		   void *dst, uint32_t len);
+
+/* cq.c */
+int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe);
+int sh_cq_reserve(struct sh_cq *cq, uint64_t *seq);
+void sh_cq_fill(struct sh_cq *cq, uint64_t seq, const struct sh_cqe *cqe);
+struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,
+				  struct ibv_cq_init_attr_ex *attr);
+struct ibv_cq *sh_create_cq(struct ibv_context *c, int cqe, void *cq_context,
+			    struct ibv_comp_channel *ch, int vec);
+int sh_destroy_cq(struct ibv_cq *cq);
+int sh_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+int sh_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+
+/* srq.c */
+struct ibv_srq *sh_create_srq_ex(struct ibv_context *c,
+				 struct ibv_srq_init_attr_ex *attr);
+struct ibv_srq *sh_create_srq(struct ibv_pd *pd,
+			      struct ibv_srq_init_attr *attr);
+int sh_destroy_srq(struct ibv_srq *srq);
+int sh_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+		     struct ibv_recv_wr **bad);
+int sh_post_srq_ops(struct ibv_srq *srq, struct ibv_ops_wr *wr,
+		    struct ibv_ops_wr **bad);
+int sh_rq_post(struct sh_rq *rq, uint32_t max_wr, uint32_t max_sge,
+	       struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+void sh_rq_free(struct sh_rq *rq);
+bool sh_srq_op_step(struct sh_srq *srq);
+void sh_srq_retire(struct sh_srq *srq, int32_t handle, uint64_t retire_seq);
+int sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt);
+void sh_rx_more(struct sh_qp *qp, const struct sh_pkt *pkt);
+
+/* qp.c */
+struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+int sh_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
+int sh_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
+		struct ibv_qp_init_attr *init);
+int sh_destroy_qp(struct ibv_qp *qp);
+int sh_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
+		 struct ibv_send_wr **bad);
+int sh_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
+		 struct ibv_recv_wr **bad);
+bool sh_qp_tx_step(struct sh_qp *qp);
+bool sh_qp_rx_step(struct sh_qp *qp);
+bool sh_qp_tx_ready(struct sh_qp *qp);
+bool sh_qp_rx_ready(struct sh_qp *qp);
+int sh_qp_queue_fin(struct sh_qp *qp, const uint8_t *hdr);
+void sh_qp_error(struct sh_qp *qp, enum ibv_wc_status why);
+void sh_qp_check_peer(struct sh_qp *qp);
+
+/* card.c */
+void sh_card_progress(struct sh_context *ctx);
+bool sh_card_read_step(struct sh_context *ctx);
+void sh_card_read_done(struct sh_context *ctx, uint64_t req_id,
+		       struct sh_qp *qp, const struct sh_pkt *pkt);
+void sh_card_queue_read(struct sh_context *ctx, struct sh_read_job *job);
+void sh_card_drop_jobs(struct sh_context *ctx, struct sh_qp *qp);
+
+#endif /* SOFTHCA_PRIV_H */
