@@ -1,0 +1,282 @@
+/*
+ * tm_engine.h - the matching engine: MPI point-to-point matching on a
+ * TM-SRQ (hardware tag matching), with a software shadow of every posted
+ * receive and the unexpected-message queue.  No Open MPI headers here.
+ *
+ * Contract
+ * --------
+ * One engine per tm_dev (tm_dev.h).  Peers are RC QPs created and connected
+ * with tm_dev; tm_engine_add_peer() gives each a peer id.  The engine is
+ * single-threaded: the caller serialises calls.
+ *
+ * Matching semantics: the pairs produced are exactly those of a plain
+ * software MPI matcher fed the same receives (in post order) and arrivals
+ * (in the order the card decided them, which keeps each sender's order).
+ * Every request and arrival gets a stamp from one engine clock at the moment
+ * it takes effect (its linearisation point); tests replay a reference
+ * matcher in stamp order:
+ *   - a receive is posted at tm_engine_irecv() (r->post_stamp);
+ *   - an arrival takes effect when its first completion is processed
+ *     (arrival_hook; r->match_stamp of the receive it matched);
+ *   - a cancel takes effect when the card confirmed the removal
+ *     (r->cancel_stamp), immediately for a software-held receive;
+ *   - probes and claims at the call (tm_probe_info.stamp).
+ * Every entry point first processes all completions already in the CQ, so
+ * no arrival the card decided before the call is seen after it.
+ *
+ * Tag layout: see tm_match.h (ctx 14 bits | src 18 bits | tag 32 bits;
+ * ANY_TAG excludes negative tags).
+ *
+ * Wire (TMH/RVH of <infiniband/tm_types.h>):
+ *   EAGER  TMH | payload                 (payload <= eager_limit)
+ *   RNDV   TMH | RVH | struct tm_rndv_md  (40 bytes, <= max_rndv_hdr_size)
+ *   FIN    TMH copy (opcode FIN) | RVH    (card or software, to the sender)
+ *   ACK    TMH(NO_TAG)                    (synchronous send matched)
+ * app_ctx (32 bits, TMH):
+ *   bit 31  TM_APP_SYNC   eager synchronous send: ACK on match
+ *   bit 30  TM_APP_RNDV   the message is a rendezvous request
+ *   29..24  control type in NO_TAG messages (TM_CTRL_*), 0 in tagged ones
+ *   23..0   the sender's per-peer send sequence: the send's identity, which
+ *           ACK/FIN (and a later send-cancel request/reply) name.
+ *
+ * Hardware-prefix policy: a receive goes to the card only if (a) no
+ * software-held posted receive could accept a message it accepts (the
+ * prefix rule, O(1) through tm_mq counters), (b) the card list has room,
+ * (c) an op slot is free and no list op is queued, (d) its buffer holds at
+ * least TMH+RVH (so a truncated rendezvous can be finished in software),
+ * (e) it is registered (caller MR or engine registration).  Each refusal is
+ * counted in tm_engine_stats.  Wildcards (ANY_SOURCE, ANY_TAG) go to the
+ * card as masks.  There is no later promotion of software-held receives.
+ *
+ * Sync protocol: the engine counts unexpected tagged completions it has
+ * processed; every list op (ADD/DEL/SYNC, all signalled, all with
+ * IBV_OPS_TM_SYNC) carries that count as of the moment the op was decided,
+ * and list ops are posted in the order decided (a FIFO when max_ops is
+ * reached; an ADD is only posted when that FIFO is empty).  So an op with
+ * count c reaches the card only after the DELs for every receive that one
+ * of the first c unexpected messages claimed.  An explicit SYNC is posted
+ * when the count moved and the card holds entries or asked for it.
+ *
+ * Completion: a request's callback runs from inside an engine call (never
+ * from inside CQ polling), once, after the engine is done with it; the
+ * request may then be reused or freed.
+ */
+#ifndef TM_ENGINE_H
+#define TM_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <infiniband/verbs.h>
+#include <ucs/datastruct/list.h>
+#include "dev/tm_dev.h"
+#include "dev/tm_status.h"
+#include "engine/tm_match.h"
+
+#define TM_APP_SYNC (1u << 31)
+#define TM_APP_RNDV (1u << 30)
+#define TM_APP_CTRL_SHIFT 24
+#define TM_APP_CTRL_MASK (0x3fu << TM_APP_CTRL_SHIFT)
+#define TM_APP_SEQ_MASK 0xffffffu
+
+enum tm_ctrl {
+	TM_CTRL_ACK = 1,        /* synchronous send matched */
+	/* reserved: TM_CTRL_CANCEL_REQ = 2, TM_CTRL_CANCEL_REP = 3 */
+};
+
+/* Rendezvous metadata after the RVH. */
+struct tm_rndv_md {
+	uint64_t len;     /* full message length (big endian) */
+};
+
+enum tm_req_status {
+	TM_REQ_OK = 0,
+	TM_REQ_TRUNCATED,  /* msg_len > buffer: exactly the buffer delivered */
+	TM_REQ_CANCELLED,
+	TM_REQ_ERROR,
+};
+
+/* Faults for tests that prove the tests catch them (never set otherwise). */
+enum tm_fault {
+	TM_FAULT_PREFIX = 1 << 0,     /* ignore the prefix rule */
+	TM_FAULT_SYNC_AHEAD = 1 << 1, /* report one more unexpected than seen */
+	TM_FAULT_SYNC_ORDER = 1 << 2, /* queued ops carry the count at post */
+};
+
+struct tm_engine;
+
+struct tm_env {
+	uint32_t ctx;
+	int32_t src;
+	int32_t tag;
+};
+
+/* What arrival_hook reports: one message taking effect at the receiver. */
+struct tm_arrival {
+	struct tm_env env;
+	uint32_t peer;
+	uint32_t send_seq;
+	uint64_t len;
+	uint64_t stamp;
+	int on_card;   /* matched by the card */
+};
+
+struct tm_engine_config {
+	size_t eager_limit;      /* payload bytes sent eagerly */
+	uint32_t n_plain;        /* plain SRQ buffers (< 32768) */
+	uint32_t n_send_slots;   /* registered send buffers */
+	uint32_t max_card_entries; /* 0: the device's list size */
+	int offload;             /* 0: keep every receive in software */
+	unsigned faults;         /* enum tm_fault, tests only */
+	void (*arrival_hook)(void *arg, const struct tm_arrival *a);
+	void *hook_arg;
+};
+
+struct tm_engine_stats {
+	uint64_t recv_posted;
+	uint64_t recv_to_card;
+	uint64_t sw_matched_uq;    /* receive matched the unexpected queue */
+	uint64_t sw_conflict;      /* prefix rule kept it in software */
+	uint64_t sw_list_full;
+	uint64_t sw_ops_full;      /* max_ops reached or ops queued */
+	uint64_t sw_small_buf;
+	uint64_t sw_no_offload;
+	uint64_t sw_reg_fail;
+	uint64_t card_matched;     /* arrivals matched by the card */
+	uint64_t unexpected;       /* unexpected tagged arrivals */
+	uint64_t unexp_to_sw_recv; /* ... matched a software-held receive */
+	uint64_t unexp_claimed;    /* ... took a receive back from the card */
+	uint64_t claim_del_failed; /* ... whose DEL failed (must stay 0) */
+	uint64_t cancel_ok;
+	uint64_t cancel_late;      /* DEL failed: receive completes normally */
+	uint64_t ops_posted;
+	uint64_t ops_queued;
+	uint64_t syncs;
+	uint64_t sync_req_seen;
+	uint64_t truncated;
+	uint64_t rndv_card;
+	uint64_t rndv_sw;
+	uint64_t acks_sent;
+	uint64_t fins_sent;
+	uint64_t fins_recv;
+	uint64_t fin_unknown;      /* FIN/ACK naming no outstanding send */
+	uint64_t malformed;
+	uint64_t errors;
+	/* current state */
+	uint32_t card_entries;
+	uint32_t ops_outstanding;
+	uint32_t ops_in_queue;
+	uint64_t posted;           /* receives in the shadow */
+	uint64_t uq_len;           /* unexpected messages */
+	uint64_t sends_waiting;    /* sends not yet completed */
+	uint64_t tx_queued;
+	uint64_t reads_active;
+	uint32_t unexpected_cnt;   /* the count reported to the card */
+};
+
+struct tm_msg;
+struct tm_engine_priv_tx;
+
+/* ---- Receive request (caller storage) ------------------------------- */
+struct tm_recv {
+	/* in */
+	void (*cb)(struct tm_recv *r);
+	void *arg;
+	/* out, valid in cb */
+	int status;              /* enum tm_req_status */
+	struct tm_env env;       /* matched envelope */
+	uint64_t msg_len;        /* full incoming length */
+	uint64_t recv_len;       /* bytes delivered */
+	uint32_t peer;
+	uint32_t send_seq;
+	uint64_t post_stamp;
+	uint64_t match_stamp;
+	uint64_t cancel_stamp;
+	int on_card;             /* the card matched it */
+	/* private */
+	struct tm_mq_recv mq;
+	ucs_list_link_t done_link;
+	void *buf;
+	size_t len;
+	struct ibv_mr *mr;
+	int own_mr;
+	int state;
+	uint32_t handle;
+	uint32_t ops_pending;
+	uint32_t flags;
+	struct tm_msg *claim;
+	uint64_t rd_va;
+	uint32_t rd_rkey;
+	uint32_t rd_len;
+	uint8_t hdr[32];         /* TMH+RVH of a software rendezvous */
+};
+
+/* ---- Send request (caller storage) ---------------------------------- */
+struct tm_send {
+	void (*cb)(struct tm_send *s);
+	void *arg;
+	int status;
+	uint32_t seq;            /* out: the send's identity on its peer */
+	/* private */
+	ucs_list_link_t link;    /* peer's tx queue */
+	ucs_list_link_t done_link;
+	int kind;
+	uint32_t peer;
+	uint64_t tag;
+	uint32_t app_ctx;
+	const void *buf;
+	size_t len;
+	struct ibv_mr *mr;
+	int own_mr;
+	uint32_t waiting;
+};
+
+struct tm_probe_info {
+	struct tm_env env;
+	uint64_t len;
+	uint32_t peer;
+	uint32_t send_seq;
+	uint64_t stamp;
+};
+
+void tm_engine_config_default(struct tm_engine_config *cfg);
+int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
+		     struct tm_engine **out);
+/* Frees everything; requests still pending never complete. */
+void tm_engine_destroy(struct tm_engine *eng);
+
+int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
+		       uint32_t *peer);
+
+/* Sends: flags TM_SEND_SYNC (complete when matched). mr may be NULL. */
+#define TM_SEND_SYNC 1u
+int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
+		    uint32_t ctx, int32_t src, int32_t tag, const void *buf,
+		    size_t len, struct ibv_mr *mr, unsigned flags);
+
+/* Receives: src/tag may be TM_ANY_SRC / TM_ANY_TAG.  mr may be NULL. */
+int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
+		    int32_t src, int32_t tag, void *buf, size_t len,
+		    struct ibv_mr *mr);
+/* Cancels if not matched; the callback says which (TM_REQ_CANCELLED). */
+int tm_engine_cancel_recv(struct tm_engine *eng, struct tm_recv *r);
+
+/* Peek: TM_OK and info, or TM_ERR_NOT_FOUND. */
+int tm_engine_iprobe(struct tm_engine *eng, uint32_t ctx, int32_t src,
+		     int32_t tag, struct tm_probe_info *info);
+/* Matched probe: removes the message; receive it with tm_engine_imrecv. */
+int tm_engine_improbe(struct tm_engine *eng, uint32_t ctx, int32_t src,
+		      int32_t tag, struct tm_msg **msg,
+		      struct tm_probe_info *info);
+int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
+		     struct tm_msg *msg, void *buf, size_t len,
+		     struct ibv_mr *mr);
+
+/* Processes completions and queued work; returns events done or < 0. */
+int tm_engine_progress(struct tm_engine *eng);
+
+void tm_engine_get_stats(struct tm_engine *eng, struct tm_engine_stats *st);
+
+/* Nothing in flight: no list op, send, read or queued work outstanding. */
+int tm_engine_idle(struct tm_engine *eng);
+
+#endif /* TM_ENGINE_H */

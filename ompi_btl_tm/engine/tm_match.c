@@ -1,0 +1,353 @@
+/*
+ * tm_match.c - posted-receive and unexpected-message queues (tm_match.h).
+ *
+ * Hash tables are libucs khash (header only): one table per kind, keyed by
+ * the wire tag with the kind's wildcard bits cleared.
+ */
+#include <stddef.h>
+#include <stdlib.h>
+#include <ucs/datastruct/khash.h>
+#include "dev/tm_status.h"
+#include "engine/tm_match.h"
+
+struct tm_mq_bucket {
+	ucs_list_link_t recvs; /* posted receives of this kind and key */
+	ucs_list_link_t msgs;  /* unexpected messages under this key */
+	uint64_t key;
+	uint8_t kind;
+	/* software-held receives: of this very kind and key ... */
+	uint32_t sw_own;
+	/* ... of more specific kinds under this key (EXACT under ANYSRC or
+	 * ANYTAG, anything under ANYANY) ... */
+	uint32_t sw_sub;
+	/* ... and, in ANYANY buckets, ANYSRC / ANYTAG ones of the context */
+	uint32_t sw_anysrc;
+	uint32_t sw_anytag;
+	struct tm_mq_bucket *next_free;
+};
+
+KHASH_MAP_INIT_INT64(tm_mqb, struct tm_mq_bucket *)
+
+static const uint64_t kind_keymask[TM_MQ_NKINDS] = {
+	[TM_MQ_EXACT] = ~0ULL,
+	[TM_MQ_ANYSRC] = TM_MASK_CTX | TM_MASK_TAG,
+	[TM_MQ_ANYTAG] = TM_MASK_CTX | TM_MASK_SRC,
+	[TM_MQ_ANYANY] = TM_MASK_CTX,
+};
+
+static khash_t(tm_mqb) *table(struct tm_mq *mq, int kind)
+{
+	return mq->table[kind];
+}
+
+static int kind_of(uint64_t mask)
+{
+	int k = 0;
+
+	if (!(mask & TM_MASK_SRC))
+		k |= TM_MQ_ANYSRC;
+	if ((mask & TM_MASK_TAG) != TM_MASK_TAG)
+		k |= TM_MQ_ANYTAG;
+	return k;
+}
+
+int tm_mq_init(struct tm_mq *mq)
+{
+	int k;
+
+	mq->free_buckets = NULL;
+	mq->nrecvs = mq->nmsgs = mq->nsw_held = 0;
+	for (k = 0; k < TM_MQ_NKINDS; k++) {
+		mq->table[k] = kh_init(tm_mqb);
+		if (!mq->table[k])
+			return TM_ERR_NO_MEMORY;
+	}
+	return TM_OK;
+}
+
+void tm_mq_fini(struct tm_mq *mq)
+{
+	struct tm_mq_bucket *b;
+	int k;
+
+	for (k = 0; k < TM_MQ_NKINDS; k++) {
+		if (!mq->table[k])
+			continue;
+		kh_foreach_value(table(mq, k), b, free(b));
+		kh_destroy(tm_mqb, table(mq, k));
+		mq->table[k] = NULL;
+	}
+	while ((b = mq->free_buckets)) {
+		mq->free_buckets = b->next_free;
+		free(b);
+	}
+}
+
+static struct tm_mq_bucket *bucket_find(struct tm_mq *mq, int kind,
+					uint64_t key)
+{
+	khiter_t it = kh_get(tm_mqb, table(mq, kind), key);
+
+	if (it == kh_end(table(mq, kind)))
+		return NULL;
+	return kh_value(table(mq, kind), it);
+}
+
+static struct tm_mq_bucket *bucket_get(struct tm_mq *mq, int kind,
+				       uint64_t key)
+{
+	struct tm_mq_bucket *b;
+	khiter_t it;
+	int ret;
+
+	it = kh_put(tm_mqb, table(mq, kind), key, &ret);
+	if (ret < 0)
+		return NULL;
+	if (ret == 0)
+		return kh_value(table(mq, kind), it);
+	b = mq->free_buckets;
+	if (b)
+		mq->free_buckets = b->next_free;
+	else
+		b = malloc(sizeof(*b));
+	if (!b) {
+		kh_del(tm_mqb, table(mq, kind), it);
+		return NULL;
+	}
+	ucs_list_head_init(&b->recvs);
+	ucs_list_head_init(&b->msgs);
+	b->key = key;
+	b->kind = kind;
+	b->sw_own = b->sw_sub = b->sw_anysrc = b->sw_anytag = 0;
+	kh_value(table(mq, kind), it) = b;
+	return b;
+}
+
+/* Frees b if nothing refers to it any more. */
+static void bucket_put(struct tm_mq *mq, struct tm_mq_bucket *b)
+{
+	khiter_t it;
+
+	if (!b || !ucs_list_is_empty(&b->recvs) ||
+	    !ucs_list_is_empty(&b->msgs) || b->sw_own || b->sw_sub ||
+	    b->sw_anysrc || b->sw_anytag)
+		return;
+	it = kh_get(tm_mqb, table(mq, b->kind), b->key);
+	kh_del(tm_mqb, table(mq, b->kind), it);
+	b->next_free = mq->free_buckets;
+	mq->free_buckets = b;
+}
+
+/*
+ * Adds delta to the software-held counters a receive of this tag/kind
+ * contributes to.  Buckets are created on +1 and released on -1.
+ */
+static int sw_account(struct tm_mq *mq, uint64_t tag, int kind, int delta)
+{
+	struct tm_mq_bucket *own, *up1 = NULL, *up2 = NULL, *ctxb = NULL;
+
+	own = bucket_get(mq, kind, tag & kind_keymask[kind]);
+	if (kind == TM_MQ_EXACT) {
+		up1 = bucket_get(mq, TM_MQ_ANYSRC,
+				 tag & kind_keymask[TM_MQ_ANYSRC]);
+		up2 = bucket_get(mq, TM_MQ_ANYTAG,
+				 tag & kind_keymask[TM_MQ_ANYTAG]);
+	}
+	if (kind != TM_MQ_ANYANY)
+		ctxb = bucket_get(mq, TM_MQ_ANYANY, tag & TM_MASK_CTX);
+	if (!own || (kind == TM_MQ_EXACT && (!up1 || !up2)) ||
+	    (kind != TM_MQ_ANYANY && !ctxb))
+		return TM_ERR_NO_MEMORY;
+	own->sw_own += delta;
+	if (up1)
+		up1->sw_sub += delta;
+	if (up2)
+		up2->sw_sub += delta;
+	if (ctxb) {
+		ctxb->sw_sub += delta;
+		if (kind == TM_MQ_ANYSRC)
+			ctxb->sw_anysrc += delta;
+		if (kind == TM_MQ_ANYTAG)
+			ctxb->sw_anytag += delta;
+	}
+	mq->nsw_held += delta;
+	if (delta < 0) {
+		bucket_put(mq, up1);
+		bucket_put(mq, up2);
+		bucket_put(mq, ctxb);
+		/* own is released by the caller after unlinking */
+	}
+	return TM_OK;
+}
+
+int tm_mq_post(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
+	       uint64_t mask, uint64_t seq, int sw_held)
+{
+	int kind = kind_of(mask);
+	struct tm_mq_bucket *b;
+
+	r->tag = tag & mask;
+	r->mask = mask;
+	r->seq = seq;
+	r->kind = kind;
+	r->sw_held = 0;
+	b = bucket_get(mq, kind, r->tag & kind_keymask[kind]);
+	if (!b)
+		return TM_ERR_NO_MEMORY;
+	if (sw_held && sw_account(mq, r->tag, kind, +1) != TM_OK) {
+		bucket_put(mq, b);
+		return TM_ERR_NO_MEMORY;
+	}
+	r->sw_held = !!sw_held;
+	r->bucket = b;
+	ucs_list_add_tail(&b->recvs, &r->link);
+	mq->nrecvs++;
+	return TM_OK;
+}
+
+void tm_mq_recv_remove(struct tm_mq *mq, struct tm_mq_recv *r)
+{
+	ucs_list_del(&r->link);
+	if (r->sw_held) {
+		sw_account(mq, r->tag, r->kind, -1);
+		r->sw_held = 0;
+	}
+	bucket_put(mq, r->bucket);
+	r->bucket = NULL;
+	mq->nrecvs--;
+}
+
+static struct tm_mq_recv *head_recv(struct tm_mq *mq, int kind, uint64_t key)
+{
+	struct tm_mq_bucket *b = bucket_find(mq, kind, key);
+
+	if (!b || ucs_list_is_empty(&b->recvs))
+		return NULL;
+	return ucs_list_head(&b->recvs, struct tm_mq_recv, link);
+}
+
+static struct tm_mq_recv *earlier(struct tm_mq_recv *a, struct tm_mq_recv *b)
+{
+	if (!a)
+		return b;
+	if (!b)
+		return a;
+	return a->seq < b->seq ? a : b;
+}
+
+struct tm_mq_recv *tm_mq_find_recv(struct tm_mq *mq, uint64_t mtag)
+{
+	struct tm_mq_recv *best;
+
+	if (!mq->nrecvs)
+		return NULL;
+	best = head_recv(mq, TM_MQ_EXACT, mtag);
+	best = earlier(best, head_recv(mq, TM_MQ_ANYSRC,
+				       mtag & kind_keymask[TM_MQ_ANYSRC]));
+	if (!(mtag & TM_MASK_TAG_SIGN)) {
+		best = earlier(best, head_recv(mq, TM_MQ_ANYTAG,
+					       mtag & kind_keymask[TM_MQ_ANYTAG]));
+		best = earlier(best, head_recv(mq, TM_MQ_ANYANY,
+					       mtag & TM_MASK_CTX));
+	}
+	return best;
+}
+
+int tm_mq_msg_add(struct tm_mq *mq, struct tm_mq_msg *m, uint64_t tag,
+		  uint64_t seq)
+{
+	int k, nk = (tag & TM_MASK_TAG_SIGN) ? 2 : TM_MQ_NKINDS;
+
+	m->tag = tag;
+	m->seq = seq;
+	for (k = 0; k < TM_MQ_NKINDS; k++)
+		m->bucket[k] = NULL;
+	for (k = 0; k < nk; k++) {
+		m->bucket[k] = bucket_get(mq, k, tag & kind_keymask[k]);
+		if (!m->bucket[k])
+			goto fail;
+	}
+	for (k = 0; k < nk; k++)
+		ucs_list_add_tail(&m->bucket[k]->msgs, &m->link[k]);
+	mq->nmsgs++;
+	return TM_OK;
+fail:
+	for (k = 0; k < nk; k++)
+		bucket_put(mq, m->bucket[k]);
+	return TM_ERR_NO_MEMORY;
+}
+
+void tm_mq_msg_remove(struct tm_mq *mq, struct tm_mq_msg *m)
+{
+	int k;
+
+	for (k = 0; k < TM_MQ_NKINDS; k++) {
+		if (!m->bucket[k])
+			continue;
+		ucs_list_del(&m->link[k]);
+		bucket_put(mq, m->bucket[k]);
+		m->bucket[k] = NULL;
+	}
+	mq->nmsgs--;
+}
+
+struct tm_mq_msg *tm_mq_find_msg(struct tm_mq *mq, uint64_t tag,
+				 uint64_t mask)
+{
+	int kind = kind_of(mask);
+	struct tm_mq_bucket *b;
+
+	if (!mq->nmsgs)
+		return NULL;
+	b = bucket_find(mq, kind, tag & mask & kind_keymask[kind]);
+	if (!b || ucs_list_is_empty(&b->msgs))
+		return NULL;
+	/* link[kind] is b->msgs.next: step back to the message */
+	return (struct tm_mq_msg *)((char *)b->msgs.next -
+				    offsetof(struct tm_mq_msg, link) -
+				    kind * sizeof(ucs_list_link_t));
+}
+
+static uint32_t sw_count(struct tm_mq *mq, int kind, uint64_t key,
+			 int what)
+{
+	struct tm_mq_bucket *b = bucket_find(mq, kind, key);
+
+	if (!b)
+		return 0;
+	switch (what) {
+	case 0: return b->sw_own;
+	case 1: return b->sw_own + b->sw_sub;
+	case 2: return b->sw_anysrc;
+	default: return b->sw_anytag;
+	}
+}
+
+int tm_mq_sw_conflict(struct tm_mq *mq, uint64_t tag, uint64_t mask)
+{
+	int kind = kind_of(mask);
+	uint64_t t = tag & mask, ctx = t & TM_MASK_CTX;
+	int neg = !!(t & TM_MASK_TAG_SIGN) && kind != TM_MQ_ANYTAG &&
+		  kind != TM_MQ_ANYANY;
+
+	if (!mq->nsw_held)
+		return 0;
+	switch (kind) {
+	case TM_MQ_EXACT:
+		return sw_count(mq, TM_MQ_EXACT, t, 0) ||
+		       sw_count(mq, TM_MQ_ANYSRC, t & kind_keymask[1], 0) ||
+		       (!neg && (sw_count(mq, TM_MQ_ANYTAG,
+					  t & kind_keymask[2], 0) ||
+				 sw_count(mq, TM_MQ_ANYANY, ctx, 0)));
+	case TM_MQ_ANYSRC:
+		return sw_count(mq, TM_MQ_ANYSRC, t, 1) ||
+		       (!neg && (sw_count(mq, TM_MQ_ANYANY, ctx, 3) ||
+				 sw_count(mq, TM_MQ_ANYANY, ctx, 0)));
+	case TM_MQ_ANYTAG:
+		return sw_count(mq, TM_MQ_ANYTAG, t, 1) ||
+		       sw_count(mq, TM_MQ_ANYANY, ctx, 2) ||
+		       sw_count(mq, TM_MQ_ANYANY, ctx, 0);
+	default:
+		return sw_count(mq, TM_MQ_ANYANY, ctx, 1);
+	}
+}

@@ -1,0 +1,167 @@
+/*
+ * tm_match.h - the 64-bit tag layout and the software matching queues
+ * (posted receives and unexpected messages) of the matching engine.
+ *
+ * Contract
+ * --------
+ * Tag layout (the wire tag in the TMH and the card's tag/mask):
+ *
+ *    63        50 49             32 31                    0
+ *   +------------+-----------------+-----------------------+
+ *   | context id |   source rank   |  user tag (int32)     |
+ *   |  14 bits   |     18 bits     |  32 bits, two's compl.|
+ *   +------------+-----------------+-----------------------+
+ *
+ * A receive is (tag, mask): the context bits are always in the mask;
+ * TM_ANY_SRC clears the source bits; TM_ANY_TAG clears the tag bits except
+ * the sign bit, and the receive's tag has the sign bit clear, so ANY_TAG
+ * never matches a negative (Open MPI internal) tag.  A message is accepted
+ * iff ((rtag ^ mtag) & mask) == 0, the same test the card applies.
+ *
+ * Queues (struct tm_mq): every receive is indexed under one of four kinds
+ * by what its mask keeps: EXACT (ctx,src,tag), ANYSRC (ctx,tag), ANYTAG
+ * (ctx,src), ANYANY (ctx); each kind is a hash table (libucs khash) of
+ * buckets, each bucket a FIFO list.  Every unexpected message is indexed
+ * under all four keys it could be wanted by (ANYTAG/ANYANY only if its tag
+ * is non-negative).  Every entry carries a sequence number from the
+ * caller's clock:
+ *  - an arrival takes the lowest-sequence head among the (up to) four
+ *    buckets of posted receives that can accept it: O(1);
+ *  - a new receive takes the head of the one bucket of messages keyed by
+ *    its own kind: O(1) (all messages in that list are acceptable to it, in
+ *    arrival order).
+ * Removal is O(1) (doubly linked lists); empty buckets are freed.
+ *
+ * Prefix rule support: a receive can be marked "software-held"; counters in
+ * the buckets track, per key, how many software-held receives of each kind
+ * lie at or under it, so tm_mq_sw_conflict() answers in O(1) whether a
+ * software-held receive could accept a message that (tag, mask) accepts
+ * (conservative for negative tags: it may say yes where no message could
+ * match both, never no where one could).
+ *
+ * Nothing here allocates per operation except buckets (cached).
+ */
+#ifndef TM_MATCH_H
+#define TM_MATCH_H
+
+#include <stdint.h>
+#include <ucs/datastruct/list.h>
+
+#define TM_ANY_SRC (-1)
+#define TM_ANY_TAG (-1)
+
+#define TM_CTX_BITS 14
+#define TM_SRC_BITS 18
+#define TM_CTX_SHIFT 50
+#define TM_SRC_SHIFT 32
+#define TM_MAX_CTX ((1u << TM_CTX_BITS) - 1)
+#define TM_MAX_SRC ((1u << TM_SRC_BITS) - 1)
+#define TM_MASK_CTX ((uint64_t)TM_MAX_CTX << TM_CTX_SHIFT)
+#define TM_MASK_SRC ((uint64_t)TM_MAX_SRC << TM_SRC_SHIFT)
+#define TM_MASK_TAG 0xffffffffULL
+#define TM_MASK_TAG_SIGN 0x80000000ULL
+
+static inline uint64_t tm_tag_make(uint32_t ctx, uint32_t src, int32_t tag)
+{
+	return ((uint64_t)ctx << TM_CTX_SHIFT) |
+	       ((uint64_t)src << TM_SRC_SHIFT) | (uint32_t)tag;
+}
+
+/* Receive tag/mask; src/tag may be TM_ANY_SRC / TM_ANY_TAG. */
+static inline void tm_tag_recv(uint32_t ctx, int32_t src, int32_t tag,
+			       uint64_t *rtag, uint64_t *mask)
+{
+	*mask = TM_MASK_CTX;
+	*rtag = (uint64_t)ctx << TM_CTX_SHIFT;
+	if (src != TM_ANY_SRC) {
+		*mask |= TM_MASK_SRC;
+		*rtag |= (uint64_t)(uint32_t)src << TM_SRC_SHIFT;
+	}
+	if (tag != TM_ANY_TAG) {
+		*mask |= TM_MASK_TAG;
+		*rtag |= (uint32_t)tag;
+	} else {
+		*mask |= TM_MASK_TAG_SIGN; /* tag bits 0: sign clear */
+	}
+}
+
+static inline int tm_tag_accepts(uint64_t rtag, uint64_t mask, uint64_t mtag)
+{
+	return ((rtag ^ mtag) & mask) == 0;
+}
+
+static inline uint32_t tm_tag_ctx(uint64_t t)
+{
+	return (uint32_t)(t >> TM_CTX_SHIFT) & TM_MAX_CTX;
+}
+
+static inline uint32_t tm_tag_src(uint64_t t)
+{
+	return (uint32_t)(t >> TM_SRC_SHIFT) & TM_MAX_SRC;
+}
+
+static inline int32_t tm_tag_user(uint64_t t)
+{
+	return (int32_t)(uint32_t)(t & TM_MASK_TAG);
+}
+
+enum tm_mq_kind {
+	TM_MQ_EXACT = 0,
+	TM_MQ_ANYSRC = 1,
+	TM_MQ_ANYTAG = 2,
+	TM_MQ_ANYANY = 3,
+	TM_MQ_NKINDS = 4,
+};
+
+struct tm_mq_bucket;
+
+/* A posted receive as the queues see it; embedded in the engine's. */
+struct tm_mq_recv {
+	ucs_list_link_t link;
+	struct tm_mq_bucket *bucket;
+	uint64_t seq;
+	uint64_t tag;
+	uint64_t mask;
+	uint8_t kind;
+	uint8_t sw_held;
+};
+
+/* An unexpected message as the queues see it; embedded in the engine's. */
+struct tm_mq_msg {
+	ucs_list_link_t link[TM_MQ_NKINDS];
+	struct tm_mq_bucket *bucket[TM_MQ_NKINDS];
+	uint64_t seq;
+	uint64_t tag;
+};
+
+struct tm_mq {
+	void *table[TM_MQ_NKINDS]; /* khash_t(tm_mqb) * */
+	struct tm_mq_bucket *free_buckets;
+	uint64_t nrecvs;
+	uint64_t nmsgs;
+	uint64_t nsw_held;
+};
+
+int tm_mq_init(struct tm_mq *mq);
+void tm_mq_fini(struct tm_mq *mq);
+
+/* Adds r (tag/mask/seq set by this call) to the posted queue. */
+int tm_mq_post(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
+	       uint64_t mask, uint64_t seq, int sw_held);
+void tm_mq_recv_remove(struct tm_mq *mq, struct tm_mq_recv *r);
+
+/* The earliest posted receive accepting mtag, or NULL; not removed. */
+struct tm_mq_recv *tm_mq_find_recv(struct tm_mq *mq, uint64_t mtag);
+
+int tm_mq_msg_add(struct tm_mq *mq, struct tm_mq_msg *m, uint64_t tag,
+		  uint64_t seq);
+void tm_mq_msg_remove(struct tm_mq *mq, struct tm_mq_msg *m);
+
+/* The earliest unexpected message (tag, mask) accepts, or NULL. */
+struct tm_mq_msg *tm_mq_find_msg(struct tm_mq *mq, uint64_t tag,
+				 uint64_t mask);
+
+/* Could a software-held posted receive accept a message (tag,mask) does? */
+int tm_mq_sw_conflict(struct tm_mq *mq, uint64_t tag, uint64_t mask);
+
+#endif /* TM_MATCH_H */
