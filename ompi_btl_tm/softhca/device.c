@@ -297,8 +297,10 @@ static int sh_dealloc_pd(struct ibv_pd *pd)
 
 static void ctx_free(struct sh_context *ctx)
 {
-	while (ctx->peers)
+	while (ctx->peers) {
+		ctx->peers->refs = 1; /* no QP is left to hold a reference */
 		sh_peer_put(ctx, ctx->peers);
+	}
 	sh_seg_destroy(ctx);
 	pthread_mutex_destroy(&ctx->lock);
 	free(ctx->qps);

@@ -289,6 +289,7 @@ struct sh_qp {
 	struct sh_swr *sq;           /* circular, grows for FINs */
 	uint32_t sq_cap, sq_first, sq_count, sq_user;
 	uint64_t stall_since;        /* ns: first failed push, 0 if none */
+	bool rnr;                    /* the head arrival waits for a buffer */
 	struct sh_rx rx;
 	struct sh_read_resp resp;
 	uint64_t next_read_id;

@@ -469,10 +469,12 @@ static int rx_plain(struct sh_qp *qp, const struct sh_pkt *pkt,
 	struct sh_rbuf b;
 
 	if (!rq->count) {
-		if (srq)
+		if (srq && !qp->rnr)
 			srq->rnr_waits++;
+		qp->rnr = true;
 		return EAGAIN;
 	}
+	qp->rnr = false;
 	b = rq->buf[rq->first];
 	rq->first = (rq->first + 1) % rq->cap;
 	rq->count--;
