@@ -1,0 +1,392 @@
+/*
+ * test_cq.c - soft HCA: extended CQ poll API, legacy ibv_poll_cq, send
+ * completions, CQ growth, inline sends, QP receive queues and basic SRQs.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tap.h"
+#include "sh_util.h"
+
+#define TM_FLAGS (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID | IBV_WC_TM_SYNC_REQ)
+
+static struct sh_env env;
+
+static void test_poll_api(void)
+{
+	struct ibv_poll_cq_attr pa = { .comp_mask = 0 };
+	struct ibv_cq_ex *cq = env.b.cq;
+	char *buf[3], msg[40];
+	int ret, i, ok;
+
+	ret = ibv_start_poll(cq, &pa);
+	tap_check(ret == ENOENT, "start_poll on an empty CQ returns ENOENT (%d)", ret);
+
+	for (i = 0; i < 3; i++) {
+		buf[i] = sh_alloc(&env.b, 256);
+		memset(buf[i], 0xEE, 256);
+		if (sh_post_plain(&env.b, 100 + i, buf[i], 256))
+			tap_bail("post plain");
+	}
+	for (i = 0; i < 3; i++) {
+		sh_put_tmh(msg, IBV_TMH_NO_TAG, 0x1000 + i, 0x77);
+		memset(msg + SH_TMH_LEN, 'a' + i, sizeof(msg) - SH_TMH_LEN);
+		if (sh_send_raw(&env, 0, 0, msg, 20 + i, 200 + i))
+			tap_bail("send");
+	}
+	sh_flush(&env);
+
+	ret = ibv_start_poll(cq, &pa);
+	tap_check(ret == 0, "start_poll returns 0 when a completion is ready (%d)", ret);
+	if (ret)
+		tap_bail("no completion after a NO_TAG send");
+	tap_check(cq->status == IBV_WC_SUCCESS && cq->wr_id == 100,
+		  "cq->status SUCCESS and cq->wr_id = plain buffer's wr_id (%d %llu)",
+		  cq->status, (unsigned long long)cq->wr_id);
+	tap_check(ibv_wc_read_opcode(cq) == IBV_WC_TM_NO_TAG,
+		  "read_opcode: IBV_WC_TM_NO_TAG (0x%x)", ibv_wc_read_opcode(cq));
+	tap_check(ibv_wc_read_byte_len(cq) == 20,
+		  "read_byte_len: whole message length 20 (%u)", ibv_wc_read_byte_len(cq));
+	tap_check(ibv_wc_read_qp_num(cq) == env.p[0].rqp->qp_num,
+		  "read_qp_num: the receiving QP (%u vs %u)", ibv_wc_read_qp_num(cq),
+		  env.p[0].rqp->qp_num);
+	tap_check((ibv_wc_read_wc_flags(cq) & TM_FLAGS) == 0,
+		  "read_wc_flags: no MATCH/DATA_VALID/SYNC_REQ on NO_TAG (0x%x)",
+		  ibv_wc_read_wc_flags(cq));
+	ret = ibv_next_poll(cq);
+	tap_check(ret == 0 && cq->wr_id == 101 && ibv_wc_read_byte_len(cq) == 21,
+		  "next_poll returns the second completion in order");
+	ret = ibv_next_poll(cq);
+	tap_check(ret == 0 && cq->wr_id == 102 && ibv_wc_read_byte_len(cq) == 22,
+		  "next_poll returns the third completion in order");
+	ret = ibv_next_poll(cq);
+	tap_check(ret == ENOENT, "next_poll returns ENOENT after the last (%d)", ret);
+	ibv_end_poll(cq);
+	ret = ibv_start_poll(cq, &pa);
+	tap_check(ret == ENOENT, "polled completions are consumed: start_poll ENOENT again (%d)", ret);
+	if (ret == 0)
+		ibv_end_poll(cq);
+
+	ok = 1;
+	for (i = 0; i < 3; i++) {
+		ok &= (unsigned char)buf[i][0] == IBV_TMH_NO_TAG;
+		ok &= sh_all(buf[i] + SH_TMH_LEN, 4 + i, 'a' + i);
+		ok &= sh_all(buf[i] + 20 + i, 256 - 20 - i, 0xEE);
+	}
+	tap_check(ok, "NO_TAG messages delivered whole (TMH included) and nothing more");
+
+	/* Send completions on the sender's send CQ. */
+	{
+		struct sh_wc wc[4];
+		int n = sh_poll_all(env.p[0].scq, wc, 4);
+
+		tap_check(n == 3 && wc[0].wr_id == 200 && wc[1].wr_id == 201 &&
+			  wc[2].wr_id == 202 && wc[0].status == IBV_WC_SUCCESS &&
+			  wc[0].opcode == IBV_WC_SEND && wc[2].status == IBV_WC_SUCCESS,
+			  "signalled sends complete IBV_WC_SEND SUCCESS in order (n=%d %s)", n,
+			  n ? sh_wc_str(&wc[0]) : "");
+		tap_check(n >= 1 && wc[0].qp_num == env.p[0].sqp->qp_num,
+			  "send completion qp_num is the sending QP");
+	}
+}
+
+static void test_legacy_poll(void)
+{
+	struct ibv_cq *cq = ibv_cq_ex_to_cq(env.b.cq);
+	struct ibv_wc wc[2];
+	char *buf = sh_alloc(&env.b, 128), msg[48];
+	int n;
+
+	memset(wc, 0, sizeof(wc));
+	n = ibv_poll_cq(cq, 2, wc);
+	tap_check(n == 0, "ibv_poll_cq on an empty CQ returns 0 (%d)", n);
+
+	if (sh_post_plain(&env.b, 300, buf, 128))
+		tap_bail("post plain");
+	sh_put_tmh(msg, IBV_TMH_NO_TAG, 0, 0);
+	memset(msg + SH_TMH_LEN, 'L', sizeof(msg) - SH_TMH_LEN);
+	if (sh_send_raw(&env, 0, 0, msg, sizeof(msg), 301))
+		tap_bail("send");
+	sh_flush(&env);
+	n = ibv_poll_cq(cq, 2, wc);
+	tap_check(n == 1 && wc[0].status == IBV_WC_SUCCESS && wc[0].wr_id == 300 &&
+		  wc[0].opcode == IBV_WC_TM_NO_TAG && wc[0].byte_len == sizeof(msg) &&
+		  wc[0].qp_num == env.p[0].rqp->qp_num,
+		  "legacy ibv_poll_cq on a CQ_ex returns the same fields (n=%d wr_id=%llu op=0x%x len=%u)",
+		  n, (unsigned long long)wc[0].wr_id, wc[0].opcode, wc[0].byte_len);
+	sh_cq_discard(env.p[0].scq);
+}
+
+/* A QP pair whose QPs use the given CQs; srq NULL means own RQ. */
+static int make_pair(struct ibv_cq *a_scq, struct ibv_cq *b_scq,
+		     struct ibv_cq *b_rcq, struct ibv_srq *b_srq,
+		     struct ibv_qp **aqp, struct ibv_qp **bqp, int inline_sz)
+{
+	const struct tm_verbs *v = softhca_verbs();
+	struct ibv_qp_init_attr qa;
+	uint32_t wr = env.a.attr.orig_attr.max_qp_wr < 512 ?
+		      env.a.attr.orig_attr.max_qp_wr : 512;
+
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = a_scq;
+	qa.recv_cq = ibv_cq_ex_to_cq(env.a.cq);
+	qa.srq = env.a.srq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = wr;
+	qa.cap.max_send_sge = 1;
+	qa.cap.max_inline_data = inline_sz;
+	*aqp = v->create_qp(env.a.pd, &qa);
+	if (!*aqp)
+		return -1;
+	if (inline_sz && (int)qa.cap.max_inline_data < inline_sz)
+		return -2;
+
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = b_scq;
+	qa.recv_cq = b_rcq ? b_rcq : ibv_cq_ex_to_cq(env.b.cq);
+	qa.srq = b_srq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = wr;
+	qa.cap.max_send_sge = 1;
+	qa.cap.max_recv_wr = b_srq ? 0 : 64;
+	qa.cap.max_recv_sge = b_srq ? 0 : 1;
+	*bqp = v->create_qp(env.b.pd, &qa);
+	if (!*bqp)
+		return -1;
+	if (sh_qp_connect(*aqp, &env.b.gid, (*bqp)->qp_num) ||
+	    sh_qp_connect(*bqp, &env.a.gid, (*aqp)->qp_num))
+		return -1;
+	return 0;
+}
+
+static int post_send(struct ibv_qp *qp, void *buf, uint32_t len, uint32_t lkey,
+		     uint64_t wr_id, int flags)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr, *bad = NULL;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = flags;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+static void test_legacy_cq_and_unsignalled(void)
+{
+	const struct tm_verbs *v = softhca_verbs();
+	struct ibv_cq *lcq = v->create_cq(env.a.ctx, 16, NULL, NULL, 0);
+	struct ibv_cq_ex *bscq = sh_cq_ex(env.b.ctx, 16);
+	struct ibv_qp *aqp = NULL, *bqp = NULL;
+	struct ibv_wc wc[4];
+	struct sh_wc sw[4];
+	char *sbuf = sh_alloc(&env.a, 64), *rbuf = sh_alloc(&env.b, 64);
+	int n;
+
+	tap_check(lcq != NULL, "legacy create_cq through the table");
+	if (!lcq || !bscq || make_pair(lcq, ibv_cq_ex_to_cq(bscq),
+				       NULL, env.b.srq, &aqp, &bqp, 0))
+		tap_bail("legacy pair");
+
+	sh_put_tmh(sbuf, IBV_TMH_NO_TAG, 0, 0);
+	sh_post_plain(&env.b, 400, rbuf, 64);
+	sh_post_plain(&env.b, 401, rbuf, 64);
+	n = post_send(aqp, sbuf, 16, env.a.mr->lkey, 410, IBV_SEND_SIGNALED);
+	tap_check(n == 0, "send on a QP with a legacy send CQ posts");
+	sh_flush(&env);
+	n = ibv_poll_cq(lcq, 4, wc);
+	tap_check(n == 1 && wc[0].status == IBV_WC_SUCCESS && wc[0].wr_id == 410 &&
+		  wc[0].opcode == IBV_WC_SEND,
+		  "legacy CQ: signalled send completes IBV_WC_SEND (n=%d)", n);
+
+	n = post_send(aqp, sbuf, 16, env.a.mr->lkey, 411, 0);
+	sh_flush(&env);
+	tap_check(n == 0 && ibv_poll_cq(lcq, 4, wc) == 0,
+		  "unsignalled send produces no send completion");
+	n = sh_poll_all(env.b.cq, sw, 4);
+	tap_check(n == 2 && sw[0].wr_id == 400 && sw[1].wr_id == 401 &&
+		  sw[1].opcode == IBV_WC_TM_NO_TAG && sw[1].qp_num == bqp->qp_num,
+		  "both messages (signalled and unsignalled) were delivered (n=%d)", n);
+
+	v->destroy_qp(aqp);
+	v->destroy_qp(bqp);
+	tap_check(v->destroy_cq(lcq) == 0, "legacy destroy_cq returns 0");
+	sh_cq_destroy(bscq);
+}
+
+static void test_cq_growth(void)
+{
+	struct ibv_cq_ex *tiny = sh_cq_ex(env.a.ctx, 2);
+	struct ibv_cq_ex *bscq = sh_cq_ex(env.b.ctx, 2);
+	struct ibv_qp *aqp = NULL, *bqp = NULL;
+	const int N = 300;
+	struct sh_wc wc;
+	char *rbuf, msg[16];
+	int i, n, inorder;
+
+	if (!tiny || !bscq || make_pair(ibv_cq_ex_to_cq(tiny), ibv_cq_ex_to_cq(bscq),
+					NULL, env.b.srq, &aqp, &bqp, 0))
+		tap_bail("growth pair");
+	rbuf = sh_alloc(&env.b, 64 * N);
+	for (i = 0; i < N; i++)
+		if (sh_post_plain(&env.b, 1000 + i, rbuf + 64 * i, 64))
+			tap_bail("post plain");
+	for (i = 0; i < N; i++) {
+		sh_put_tmh(msg, IBV_TMH_NO_TAG, i, i);
+		if (sh_qp_send(&env.a, aqp, msg, 16, 5000 + i, IBV_SEND_SIGNALED))
+			sh_die("send %d", i);
+		if (i % 50 == 49)
+			sh_flush(&env);
+	}
+	sh_flush(&env);
+	n = 0;
+	inorder = 1;
+	while (sh_poll(tiny, &wc) == 1) {
+		inorder &= wc.wr_id == (uint64_t)(5000 + n) && wc.status == IBV_WC_SUCCESS;
+		n++;
+	}
+	tap_check(n == N && inorder,
+		  "a CQ created with cqe=2 keeps all %d send completions, in order (got %d)", N, n);
+	n = 0;
+	inorder = 1;
+	while (sh_poll(env.b.cq, &wc) == 1) {
+		inorder &= wc.wr_id == (uint64_t)(1000 + n) && wc.opcode == IBV_WC_TM_NO_TAG;
+		n++;
+	}
+	tap_check(n == N && inorder,
+		  "the TM-SRQ CQ keeps all %d receive completions, in order (got %d)", N, n);
+	softhca_verbs()->destroy_qp(aqp);
+	softhca_verbs()->destroy_qp(bqp);
+	sh_cq_destroy(tiny);
+	sh_cq_destroy(bscq);
+}
+
+static void test_inline(void)
+{
+	struct ibv_cq_ex *ascq = sh_cq_ex(env.a.ctx, 16);
+	struct ibv_cq_ex *bscq = sh_cq_ex(env.b.ctx, 16);
+	struct ibv_qp *aqp = NULL, *bqp = NULL;
+	char stackbuf[32], *rbuf = sh_alloc(&env.b, 64);
+	struct sh_wc wc;
+	int ret;
+
+	ret = (!ascq || !bscq) ? -1 :
+	      make_pair(ibv_cq_ex_to_cq(ascq), ibv_cq_ex_to_cq(bscq), NULL,
+			env.b.srq, &aqp, &bqp, 32);
+	tap_check(ret == 0, "QP with max_inline_data=32 is created (%d)", ret);
+	if (ret)
+		return;
+	memset(rbuf, 0xEE, 64);
+	sh_post_plain(&env.b, 600, rbuf, 64);
+	sh_put_tmh(stackbuf, IBV_TMH_NO_TAG, 0, 0);
+	memset(stackbuf + SH_TMH_LEN, 'I', 16);
+	/* Not registered memory: lkey 0 is fine for an inline send. */
+	ret = post_send(aqp, stackbuf, 32, 0, 601, IBV_SEND_SIGNALED | IBV_SEND_INLINE);
+	tap_check(ret == 0, "IBV_SEND_INLINE send from unregistered memory posts (%d)", ret);
+	memset(stackbuf, 'X', sizeof(stackbuf)); /* before the card moves it */
+	sh_flush(&env);
+	ret = sh_poll(env.b.cq, &wc);
+	tap_check(ret == 1 && wc.wr_id == 600 && wc.byte_len == 32 &&
+		  rbuf[0] == IBV_TMH_NO_TAG && sh_all(rbuf + SH_TMH_LEN, 16, 'I') &&
+		  sh_all(rbuf + 32, 32, 0xEE),
+		  "inline send carries the bytes as they were at post time");
+	ret = sh_poll(ascq, &wc);
+	tap_check(ret == 1 && wc.wr_id == 601 && wc.status == IBV_WC_SUCCESS,
+		  "inline signalled send completes");
+	softhca_verbs()->destroy_qp(aqp);
+	softhca_verbs()->destroy_qp(bqp);
+	sh_cq_destroy(ascq);
+	sh_cq_destroy(bscq);
+}
+
+static void test_rq_and_basic_srq(void)
+{
+	const struct tm_verbs *v = softhca_verbs();
+	struct ibv_cq_ex *ascq = sh_cq_ex(env.a.ctx, 16);
+	struct ibv_cq_ex *bscq = sh_cq_ex(env.b.ctx, 16);
+	struct ibv_cq_ex *brcq = sh_cq_ex(env.b.ctx, 16);
+	struct ibv_qp *aqp = NULL, *bqp = NULL;
+	char *rbuf = sh_alloc(&env.b, 128), msg[40];
+	struct ibv_sge sge = { .addr = (uintptr_t)rbuf, .length = 128,
+			       .lkey = env.b.mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 700, .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr *bad = NULL;
+	struct ibv_srq_init_attr sa;
+	struct ibv_srq *bsrq;
+	struct sh_wc wc;
+	int ret;
+
+	/* A QP with its own receive queue: no tag matching at all. */
+	if (!ascq || !bscq || !brcq ||
+	    make_pair(ibv_cq_ex_to_cq(ascq), ibv_cq_ex_to_cq(bscq),
+		      ibv_cq_ex_to_cq(brcq), NULL, &aqp, &bqp, 0))
+		tap_bail("rq pair");
+	ret = ibv_post_recv(bqp, &rwr, &bad);
+	tap_check(ret == 0, "ibv_post_recv on a QP receive queue (%d)", ret);
+	sh_put_tmh(msg, IBV_TMH_EAGER, 5, 5);
+	memset(msg + SH_TMH_LEN, 'R', sizeof(msg) - SH_TMH_LEN);
+	sh_qp_send(&env.a, aqp, msg, sizeof(msg), 701, IBV_SEND_SIGNALED);
+	sh_flush(&env);
+	ret = sh_poll(brcq, &wc);
+	tap_check(ret == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 700 &&
+		  wc.opcode == IBV_WC_RECV && wc.byte_len == sizeof(msg) &&
+		  wc.qp_num == bqp->qp_num && !memcmp(rbuf, msg, sizeof(msg)),
+		  "QP receive queue: message completes IBV_WC_RECV on the QP's recv CQ, whole (%s)",
+		  sh_wc_str(&wc));
+	tap_check(sh_poll(env.b.cq, &wc) == 0, "...and nothing appears on the TM-SRQ CQ");
+	v->destroy_qp(aqp);
+	v->destroy_qp(bqp);
+
+	/* A basic SRQ. */
+	memset(&sa, 0, sizeof(sa));
+	sa.attr.max_wr = 16;
+	sa.attr.max_sge = 1;
+	bsrq = v->create_srq(env.b.pd, &sa);
+	tap_check(bsrq != NULL, "basic SRQ via the table's create_srq");
+	if (!bsrq)
+		return;
+	if (make_pair(ibv_cq_ex_to_cq(ascq), ibv_cq_ex_to_cq(bscq),
+		      ibv_cq_ex_to_cq(brcq), bsrq, &aqp, &bqp, 0))
+		tap_bail("basic srq pair");
+	memset(rbuf, 0, 128);
+	rwr.wr_id = 710;
+	ret = ibv_post_srq_recv(bsrq, &rwr, &bad);
+	tap_check(ret == 0, "ibv_post_srq_recv on a basic SRQ");
+	sh_qp_send(&env.a, aqp, msg, 24, 711, IBV_SEND_SIGNALED);
+	sh_flush(&env);
+	ret = sh_poll(brcq, &wc);
+	tap_check(ret == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 710 &&
+		  wc.opcode == IBV_WC_RECV && wc.byte_len == 24 &&
+		  !memcmp(rbuf, msg, 24),
+		  "basic SRQ: message completes IBV_WC_RECV on the QP's recv CQ (%s)",
+		  sh_wc_str(&wc));
+	v->destroy_qp(aqp);
+	v->destroy_qp(bqp);
+	tap_check(v->destroy_srq(bsrq) == 0, "destroy_srq of a basic SRQ returns 0");
+	sh_cq_destroy(ascq);
+	sh_cq_destroy(bscq);
+	sh_cq_destroy(brcq);
+}
+
+int main(void)
+{
+	struct softhca_config cfg;
+
+	alarm(60);
+	sh_config(&cfg);
+	if (sh_env_open(&env, &cfg, SOFTHCA_SCHED_MANUAL, 1))
+		tap_bail("sh_env_open failed");
+	test_poll_api();
+	test_legacy_poll();
+	test_legacy_cq_and_unsignalled();
+	test_cq_growth();
+	test_inline();
+	test_rq_and_basic_srq();
+	sh_env_close(&env);
+	return tap_done();
+}
