@@ -1,0 +1,1411 @@
+/*
+ * tm_engine.c - the matching engine (contract in tm_engine.h).
+ *
+ * Receive states:
+ *   R_SW        posted, held in software only (counted for the prefix rule)
+ *   R_CARD      posted, ADD posted (maybe not yet processed by the card)
+ *   R_CLAIM     an unexpected message took it; waiting for our DEL to
+ *               confirm the card no longer holds it
+ *   R_WAIT_DATA the card matched it; waiting for its data completion
+ *   R_SW_READ   software rendezvous read in flight
+ *   R_DONE      finished; completes once no list op naming it is pending
+ * Only R_SW and R_CARD receives are in the shadow queues (tm_mq).
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/tm_types.h>
+#include <ucs/datastruct/khash.h>
+#include "engine/tm_engine.h"
+
+enum { R_IDLE, R_SW, R_CARD, R_CLAIM, R_WAIT_DATA, R_SW_READ, R_DONE };
+
+enum {
+	RF_CANCEL_REQ = 1 << 0,
+	RF_DEL_POSTED = 1 << 1,
+	RF_MATCH_SEEN = 1 << 2,
+	RF_ENTRY_LIVE = 1 << 3, /* counts against the card's list */
+	RF_FINISHED = 1 << 4,
+	RF_RNDV = 1 << 5,
+};
+
+/* wr_id low bits: what a TM-CQ completion is about. */
+enum { WR_RECV = 0, WR_PLAIN = 1, WR_ADD = 2, WR_DEL = 3, WR_SYNC = 4 };
+#define WR_TYPE_MASK 7ULL
+
+enum { TX_EAGER, TX_RNDV, TX_ACK, TX_FIN, TX_READ };
+enum { S_WAIT_CQE = 1, S_WAIT_REPLY = 2 };
+
+#define TMH_LEN ((uint32_t)sizeof(struct ibv_tmh))
+#define RVH_LEN ((uint32_t)sizeof(struct ibv_rvh))
+#define RNDV_HDR_LEN (TMH_LEN + RVH_LEN + (uint32_t)sizeof(struct tm_rndv_md))
+
+struct tm_msg {
+	struct tm_mq_msg mq;
+	ucs_list_link_t all;
+	uint64_t tag;
+	uint64_t len;
+	uint64_t stamp;
+	uint32_t app;
+	uint32_t peer;
+	int rndv;
+	uint8_t hdr[32];   /* TMH+RVH of a rendezvous request */
+	uint8_t data[];    /* eager payload */
+};
+
+struct tm_tx {
+	ucs_list_link_t link;  /* peer txq while queued */
+	ucs_list_link_t all;
+	int type;
+	int slot;
+	uint32_t peer;
+	struct tm_send *send;
+	struct tm_recv *recv;
+	uint32_t hdr_len;
+	uint8_t hdr[32];
+};
+
+struct tm_op {
+	ucs_list_link_t link;
+	int type;            /* WR_ADD never queued: WR_DEL or WR_SYNC */
+	struct tm_recv *r;
+	uint32_t count;
+};
+
+struct tm_peer {
+	struct ibv_qp *qp;
+	uint32_t next_seq;
+	uint32_t sq_out;
+	ucs_list_link_t txq;
+};
+
+KHASH_MAP_INIT_INT(tm_qpn, uint32_t)
+KHASH_MAP_INIT_INT64(tm_sends, struct tm_send *)
+
+struct tm_cqe {
+	uint64_t wr_id;
+	int status;
+	int opcode;
+	uint32_t flags;
+	uint32_t byte_len;
+	uint32_t qp_num;
+	struct ibv_wc_tm_info tm;
+};
+
+struct tm_engine {
+	struct tm_dev *dev;
+	struct tm_engine_config cfg;
+	struct tm_mq mq;
+	uint64_t clock;
+	uint32_t uq_count;   /* unexpected tagged completions processed */
+	uint32_t reported;   /* count carried by the last op decided */
+	int sync_req;
+	uint32_t max_entries;
+	uint32_t max_ops;
+	uint32_t card_entries;
+	uint32_t ops_out;
+	ucs_list_link_t opq;
+	uint32_t opq_len;
+
+	uint8_t *plain;
+	struct ibv_mr *plain_mr;
+	uint32_t plain_size;
+	uint32_t n_plain;
+	uint32_t *repost;
+	uint32_t n_repost;
+
+	uint8_t *slots;
+	struct ibv_mr *slots_mr;
+	uint32_t slot_size;
+	uint32_t n_slots;
+	uint32_t *free_slots;
+	uint32_t n_free_slots;
+	uint32_t sq_limit;
+
+	struct tm_peer **peers;
+	uint32_t npeers;
+	khash_t(tm_qpn) *qpn;
+	khash_t(tm_sends) *sends;
+
+	ucs_list_link_t done_recv;
+	ucs_list_link_t done_send;
+	ucs_list_link_t all_msgs;
+	ucs_list_link_t all_tx;
+	uint64_t tx_queued;
+	uint64_t reads_active;
+	uint64_t sends_waiting;
+	struct tm_engine_stats st;
+};
+
+static void deliver(struct tm_engine *eng, struct tm_recv *r,
+		    struct tm_msg *m);
+static void handle_unexpected_msg(struct tm_engine *eng, struct tm_msg *m);
+
+/* ---- small helpers -------------------------------------------------- */
+
+static struct ibv_tmh *tmh_fill(void *p, uint8_t op, uint32_t app,
+				uint64_t tag)
+{
+	struct ibv_tmh *tmh = p;
+
+	memset(tmh, 0, sizeof(*tmh));
+	tmh->opcode = op;
+	tmh->app_ctx = htobe32(app);
+	tmh->tag = htobe64(tag);
+	return tmh;
+}
+
+static uint32_t count_now(struct tm_engine *eng)
+{
+	return eng->uq_count + !!(eng->cfg.faults & TM_FAULT_SYNC_AHEAD);
+}
+
+static uint32_t peer_of_qpn(struct tm_engine *eng, uint32_t qpn)
+{
+	khiter_t it = kh_get(tm_qpn, eng->qpn, qpn);
+
+	return it == kh_end(eng->qpn) ? UINT32_MAX : kh_value(eng->qpn, it);
+}
+
+static uint64_t send_key(uint32_t peer, uint32_t seq)
+{
+	return ((uint64_t)peer << 32) | seq;
+}
+
+static void env_from_tag(struct tm_env *env, uint64_t tag)
+{
+	env->ctx = tm_tag_ctx(tag);
+	env->src = (int32_t)tm_tag_src(tag);
+	env->tag = tm_tag_user(tag);
+}
+
+static void report_arrival(struct tm_engine *eng, uint64_t tag, uint32_t app,
+			   uint32_t peer, uint64_t len, uint64_t stamp,
+			   int on_card)
+{
+	struct tm_arrival a;
+
+	if (!eng->cfg.arrival_hook)
+		return;
+	env_from_tag(&a.env, tag);
+	a.peer = peer;
+	a.send_seq = app & TM_APP_SEQ_MASK;
+	a.len = len;
+	a.stamp = stamp;
+	a.on_card = on_card;
+	eng->cfg.arrival_hook(eng->cfg.hook_arg, &a);
+}
+
+/* ---- completion of requests ----------------------------------------- */
+
+static void recv_try_done(struct tm_engine *eng, struct tm_recv *r)
+{
+	if (!(r->flags & RF_FINISHED) || r->ops_pending || r->state == R_DONE)
+		return;
+	r->state = R_DONE;
+	if (r->own_mr) {
+		tm_dev_dereg(eng->dev, r->mr);
+		r->own_mr = 0;
+		r->mr = NULL;
+	}
+	ucs_list_add_tail(&eng->done_recv, &r->done_link);
+}
+
+static void recv_finish(struct tm_engine *eng, struct tm_recv *r, int status)
+{
+	r->status = status;
+	if (status == TM_REQ_TRUNCATED)
+		eng->st.truncated++;
+	if (status == TM_REQ_ERROR)
+		eng->st.errors++;
+	r->flags |= RF_FINISHED;
+	recv_try_done(eng, r);
+}
+
+static void send_try_done(struct tm_engine *eng, struct tm_send *s)
+{
+	if (s->waiting)
+		return;
+	if (s->own_mr) {
+		tm_dev_dereg(eng->dev, s->mr);
+		s->own_mr = 0;
+		s->mr = NULL;
+	}
+	eng->sends_waiting--;
+	ucs_list_add_tail(&eng->done_send, &s->done_link);
+}
+
+/* Runs callbacks; a callback may call back into the engine. */
+static void fire_done(struct tm_engine *eng)
+{
+	struct tm_recv *r;
+	struct tm_send *s;
+
+	for (;;) {
+		if (!ucs_list_is_empty(&eng->done_recv)) {
+			r = ucs_list_extract_head(&eng->done_recv,
+						  struct tm_recv, done_link);
+			if (r->cb)
+				r->cb(r);
+		} else if (!ucs_list_is_empty(&eng->done_send)) {
+			s = ucs_list_extract_head(&eng->done_send,
+						  struct tm_send, done_link);
+			if (s->cb)
+				s->cb(s);
+		} else {
+			break;
+		}
+	}
+}
+
+/* ---- transmit side -------------------------------------------------- */
+
+static struct tm_tx *tx_new(struct tm_engine *eng, int type, uint32_t peer)
+{
+	struct tm_tx *tx = calloc(1, sizeof(*tx));
+
+	if (!tx)
+		return NULL;
+	tx->type = type;
+	tx->peer = peer;
+	tx->slot = -1;
+	ucs_list_add_tail(&eng->all_tx, &tx->all);
+	return tx;
+}
+
+static void tx_free(struct tm_tx *tx)
+{
+	ucs_list_del(&tx->all);
+	free(tx);
+}
+
+static void tx_queue(struct tm_engine *eng, struct tm_tx *tx)
+{
+	ucs_list_add_tail(&eng->peers[tx->peer]->txq, &tx->link);
+	eng->tx_queued++;
+}
+
+/* Posts one queued item; returns 0, or EAGAIN to retry later. */
+static int tx_post(struct tm_engine *eng, struct tm_peer *p, struct tm_tx *tx)
+{
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	uint8_t *buf = NULL;
+	uint32_t len = 0;
+	struct tm_send *s = tx->send;
+	struct ibv_rvh *rvh;
+	struct tm_rndv_md *md;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = (uintptr_t)tx;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if (tx->type == TX_READ) {
+		struct tm_recv *r = tx->recv;
+
+		wr.opcode = IBV_WR_RDMA_READ;
+		wr.wr.rdma.remote_addr = r->rd_va;
+		wr.wr.rdma.rkey = r->rd_rkey;
+		sge.addr = (uintptr_t)r->buf;
+		sge.length = r->rd_len < r->len ? r->rd_len : (uint32_t)r->len;
+		sge.lkey = r->mr->lkey;
+	} else {
+		if (!eng->n_free_slots)
+			return EAGAIN;
+		tx->slot = eng->free_slots[--eng->n_free_slots];
+		buf = eng->slots + (size_t)tx->slot * eng->slot_size;
+		wr.opcode = IBV_WR_SEND;
+		switch (tx->type) {
+		case TX_EAGER:
+			tmh_fill(buf, IBV_TMH_EAGER, s->app_ctx, s->tag);
+			memcpy(buf + TMH_LEN, s->buf, s->len);
+			len = TMH_LEN + s->len;
+			break;
+		case TX_RNDV:
+			tmh_fill(buf, IBV_TMH_RNDV, s->app_ctx, s->tag);
+			rvh = (struct ibv_rvh *)(buf + TMH_LEN);
+			rvh->va = htobe64((uintptr_t)s->buf);
+			rvh->rkey = htobe32(s->mr->rkey);
+			rvh->len = htobe32((uint32_t)s->len);
+			md = (struct tm_rndv_md *)(buf + TMH_LEN + RVH_LEN);
+			md->len = htobe64(s->len);
+			len = RNDV_HDR_LEN;
+			break;
+		default: /* ACK, FIN: prepared header */
+			memcpy(buf, tx->hdr, tx->hdr_len);
+			len = tx->hdr_len;
+			break;
+		}
+		sge.addr = (uintptr_t)buf;
+		sge.length = len;
+		sge.lkey = eng->slots_mr->lkey;
+	}
+	if (ibv_post_send(p->qp, &wr, &bad)) {
+		if (tx->slot >= 0)
+			eng->free_slots[eng->n_free_slots++] = tx->slot;
+		tx->slot = -1;
+		return EAGAIN;
+	}
+	p->sq_out++;
+	if (tx->type == TX_FIN)
+		eng->st.fins_sent++;
+	if (tx->type == TX_ACK)
+		eng->st.acks_sent++;
+	return 0;
+}
+
+static int flush_peer(struct tm_engine *eng, struct tm_peer *p)
+{
+	struct tm_tx *tx;
+	int n = 0;
+
+	while (!ucs_list_is_empty(&p->txq) && p->sq_out < eng->sq_limit) {
+		tx = ucs_list_head(&p->txq, struct tm_tx, link);
+		if (tx_post(eng, p, tx))
+			break;
+		ucs_list_del(&tx->link);
+		eng->tx_queued--;
+		n++;
+	}
+	return n;
+}
+
+static int flush_tx(struct tm_engine *eng)
+{
+	uint32_t i;
+	int n = 0;
+
+	if (!eng->tx_queued)
+		return 0;
+	for (i = 0; i < eng->npeers; i++)
+		n += flush_peer(eng, eng->peers[i]);
+	return n;
+}
+
+static void send_ack(struct tm_engine *eng, uint32_t peer, uint32_t app)
+{
+	struct tm_tx *tx;
+
+	if (peer >= eng->npeers)
+		return;
+	tx = tx_new(eng, TX_ACK, peer);
+	if (!tx) {
+		eng->st.errors++;
+		return;
+	}
+	tmh_fill(tx->hdr, IBV_TMH_NO_TAG,
+		 ((uint32_t)TM_CTRL_ACK << TM_APP_CTRL_SHIFT) |
+		 (app & TM_APP_SEQ_MASK), 0);
+	tx->hdr_len = TMH_LEN;
+	tx_queue(eng, tx);
+}
+
+/* FIN: a copy of the request's TMH (opcode FIN) and RVH. */
+static void send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr)
+{
+	struct tm_tx *tx;
+
+	if (peer >= eng->npeers)
+		return;
+	tx = tx_new(eng, TX_FIN, peer);
+	if (!tx) {
+		eng->st.errors++;
+		return;
+	}
+	memcpy(tx->hdr, hdr, TMH_LEN + RVH_LEN);
+	((struct ibv_tmh *)tx->hdr)->opcode = IBV_TMH_FIN;
+	tx->hdr_len = TMH_LEN + RVH_LEN;
+	tx_queue(eng, tx);
+}
+
+/* ---- list operations ------------------------------------------------ */
+
+static int op_post(struct tm_engine *eng, int type, struct tm_recv *r,
+		   uint32_t count)
+{
+	struct ibv_ops_wr wr, *bad;
+	struct ibv_sge sge;
+	int ret;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.flags = IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC;
+	wr.tm.unexpected_cnt = count;
+	wr.wr_id = (uintptr_t)r | (uint64_t)type;
+	switch (type) {
+	case WR_ADD:
+		wr.opcode = IBV_WR_TAG_ADD;
+		sge.addr = (uintptr_t)r->buf;
+		sge.length = (uint32_t)r->len;
+		sge.lkey = r->mr->lkey;
+		wr.tm.add.recv_wr_id = (uintptr_t)r | WR_RECV;
+		wr.tm.add.sg_list = &sge;
+		wr.tm.add.num_sge = 1;
+		wr.tm.add.tag = r->mq.tag;
+		wr.tm.add.mask = r->mq.mask;
+		break;
+	case WR_DEL:
+		wr.opcode = IBV_WR_TAG_DEL;
+		wr.tm.handle = r->handle;
+		break;
+	default:
+		wr.opcode = IBV_WR_TAG_SYNC;
+		break;
+	}
+	ret = ibv_post_srq_ops(eng->dev->srq, &wr, &bad);
+	if (ret)
+		return ret;
+	if (type == WR_ADD)
+		r->handle = wr.tm.handle;
+	if (type == WR_SYNC)
+		eng->st.syncs++;
+	eng->ops_out++;
+	eng->st.ops_posted++;
+	return 0;
+}
+
+/*
+ * Decides a DEL or SYNC now, with the current count; posts it at once if
+ * nothing is queued ahead of it and a slot is free, else queues it.  The
+ * op keeps the count it was decided with (see the contract).
+ */
+static void op_decide(struct tm_engine *eng, int type, struct tm_recv *r)
+{
+	struct tm_op *op;
+
+	eng->reported = count_now(eng);
+	if (r)
+		r->ops_pending++;
+	if (ucs_list_is_empty(&eng->opq) && eng->ops_out < eng->max_ops &&
+	    op_post(eng, type, r, eng->reported) == 0)
+		return;
+	op = malloc(sizeof(*op));
+	if (!op) {
+		eng->st.errors++;
+		if (r)
+			r->ops_pending--;
+		return;
+	}
+	op->type = type;
+	op->r = r;
+	op->count = eng->reported;
+	ucs_list_add_tail(&eng->opq, &op->link);
+	eng->opq_len++;
+	eng->st.ops_queued++;
+}
+
+static int flush_ops(struct tm_engine *eng)
+{
+	struct tm_op *op;
+	uint32_t count;
+	int n = 0;
+
+	while (!ucs_list_is_empty(&eng->opq) && eng->ops_out < eng->max_ops) {
+		op = ucs_list_head(&eng->opq, struct tm_op, link);
+		count = (eng->cfg.faults & TM_FAULT_SYNC_ORDER) ?
+			count_now(eng) : op->count;
+		if (op_post(eng, op->type, op->r, count))
+			break;
+		ucs_list_del(&op->link);
+		eng->opq_len--;
+		free(op);
+		n++;
+	}
+	return n;
+}
+
+/* Tell the card our count when it moved and the card has entries to
+ * re-activate, or when the card asked. */
+static void maybe_sync(struct tm_engine *eng)
+{
+	if (count_now(eng) == eng->reported)
+		return;
+	if (eng->card_entries || eng->sync_req)
+		op_decide(eng, WR_SYNC, NULL);
+}
+
+static void entry_gone(struct tm_engine *eng, struct tm_recv *r)
+{
+	if (r->flags & RF_ENTRY_LIVE) {
+		r->flags &= ~RF_ENTRY_LIVE;
+		eng->card_entries--;
+	}
+}
+
+/* ---- software rendezvous -------------------------------------------- */
+
+/* r->hdr holds the request's TMH+RVH; reads min(len, buffer) then FINs. */
+static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r)
+{
+	const struct ibv_rvh *rvh = (const void *)(r->hdr + TMH_LEN);
+	struct tm_tx *tx;
+
+	r->rd_va = be64toh(rvh->va);
+	r->rd_rkey = be32toh(rvh->rkey);
+	r->rd_len = be32toh(rvh->len);
+	r->msg_len = r->rd_len;
+	eng->st.rndv_sw++;
+	if (r->rd_len && r->len && !r->mr) {
+		if (tm_dev_reg(eng->dev, r->buf, r->len, 0, &r->mr) == TM_OK)
+			r->own_mr = 1;
+	}
+	if (!r->rd_len || !r->len || !r->mr) {
+		r->recv_len = 0;
+		send_fin(eng, r->peer, r->hdr);
+		recv_finish(eng, r, !r->mr && r->rd_len && r->len ?
+			    TM_REQ_ERROR : r->rd_len > r->len ?
+			    TM_REQ_TRUNCATED : TM_REQ_OK);
+		return;
+	}
+	tx = tx_new(eng, TX_READ, r->peer);
+	if (!tx || r->peer >= eng->npeers) {
+		if (tx)
+			tx_free(tx);
+		send_fin(eng, r->peer, r->hdr);
+		recv_finish(eng, r, TM_REQ_ERROR);
+		return;
+	}
+	tx->recv = r;
+	r->state = R_SW_READ;
+	eng->reads_active++;
+	tx_queue(eng, tx);
+}
+
+static void sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status)
+{
+	eng->reads_active--;
+	send_fin(eng, r->peer, r->hdr);
+	r->recv_len = r->rd_len < r->len ? r->rd_len : r->len;
+	if (status != IBV_WC_SUCCESS)
+		recv_finish(eng, r, TM_REQ_ERROR);
+	else
+		recv_finish(eng, r, r->rd_len > r->len ? TM_REQ_TRUNCATED :
+				    TM_REQ_OK);
+}
+
+/* ---- matching in software ------------------------------------------- */
+
+/* Delivers unexpected message m into receive r (which left the queues). */
+static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
+{
+	env_from_tag(&r->env, m->tag);
+	r->peer = m->peer;
+	r->send_seq = m->app & TM_APP_SEQ_MASK;
+	r->match_stamp = m->stamp;
+	r->msg_len = m->len;
+	r->on_card = 0;
+	r->state = R_IDLE; /* out of the queues; finished below */
+	ucs_list_del(&m->all);
+	if (m->rndv) {
+		memcpy(r->hdr, m->hdr, sizeof(r->hdr));
+		free(m);
+		sw_rndv_start(eng, r);
+		return;
+	}
+	if (m->app & TM_APP_SYNC)
+		send_ack(eng, m->peer, m->app);
+	r->recv_len = m->len < r->len ? m->len : r->len;
+	memcpy(r->buf, m->data, r->recv_len);
+	free(m);
+	recv_finish(eng, r, r->msg_len > r->len ? TM_REQ_TRUNCATED : TM_REQ_OK);
+}
+
+static void recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
+{
+	tm_mq_recv_remove(&eng->mq, &r->mq);
+}
+
+/*
+ * An unexpected message takes the earliest posted receive that accepts it.
+ * A card-held receive is claimed: DEL it and complete when the card
+ * confirms (the DEL cannot fail: see the contract).
+ */
+static void handle_unexpected_msg(struct tm_engine *eng, struct tm_msg *m)
+{
+	struct tm_mq_recv *q = tm_mq_find_recv(&eng->mq, m->tag);
+	struct tm_recv *r;
+
+	if (!q) {
+		if (tm_mq_msg_add(&eng->mq, &m->mq, m->tag, m->stamp) != TM_OK)
+			eng->st.errors++;
+		return;
+	}
+	r = ucs_container_of(q, struct tm_recv, mq);
+	recv_leave_queues(eng, r);
+	if (r->state == R_SW) {
+		eng->st.unexp_to_sw_recv++;
+		deliver(eng, r, m);
+		return;
+	}
+	eng->st.unexp_claimed++;
+	r->state = R_CLAIM;
+	r->claim = m;
+	if (!(r->flags & RF_DEL_POSTED)) {
+		r->flags |= RF_DEL_POSTED;
+		op_decide(eng, WR_DEL, r);
+	}
+}
+
+/* ---- TM CQ handlers ------------------------------------------------- */
+
+static void on_unexpected(struct tm_engine *eng, const uint8_t *buf,
+			  const struct tm_cqe *c)
+{
+	const struct ibv_tmh *tmh = (const void *)buf;
+	const struct ibv_rvh *rvh = (const void *)(buf + TMH_LEN);
+	uint32_t plen = 0;
+	struct tm_msg *m;
+	int rndv = tmh->opcode == IBV_TMH_RNDV;
+
+	eng->uq_count++;
+	eng->st.unexpected++;
+	if (!rndv && c->byte_len >= TMH_LEN)
+		plen = c->byte_len - TMH_LEN;
+	m = malloc(sizeof(*m) + plen);
+	if (!m) {
+		eng->st.errors++;
+		return;
+	}
+	m->tag = be64toh(tmh->tag);
+	m->app = be32toh(tmh->app_ctx);
+	m->peer = peer_of_qpn(eng, c->qp_num);
+	m->rndv = rndv;
+	m->len = rndv ? be32toh(rvh->len) : plen;
+	if (rndv)
+		memcpy(m->hdr, buf, TMH_LEN + RVH_LEN);
+	else
+		memcpy(m->data, buf + TMH_LEN, plen);
+	m->stamp = eng->clock++;
+	ucs_list_add_tail(&eng->all_msgs, &m->all);
+	report_arrival(eng, m->tag, m->app, m->peer, m->len, m->stamp, 0);
+	handle_unexpected_msg(eng, m);
+}
+
+static void on_control(struct tm_engine *eng, const uint8_t *buf,
+		       const struct tm_cqe *c)
+{
+	const struct ibv_tmh *tmh = (const void *)buf;
+	uint32_t app = be32toh(tmh->app_ctx);
+	uint32_t peer = peer_of_qpn(eng, c->qp_num);
+	struct tm_send *s;
+	khiter_t it;
+
+	if (c->byte_len < TMH_LEN ||
+	    (tmh->opcode == IBV_TMH_NO_TAG &&
+	     ((app & TM_APP_CTRL_MASK) >> TM_APP_CTRL_SHIFT) != TM_CTRL_ACK)) {
+		eng->st.malformed++;
+		return;
+	}
+	if (tmh->opcode == IBV_TMH_FIN)
+		eng->st.fins_recv++;
+	it = kh_get(tm_sends, eng->sends, send_key(peer, app & TM_APP_SEQ_MASK));
+	if (it == kh_end(eng->sends)) {
+		eng->st.fin_unknown++;
+		return;
+	}
+	s = kh_value(eng->sends, it);
+	kh_del(tm_sends, eng->sends, it);
+	s->waiting &= ~S_WAIT_REPLY;
+	send_try_done(eng, s);
+}
+
+static void post_plain(struct tm_engine *eng, uint32_t idx)
+{
+	struct ibv_recv_wr wr, *bad;
+	struct ibv_sge sge;
+
+	sge.addr = (uintptr_t)(eng->plain + (size_t)idx * eng->plain_size);
+	sge.length = eng->plain_size;
+	sge.lkey = eng->plain_mr->lkey;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = ((uint64_t)idx << 3) | WR_PLAIN;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	if (ibv_post_srq_recv(eng->dev->srq, &wr, &bad))
+		eng->repost[eng->n_repost++] = idx;
+}
+
+static void on_plain(struct tm_engine *eng, const struct tm_cqe *c)
+{
+	uint32_t idx = (uint32_t)(c->wr_id >> 3);
+	const uint8_t *buf = eng->plain + (size_t)idx * eng->plain_size;
+
+	if (c->status != IBV_WC_SUCCESS) {
+		eng->st.errors++;
+	} else if (c->opcode == IBV_WC_TM_RECV) {
+		const struct ibv_tmh *tmh = (const void *)buf;
+
+		if (c->byte_len < TMH_LEN || (tmh->opcode != IBV_TMH_EAGER &&
+					      tmh->opcode != IBV_TMH_RNDV))
+			eng->st.malformed++;
+		else
+			on_unexpected(eng, buf, c);
+	} else if (c->opcode == IBV_WC_TM_NO_TAG) {
+		on_control(eng, buf, c);
+	} else {
+		eng->st.malformed++;
+	}
+	post_plain(eng, idx);
+}
+
+/* The card matched r: this is the message's linearisation point. */
+static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
+			  const struct tm_cqe *c)
+{
+	uint32_t app = c->tm.priv;
+	struct tm_msg *lost = NULL;
+
+	r->flags |= RF_MATCH_SEEN;
+	r->on_card = 1;
+	env_from_tag(&r->env, c->tm.tag);
+	r->peer = peer_of_qpn(eng, c->qp_num);
+	r->send_seq = app & TM_APP_SEQ_MASK;
+	r->msg_len = c->byte_len;
+	if (app & TM_APP_RNDV)
+		r->flags |= RF_RNDV;
+	r->match_stamp = eng->clock++;
+	eng->st.card_matched++;
+	if (app & TM_APP_RNDV)
+		eng->st.rndv_card++;
+	report_arrival(eng, c->tm.tag, app, r->peer,
+		       c->status == IBV_WC_TM_RNDV_INCOMPLETE ? 0 : c->byte_len,
+		       r->match_stamp, 1);
+	if (r->state == R_CARD) {
+		recv_leave_queues(eng, r);
+	} else if (r->state == R_CLAIM) {
+		/* The card used the entry before our DEL: cannot happen while
+		 * ops carry the count in order; keep the message anyway. */
+		lost = r->claim;
+		r->claim = NULL;
+		eng->st.claim_del_failed++;
+	}
+	r->state = R_WAIT_DATA;
+	if ((app & TM_APP_SYNC) && !(app & TM_APP_RNDV))
+		send_ack(eng, r->peer, app);
+	if (lost)
+		handle_unexpected_msg(eng, lost);
+}
+
+static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
+			 const struct tm_cqe *c)
+{
+	entry_gone(eng, r);
+	switch (c->status) {
+	case IBV_WC_SUCCESS:
+		if (!(r->flags & RF_RNDV))
+			r->msg_len = c->byte_len;
+		r->recv_len = r->msg_len;
+		recv_finish(eng, r, TM_REQ_OK);
+		break;
+	case IBV_WC_LOC_LEN_ERR:
+		r->msg_len = c->byte_len;
+		r->recv_len = r->len;
+		recv_finish(eng, r, TM_REQ_TRUNCATED);
+		break;
+	case IBV_WC_TM_RNDV_INCOMPLETE:
+		/* the card left TMH+RVH in the buffer (>= 32 bytes) */
+		memcpy(r->hdr, r->buf, TMH_LEN + RVH_LEN);
+		sw_rndv_start(eng, r);
+		break;
+	default:
+		r->recv_len = 0;
+		if (r->flags & RF_RNDV) {
+			/* the card sends no FIN after a failed read */
+			memset(r->hdr, 0, sizeof(r->hdr));
+			tmh_fill(r->hdr, IBV_TMH_RNDV, c->tm.priv, c->tm.tag);
+			send_fin(eng, r->peer, r->hdr);
+		}
+		recv_finish(eng, r, TM_REQ_ERROR);
+		break;
+	}
+}
+
+static void on_recv_cqe(struct tm_engine *eng, struct tm_recv *r,
+			const struct tm_cqe *c)
+{
+	if (!(r->flags & RF_MATCH_SEEN))
+		on_card_match(eng, r, c);
+	if ((c->flags & IBV_WC_TM_DATA_VALID) || c->status != IBV_WC_SUCCESS)
+		on_card_data(eng, r, c);
+}
+
+static void on_op_cqe(struct tm_engine *eng, int type, struct tm_recv *r,
+		      const struct tm_cqe *c)
+{
+	struct tm_msg *m;
+
+	eng->ops_out--;
+	if (!r)
+		return;
+	r->ops_pending--;
+	if (type == WR_ADD && c->status != IBV_WC_SUCCESS) {
+		/* never on the list: behave as software-held from now on */
+		eng->st.errors++;
+		entry_gone(eng, r);
+		if (r->state == R_CARD) {
+			tm_mq_recv_remove(&eng->mq, &r->mq);
+			tm_mq_post(&eng->mq, &r->mq, r->mq.tag, r->mq.mask,
+				   r->mq.seq, 1);
+			r->state = R_SW;
+		}
+	} else if (type == WR_DEL && c->status == IBV_WC_SUCCESS) {
+		entry_gone(eng, r);
+		if (r->state == R_CLAIM) {
+			m = r->claim;
+			r->claim = NULL;
+			deliver(eng, r, m);
+		} else if (r->state == R_CARD) { /* cancel confirmed */
+			recv_leave_queues(eng, r);
+			r->cancel_stamp = eng->clock++;
+			eng->st.cancel_ok++;
+			recv_finish(eng, r, TM_REQ_CANCELLED);
+		}
+	} else if (type == WR_DEL) {
+		/* consumed by a message whose completion came first */
+		if (r->flags & RF_CANCEL_REQ)
+			eng->st.cancel_late++;
+	}
+	recv_try_done(eng, r);
+}
+
+static void on_tm_cqe(struct tm_engine *eng, const struct tm_cqe *c)
+{
+	int type = (int)(c->wr_id & WR_TYPE_MASK);
+	void *p = (void *)(uintptr_t)(c->wr_id & ~WR_TYPE_MASK);
+
+	if (type != WR_RECV || (c->flags & IBV_WC_TM_MATCH)) {
+		eng->sync_req = !!(c->flags & IBV_WC_TM_SYNC_REQ);
+		eng->st.sync_req_seen += eng->sync_req;
+	}
+	switch (type) {
+	case WR_RECV:
+		on_recv_cqe(eng, p, c);
+		break;
+	case WR_PLAIN:
+		on_plain(eng, c);
+		break;
+	case WR_ADD:
+	case WR_DEL:
+	case WR_SYNC:
+		on_op_cqe(eng, type, p, c);
+		break;
+	default:
+		eng->st.errors++;
+	}
+}
+
+#define CQE_BATCH 32
+
+/* Copies up to CQE_BATCH completions out, so that handlers may post. */
+static int poll_tm_batch(struct tm_engine *eng, struct tm_cqe *out)
+{
+	struct ibv_cq_ex *cq = eng->dev->tm_cq;
+	struct ibv_poll_cq_attr attr = { .comp_mask = 0 };
+	int n = 0;
+
+	if (ibv_start_poll(cq, &attr))
+		return 0;
+	do {
+		out[n].wr_id = cq->wr_id;
+		out[n].status = cq->status;
+		out[n].opcode = ibv_wc_read_opcode(cq);
+		out[n].flags = ibv_wc_read_wc_flags(cq);
+		out[n].byte_len = ibv_wc_read_byte_len(cq);
+		out[n].qp_num = ibv_wc_read_qp_num(cq);
+		memset(&out[n].tm, 0, sizeof(out[n].tm));
+		if (out[n].opcode == IBV_WC_TM_RECV)
+			ibv_wc_read_tm_info(cq, &out[n].tm);
+		n++;
+	} while (n < CQE_BATCH && ibv_next_poll(cq) == 0);
+	ibv_end_poll(cq);
+	return n;
+}
+
+static void on_send_cqe(struct tm_engine *eng, const struct ibv_wc *wc)
+{
+	struct tm_tx *tx = (struct tm_tx *)(uintptr_t)wc->wr_id;
+	struct tm_peer *p = eng->peers[tx->peer];
+	struct tm_send *s = tx->send;
+	khiter_t it;
+
+	p->sq_out--;
+	if (tx->slot >= 0)
+		eng->free_slots[eng->n_free_slots++] = tx->slot;
+	if (wc->status != IBV_WC_SUCCESS)
+		eng->st.errors++;
+	switch (tx->type) {
+	case TX_EAGER:
+	case TX_RNDV:
+		s->waiting &= ~S_WAIT_CQE;
+		if (wc->status != IBV_WC_SUCCESS) {
+			s->status = TM_REQ_ERROR;
+			it = kh_get(tm_sends, eng->sends,
+				    send_key(s->peer, s->seq));
+			if (it != kh_end(eng->sends))
+				kh_del(tm_sends, eng->sends, it);
+			s->waiting = 0;
+		}
+		send_try_done(eng, s);
+		break;
+	case TX_READ:
+		sw_rndv_done(eng, tx->recv, wc->status);
+		break;
+	default:
+		break;
+	}
+	tx_free(tx);
+}
+
+static int poll_send(struct tm_engine *eng)
+{
+	struct ibv_wc wc[CQE_BATCH];
+	int i, n = ibv_poll_cq(eng->dev->send_cq, CQE_BATCH, wc);
+
+	for (i = 0; i < n; i++)
+		on_send_cqe(eng, &wc[i]);
+	return n > 0 ? n : 0;
+}
+
+/* Processes every completion already in both CQs. */
+static int drain(struct tm_engine *eng)
+{
+	struct tm_cqe c[CQE_BATCH];
+	int i, n, total = 0;
+
+	do {
+		n = poll_tm_batch(eng, c);
+		for (i = 0; i < n; i++)
+			on_tm_cqe(eng, &c[i]);
+		total += n;
+		i = poll_send(eng);
+		total += i;
+		n += i;
+	} while (n);
+	return total;
+}
+
+static int flush_work(struct tm_engine *eng)
+{
+	uint32_t i, n_retry = eng->n_repost;
+
+	/* post_plain re-queues what fails again */
+	eng->n_repost = 0;
+	for (i = 0; i < n_retry; i++)
+		post_plain(eng, eng->repost[i]);
+	int n = flush_ops(eng);
+
+	maybe_sync(eng);
+	n += flush_tx(eng);
+	return n;
+}
+
+/* ---- public API ----------------------------------------------------- */
+
+void tm_engine_config_default(struct tm_engine_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->eager_limit = 8192;
+	cfg->n_plain = 256;
+	cfg->n_send_slots = 256;
+	cfg->offload = 1;
+}
+
+static int setup_buffers(struct tm_engine *eng)
+{
+	size_t sz;
+	uint32_t i;
+
+	eng->plain_size = TMH_LEN + (uint32_t)eng->cfg.eager_limit;
+	if (eng->plain_size < 64)
+		eng->plain_size = 64;
+	eng->slot_size = eng->plain_size;
+	sz = (size_t)eng->n_plain * eng->plain_size;
+	eng->plain = calloc(1, sz);
+	eng->repost = calloc(eng->n_plain, sizeof(uint32_t));
+	eng->slots = calloc(eng->n_slots, eng->slot_size);
+	eng->free_slots = calloc(eng->n_slots, sizeof(uint32_t));
+	if (!eng->plain || !eng->repost || !eng->slots || !eng->free_slots)
+		return TM_ERR_NO_MEMORY;
+	if (tm_dev_reg(eng->dev, eng->plain, sz, 0, &eng->plain_mr) ||
+	    tm_dev_reg(eng->dev, eng->slots,
+		       (size_t)eng->n_slots * eng->slot_size, 0,
+		       &eng->slots_mr))
+		return TM_ERR_IO;
+	for (i = 0; i < eng->n_slots; i++)
+		eng->free_slots[eng->n_free_slots++] = eng->n_slots - 1 - i;
+	for (i = 0; i < eng->n_plain; i++)
+		post_plain(eng, i);
+	return eng->n_repost ? TM_ERR_IO : TM_OK;
+}
+
+int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
+		     struct tm_engine **out)
+{
+	struct tm_engine *eng;
+	int rc;
+
+	if (!cfg->n_plain || cfg->n_plain >= 32768 || !cfg->n_send_slots)
+		return TM_ERR_INVALID;
+	eng = calloc(1, sizeof(*eng));
+	if (!eng)
+		return TM_ERR_NO_MEMORY;
+	eng->dev = dev;
+	eng->cfg = *cfg;
+	eng->n_plain = cfg->n_plain;
+	eng->n_slots = cfg->n_send_slots;
+	eng->max_entries = dev->caps.max_num_tags;
+	if (cfg->max_card_entries && cfg->max_card_entries < eng->max_entries)
+		eng->max_entries = cfg->max_card_entries;
+	eng->max_ops = dev->caps.max_ops;
+	eng->sq_limit = dev->qp_max_send_wr > 4 ? dev->qp_max_send_wr / 2 : 1;
+	ucs_list_head_init(&eng->opq);
+	ucs_list_head_init(&eng->done_recv);
+	ucs_list_head_init(&eng->done_send);
+	ucs_list_head_init(&eng->all_msgs);
+	ucs_list_head_init(&eng->all_tx);
+	eng->qpn = kh_init(tm_qpn);
+	eng->sends = kh_init(tm_sends);
+	rc = tm_mq_init(&eng->mq);
+	if (rc == TM_OK && (!eng->qpn || !eng->sends))
+		rc = TM_ERR_NO_MEMORY;
+	if (rc == TM_OK)
+		rc = setup_buffers(eng);
+	if (rc != TM_OK) {
+		tm_engine_destroy(eng);
+		return rc;
+	}
+	*out = eng;
+	return TM_OK;
+}
+
+void tm_engine_destroy(struct tm_engine *eng)
+{
+	struct tm_msg *m, *mt;
+	struct tm_tx *tx, *tt;
+	struct tm_op *op, *ot;
+
+	if (!eng)
+		return;
+	ucs_list_for_each_safe(m, mt, &eng->all_msgs, all)
+		free(m);
+	ucs_list_for_each_safe(tx, tt, &eng->all_tx, all)
+		free(tx);
+	ucs_list_for_each_safe(op, ot, &eng->opq, link)
+		free(op);
+	tm_mq_fini(&eng->mq);
+	if (eng->plain_mr)
+		tm_dev_dereg(eng->dev, eng->plain_mr);
+	if (eng->slots_mr)
+		tm_dev_dereg(eng->dev, eng->slots_mr);
+	free(eng->plain);
+	free(eng->repost);
+	free(eng->slots);
+	free(eng->free_slots);
+	for (uint32_t i = 0; i < eng->npeers; i++)
+		free(eng->peers[i]);
+	free(eng->peers);
+	if (eng->qpn)
+		kh_destroy(tm_qpn, eng->qpn);
+	if (eng->sends)
+		kh_destroy(tm_sends, eng->sends);
+	free(eng);
+}
+
+int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
+		       uint32_t *peer)
+{
+	struct tm_peer **np, *p;
+	khiter_t it;
+	int ret;
+
+	np = realloc(eng->peers, sizeof(*np) * (eng->npeers + 1));
+	if (!np)
+		return TM_ERR_NO_MEMORY;
+	eng->peers = np;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return TM_ERR_NO_MEMORY;
+	p->qp = qp;
+	ucs_list_head_init(&p->txq);
+	it = kh_put(tm_qpn, eng->qpn, qp->qp_num, &ret);
+	if (ret < 0) {
+		free(p);
+		return TM_ERR_NO_MEMORY;
+	}
+	kh_value(eng->qpn, it) = eng->npeers;
+	np[eng->npeers] = p;
+	*peer = eng->npeers++;
+	return TM_OK;
+}
+
+int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
+		    uint32_t ctx, int32_t src, int32_t tag, const void *buf,
+		    size_t len, struct ibv_mr *mr, unsigned flags)
+{
+	struct tm_tx *tx;
+	khiter_t it;
+	int ret;
+
+	if (peer >= eng->npeers || ctx > TM_MAX_CTX || src < 0 ||
+	    (uint32_t)src > TM_MAX_SRC || len > UINT32_MAX)
+		return TM_ERR_RANGE;
+	drain(eng);
+	s->status = TM_REQ_OK;
+	s->peer = peer;
+	s->seq = eng->peers[peer]->next_seq++ & TM_APP_SEQ_MASK;
+	s->tag = tm_tag_make(ctx, (uint32_t)src, tag);
+	s->buf = buf;
+	s->len = len;
+	s->mr = mr;
+	s->own_mr = 0;
+	s->app_ctx = s->seq;
+	s->waiting = S_WAIT_CQE;
+	s->kind = len <= eng->cfg.eager_limit ? TX_EAGER : TX_RNDV;
+	if (s->kind == TX_EAGER && (flags & TM_SEND_SYNC)) {
+		s->app_ctx |= TM_APP_SYNC;
+		s->waiting |= S_WAIT_REPLY;
+	}
+	if (s->kind == TX_RNDV) {
+		s->app_ctx |= TM_APP_RNDV;
+		s->waiting |= S_WAIT_REPLY;
+		if (!mr) {
+			ret = tm_dev_reg(eng->dev, (void *)buf, len,
+					 IBV_ACCESS_REMOTE_READ, &s->mr);
+			if (ret != TM_OK)
+				return ret;
+			s->own_mr = 1;
+		}
+	}
+	tx = tx_new(eng, s->kind, peer);
+	if (!tx) {
+		if (s->own_mr)
+			tm_dev_dereg(eng->dev, s->mr);
+		return TM_ERR_NO_MEMORY;
+	}
+	tx->send = s;
+	if (s->waiting & S_WAIT_REPLY) {
+		it = kh_put(tm_sends, eng->sends, send_key(peer, s->seq), &ret);
+		if (ret >= 0)
+			kh_value(eng->sends, it) = s;
+	}
+	eng->sends_waiting++;
+	tx_queue(eng, tx);
+	flush_work(eng);
+	fire_done(eng);
+	return TM_OK;
+}
+
+/* Why r cannot go to the card (a stats counter), or NULL if it can. */
+static uint64_t *offload_refusal(struct tm_engine *eng, struct tm_recv *r,
+				 uint64_t tag, uint64_t mask)
+{
+	if (!eng->cfg.offload)
+		return &eng->st.sw_no_offload;
+	if (!(eng->cfg.faults & TM_FAULT_PREFIX) &&
+	    tm_mq_sw_conflict(&eng->mq, tag, mask))
+		return &eng->st.sw_conflict;
+	if (r->len < TMH_LEN + RVH_LEN || r->len > UINT32_MAX)
+		return &eng->st.sw_small_buf;
+	if (eng->card_entries >= eng->max_entries)
+		return &eng->st.sw_list_full;
+	if (!ucs_list_is_empty(&eng->opq) || eng->ops_out >= eng->max_ops)
+		return &eng->st.sw_ops_full;
+	if (!r->mr) {
+		if (tm_dev_reg(eng->dev, r->buf, r->len, 0, &r->mr) != TM_OK)
+			return &eng->st.sw_reg_fail;
+		r->own_mr = 1;
+	}
+	return NULL;
+}
+
+static void recv_init(struct tm_recv *r, void *buf, size_t len,
+		      struct ibv_mr *mr)
+{
+	r->status = TM_REQ_OK;
+	memset(&r->env, 0, sizeof(r->env));
+	r->msg_len = r->recv_len = 0;
+	r->peer = UINT32_MAX;
+	r->send_seq = 0;
+	r->match_stamp = r->cancel_stamp = 0;
+	r->on_card = 0;
+	r->buf = buf;
+	r->len = len;
+	r->mr = mr;
+	r->own_mr = 0;
+	r->state = R_IDLE;
+	r->ops_pending = 0;
+	r->flags = 0;
+	r->claim = NULL;
+}
+
+int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
+		    int32_t src, int32_t tag, void *buf, size_t len,
+		    struct ibv_mr *mr)
+{
+	struct tm_mq_msg *q;
+	uint64_t rtag, mask, *why;
+	int rc;
+
+	if (ctx > TM_MAX_CTX || (src != TM_ANY_SRC &&
+	    (src < 0 || (uint32_t)src > TM_MAX_SRC)))
+		return TM_ERR_RANGE;
+	drain(eng);
+	recv_init(r, buf, len, mr);
+	r->post_stamp = eng->clock++;
+	eng->st.recv_posted++;
+	tm_tag_recv(ctx, src, tag, &rtag, &mask);
+	q = tm_mq_find_msg(&eng->mq, rtag, mask);
+	if (q) {
+		tm_mq_msg_remove(&eng->mq, q);
+		eng->st.sw_matched_uq++;
+		deliver(eng, r, ucs_container_of(q, struct tm_msg, mq));
+		goto out;
+	}
+	r->mq.tag = rtag;
+	r->mq.mask = mask;
+	why = offload_refusal(eng, r, rtag, mask);
+	if (!why) {
+		eng->reported = count_now(eng);
+		if (op_post(eng, WR_ADD, r, eng->reported) == 0) {
+			r->ops_pending++;
+			r->flags |= RF_ENTRY_LIVE;
+			eng->card_entries++;
+			eng->st.recv_to_card++;
+		} else {
+			why = &eng->st.sw_list_full;
+		}
+	}
+	if (why)
+		(*why)++;
+	rc = tm_mq_post(&eng->mq, &r->mq, rtag, mask, r->post_stamp, !!why);
+	if (rc != TM_OK)
+		return rc;
+	r->state = why ? R_SW : R_CARD;
+out:
+	flush_work(eng);
+	fire_done(eng);
+	return TM_OK;
+}
+
+int tm_engine_cancel_recv(struct tm_engine *eng, struct tm_recv *r)
+{
+	drain(eng);
+	if (r->state == R_SW) {
+		recv_leave_queues(eng, r);
+		r->cancel_stamp = eng->clock++;
+		eng->st.cancel_ok++;
+		recv_finish(eng, r, TM_REQ_CANCELLED);
+	} else if (r->state == R_CARD) {
+		r->flags |= RF_CANCEL_REQ;
+		if (!(r->flags & RF_DEL_POSTED)) {
+			r->flags |= RF_DEL_POSTED;
+			op_decide(eng, WR_DEL, r);
+		}
+	}
+	flush_work(eng);
+	fire_done(eng);
+	return TM_OK;
+}
+
+static struct tm_msg *probe(struct tm_engine *eng, uint32_t ctx, int32_t src,
+			    int32_t tag, struct tm_probe_info *info)
+{
+	struct tm_mq_msg *q;
+	struct tm_msg *m;
+	uint64_t rtag, mask;
+
+	drain(eng);
+	tm_tag_recv(ctx, src, tag, &rtag, &mask);
+	q = tm_mq_find_msg(&eng->mq, rtag, mask);
+	info->stamp = eng->clock++;
+	if (!q)
+		return NULL;
+	m = ucs_container_of(q, struct tm_msg, mq);
+	env_from_tag(&info->env, m->tag);
+	info->len = m->len;
+	info->peer = m->peer;
+	info->send_seq = m->app & TM_APP_SEQ_MASK;
+	return m;
+}
+
+int tm_engine_iprobe(struct tm_engine *eng, uint32_t ctx, int32_t src,
+		     int32_t tag, struct tm_probe_info *info)
+{
+	struct tm_msg *m;
+
+	if (ctx > TM_MAX_CTX)
+		return TM_ERR_RANGE;
+	m = probe(eng, ctx, src, tag, info);
+	flush_work(eng);
+	fire_done(eng);
+	return m ? TM_OK : TM_ERR_NOT_FOUND;
+}
+
+int tm_engine_improbe(struct tm_engine *eng, uint32_t ctx, int32_t src,
+		      int32_t tag, struct tm_msg **msg,
+		      struct tm_probe_info *info)
+{
+	struct tm_msg *m;
+
+	if (ctx > TM_MAX_CTX)
+		return TM_ERR_RANGE;
+	m = probe(eng, ctx, src, tag, info);
+	if (m)
+		tm_mq_msg_remove(&eng->mq, &m->mq);
+	*msg = m;
+	flush_work(eng);
+	fire_done(eng);
+	return m ? TM_OK : TM_ERR_NOT_FOUND;
+}
+
+int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
+		     struct tm_msg *msg, void *buf, size_t len,
+		     struct ibv_mr *mr)
+{
+	if (!msg)
+		return TM_ERR_INVALID;
+	drain(eng);
+	recv_init(r, buf, len, mr);
+	r->post_stamp = eng->clock++;
+	deliver(eng, r, msg);
+	flush_work(eng);
+	fire_done(eng);
+	return TM_OK;
+}
+
+int tm_engine_progress(struct tm_engine *eng)
+{
+	int n = drain(eng);
+
+	n += flush_work(eng);
+	fire_done(eng);
+	return n;
+}
+
+void tm_engine_get_stats(struct tm_engine *eng, struct tm_engine_stats *st)
+{
+	*st = eng->st;
+	st->card_entries = eng->card_entries;
+	st->ops_outstanding = eng->ops_out;
+	st->ops_in_queue = eng->opq_len;
+	st->posted = eng->mq.nrecvs;
+	st->uq_len = eng->mq.nmsgs;
+	st->sends_waiting = eng->sends_waiting;
+	st->tx_queued = eng->tx_queued;
+	st->reads_active = eng->reads_active;
+	st->unexpected_cnt = eng->reported;
+}
+
+int tm_engine_idle(struct tm_engine *eng)
+{
+	uint32_t i;
+
+	if (eng->ops_out || eng->opq_len || eng->tx_queued ||
+	    eng->reads_active)
+		return 0;
+	for (i = 0; i < eng->npeers; i++)
+		if (eng->peers[i]->sq_out)
+			return 0;
+	return 1;
+}

@@ -1,0 +1,133 @@
+/*
+ * eng_util.c - see eng_util.h.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "eng_util.h"
+
+void eu_opts_default(struct eu_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->sched = SOFTHCA_SCHED_AUTO;
+	o->arena_len = 1 << 20;
+	tm_engine_config_default(&o->ecfg);
+}
+
+static int node_open(struct eu_node *nd, const struct eu_opts *o)
+{
+	struct tm_dev_config dc;
+
+	tm_dev_config_default(&dc);
+	dc.provider = "soft";
+	dc.max_num_tags = o->max_num_tags;
+	dc.max_ops = o->max_ops;
+	if (tm_dev_open(&dc, &nd->dev) != TM_OK)
+		return -1;
+	softhca_set_sched(nd->dev->ctx, o->sched, o->seed);
+	if (tm_engine_create(nd->dev, &o->ecfg, &nd->eng) != TM_OK)
+		return -1;
+	nd->arena_len = o->arena_len;
+	nd->arena = calloc(1, nd->arena_len);
+	if (!nd->arena)
+		return -1;
+	return tm_dev_reg(nd->dev, nd->arena, nd->arena_len,
+			  IBV_ACCESS_REMOTE_READ, &nd->mr) == TM_OK ? 0 : -1;
+}
+
+int eu_world_init(struct eu_world *w, int n, const struct eu_opts *o)
+{
+	struct softhca_config cfg;
+	struct tm_dev_addr a;
+	int i, j;
+
+	memset(w, 0, sizeof(*w));
+	softhca_config_default(&cfg);
+	if (o->max_num_tags)
+		cfg.max_num_tags = o->max_num_tags;
+	if (o->max_ops)
+		cfg.max_ops = o->max_ops;
+	if (o->mtu)
+		cfg.mtu = o->mtu;
+	cfg.sched = o->sched;
+	cfg.seed = o->seed;
+	if (softhca_set_config(&cfg))
+		return -1;
+	w->n = n;
+	for (i = 0; i < n; i++)
+		if (node_open(&w->node[i], o))
+			return -1;
+	for (i = 0; i < n; i++)
+		for (j = 0; j < n; j++)
+			if (i != j && tm_dev_qp_create(w->node[i].dev,
+						       &w->node[i].qp[j]))
+				return -1;
+	for (i = 0; i < n; i++)
+		for (j = 0; j < n; j++) {
+			if (i == j)
+				continue;
+			tm_dev_qp_addr(w->node[j].dev, w->node[j].qp[i], &a);
+			if (tm_dev_qp_connect(w->node[i].dev, w->node[i].qp[j],
+					      &a))
+				return -1;
+			if (tm_engine_add_peer(w->node[i].eng, w->node[i].qp[j],
+					       &w->node[i].peer[j]))
+				return -1;
+		}
+	return 0;
+}
+
+void eu_world_fini(struct eu_world *w)
+{
+	int i, j;
+
+	for (i = 0; i < w->n; i++) {
+		struct eu_node *nd = &w->node[i];
+
+		tm_engine_destroy(nd->eng);
+		for (j = 0; j < w->n; j++)
+			if (nd->qp[j])
+				tm_dev_qp_destroy(nd->dev, nd->qp[j]);
+		if (nd->mr)
+			tm_dev_dereg(nd->dev, nd->mr);
+		free(nd->arena);
+		tm_dev_close(nd->dev);
+	}
+	memset(w, 0, sizeof(*w));
+}
+
+void eu_progress(struct eu_world *w)
+{
+	int i;
+
+	for (i = 0; i < w->n; i++)
+		tm_engine_progress(w->node[i].eng);
+}
+
+void eu_pump(struct eu_world *w)
+{
+	int i, moved, idle = 0;
+
+	/* stop when nothing moved for a while (quiet, or stuck: the caller
+	 * checks eu_quiet) */
+	while (idle < 50) {
+		moved = 0;
+		for (i = 0; i < w->n; i++) {
+			moved += softhca_drain(w->node[i].dev->ctx);
+			moved += tm_engine_progress(w->node[i].eng);
+		}
+		idle = moved ? 0 : idle + 1;
+		if (!moved && eu_quiet(w))
+			break;
+	}
+}
+
+int eu_quiet(struct eu_world *w)
+{
+	int i;
+
+	for (i = 0; i < w->n; i++)
+		if (!tm_engine_idle(w->node[i].eng))
+			return 0;
+	return 1;
+}

@@ -1,0 +1,53 @@
+/*
+ * eng_util.h - shared set-up for the engine tests: N soft-HCA nodes (one
+ * context, TM-SRQ and engine each), fully connected by RC QPs, with a
+ * registered arena per node; pumping and stepping helpers.
+ */
+#ifndef ENG_UTIL_H
+#define ENG_UTIL_H
+
+#include <stdint.h>
+#include "dev/tm_dev.h"
+#include "engine/tm_engine.h"
+#include "softhca/softhca.h"
+
+#define EU_MAXN 8
+
+struct eu_node {
+	struct tm_dev *dev;
+	struct tm_engine *eng;
+	struct ibv_qp *qp[EU_MAXN];
+	uint32_t peer[EU_MAXN];   /* engine peer id of node j */
+	uint8_t *arena;
+	size_t arena_len;
+	struct ibv_mr *mr;
+};
+
+struct eu_world {
+	int n;
+	struct eu_node node[EU_MAXN];
+};
+
+/* Limits 0 = soft HCA default.  sched applies to every context. */
+struct eu_opts {
+	uint32_t max_num_tags;
+	uint32_t max_ops;
+	uint32_t mtu;
+	enum softhca_sched sched;
+	uint64_t seed;
+	size_t arena_len;
+	struct tm_engine_config ecfg;
+};
+
+void eu_opts_default(struct eu_opts *o);
+int eu_world_init(struct eu_world *w, int n, const struct eu_opts *o);
+void eu_world_fini(struct eu_world *w);
+
+/* Runs card work and engine progress everywhere until nothing moves. */
+void eu_pump(struct eu_world *w);
+/* Engine progress only (no card work), every node. */
+void eu_progress(struct eu_world *w);
+/* All engines idle and every card drained. */
+int eu_quiet(struct eu_world *w);
+
+#endif

@@ -1,0 +1,442 @@
+/*
+ * test_engine.c - unit tests of the matching engine on the soft HCA, one
+ * behaviour per TAP line: posting and completion (item 1), software shadow
+ * and queues (2), the hardware-prefix policy (3), the unexpected counter
+ * and the claim race (4), protocols (5), cancel (6).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tap.h"
+#include "eng_util.h"
+
+struct trecv {
+	struct tm_recv r;
+	int done;
+};
+
+struct tsend {
+	struct tm_send s;
+	int done;
+};
+
+static void recv_cb(struct tm_recv *r)
+{
+	((struct trecv *)r)->done++;
+}
+
+static void send_cb(struct tm_send *s)
+{
+	((struct tsend *)s)->done++;
+}
+
+static struct eu_world W;
+
+static struct tm_engine *E(int i)
+{
+	return W.node[i].eng;
+}
+
+static uint8_t *A(int i, size_t off)
+{
+	return W.node[i].arena + off;
+}
+
+static struct ibv_mr *MR(int i)
+{
+	return W.node[i].mr;
+}
+
+static void fill(uint8_t *p, size_t n, uint8_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (uint8_t)(seed + i * 7);
+}
+
+static int check(const uint8_t *p, size_t n, uint8_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i] != (uint8_t)(seed + i * 7))
+			return 0;
+	return 1;
+}
+
+static int post_recv(struct trecv *t, int node, uint32_t ctx, int src,
+		     int tag, size_t off, size_t len)
+{
+	memset(t, 0, sizeof(*t));
+	t->r.cb = recv_cb;
+	return tm_engine_irecv(E(node), &t->r, ctx, src, tag, A(node, off),
+			       len, MR(node));
+}
+
+static int send_msg(struct tsend *t, int from, int to, uint32_t ctx, int tag,
+		    size_t off, size_t len, uint8_t seed, unsigned flags)
+{
+	memset(t, 0, sizeof(*t));
+	t->s.cb = send_cb;
+	fill(A(from, off), len, seed);
+	return tm_engine_isend(E(from), &t->s, W.node[from].peer[to], ctx,
+			       from, tag, A(from, off), len, MR(from), flags);
+}
+
+static struct tm_engine_stats stats(int node)
+{
+	struct tm_engine_stats st;
+
+	tm_engine_get_stats(E(node), &st);
+	return st;
+}
+
+static void open_world(int n, uint32_t tags, uint32_t ops,
+		       enum softhca_sched sched)
+{
+	struct eu_opts o;
+
+	eu_opts_default(&o);
+	o.max_num_tags = tags;
+	o.max_ops = ops;
+	o.sched = sched;
+	o.ecfg.eager_limit = 1024;
+	if (eu_world_init(&W, n, &o))
+		tap_bail("cannot open the soft HCA world");
+}
+
+static void test_eager_expected(void)
+{
+	struct trecv r;
+	struct tsend s;
+
+	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
+	post_recv(&r, 0, 3, 1, 42, 0, 512);
+	tap_check(stats(0).recv_to_card == 1, "specific receive goes to the card");
+	send_msg(&s, 1, 0, 3, 42, 0, 100, 9, 0);
+	eu_pump(&W);
+	tap_check(r.done == 1 && r.r.status == TM_REQ_OK && r.r.on_card &&
+		  r.r.msg_len == 100 && check(A(0, 0), 100, 9),
+		  "eager expected: card match, data, length");
+	tap_check(r.r.env.ctx == 3 && r.r.env.src == 1 && r.r.env.tag == 42 &&
+		  r.r.send_seq == s.s.seq, "completion carries the envelope and send id");
+	tap_check(s.done == 1 && s.s.status == TM_REQ_OK, "eager send completes");
+	tap_check(eu_quiet(&W), "nothing left in flight");
+	eu_world_fini(&W);
+}
+
+static void test_eager_unexpected(void)
+{
+	struct trecv r;
+	struct tsend s;
+
+	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
+	send_msg(&s, 1, 0, 3, -5, 0, 300, 1, 0);
+	eu_pump(&W);
+	tap_check(stats(0).uq_len == 1 && stats(0).unexpected == 1,
+		  "unexpected eager waits in the unexpected queue");
+	post_recv(&r, 0, 3, 1, -5, 0, 512);
+	tap_check(r.done == 1 && r.r.status == TM_REQ_OK && !r.r.on_card &&
+		  r.r.msg_len == 300 && check(A(0, 0), 300, 1),
+		  "receive matches the unexpected queue at post (negative tag)");
+	eu_world_fini(&W);
+}
+
+static void test_rndv(void)
+{
+	struct trecv r1, r2;
+	struct tsend s1, s2;
+
+	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
+	post_recv(&r1, 0, 1, 1, 7, 0, 100000);
+	send_msg(&s1, 1, 0, 1, 7, 0, 50000, 3, 0);
+	eu_pump(&W);
+	tap_check(r1.done && r1.r.status == TM_REQ_OK && r1.r.on_card &&
+		  r1.r.msg_len == 50000 && check(A(0, 0), 50000, 3),
+		  "rendezvous expected: the card reads");
+	tap_check(s1.done && stats(1).fins_recv == 1 && stats(1).fin_unknown == 0,
+		  "card FIN completes the rendezvous send once");
+	send_msg(&s2, 1, 0, 1, 8, 100000, 60000, 4, 0);
+	eu_pump(&W);
+	post_recv(&r2, 0, 1, TM_ANY_SRC, 8, 200000, 100000);
+	eu_pump(&W);
+	tap_check(r2.done && r2.r.status == TM_REQ_OK && !r2.r.on_card &&
+		  r2.r.msg_len == 60000 && check(A(0, 200000), 60000, 4),
+		  "rendezvous unexpected: software read");
+	tap_check(s2.done && stats(0).fins_sent == 1 && stats(1).fins_recv == 2,
+		  "software FIN completes the sender");
+	eu_world_fini(&W);
+}
+
+static void test_truncation(void)
+{
+	struct trecv r1, r2, r3, r4;
+	struct tsend s1, s2, s3, s4;
+	int guard_ok;
+
+	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
+	memset(A(0, 0), 0xee, 4096);
+	post_recv(&r1, 0, 1, 1, 1, 0, 64);
+	send_msg(&s1, 1, 0, 1, 1, 0, 200, 5, 0);
+	eu_pump(&W);
+	guard_ok = A(0, 64)[0] == 0xee && A(0, 100)[0] == 0xee;
+	tap_check(r1.done && r1.r.status == TM_REQ_TRUNCATED &&
+		  r1.r.msg_len == 200 && r1.r.recv_len == 64 &&
+		  check(A(0, 0), 64, 5) && guard_ok,
+		  "eager truncated on the card: full length, no overrun");
+	post_recv(&r2, 0, 1, 1, 2, 1000, 100);
+	send_msg(&s2, 1, 0, 1, 2, 10000, 20000, 6, 0);
+	eu_pump(&W);
+	tap_check(r2.done && r2.r.status == TM_REQ_TRUNCATED &&
+		  r2.r.msg_len == 20000 && r2.r.recv_len == 100 &&
+		  check(A(0, 1000), 100, 6) && A(0, 1100)[0] == 0xee,
+		  "rendezvous too big for the card's buffer: software finishes");
+	tap_check(s2.done, "truncated rendezvous still FINs the sender");
+	send_msg(&s3, 1, 0, 1, 3, 40000, 500, 7, 0);
+	send_msg(&s4, 1, 0, 1, 4, 50000, 9000, 8, 0);
+	eu_pump(&W);
+	post_recv(&r3, 0, 1, 1, 3, 2000, 10);
+	post_recv(&r4, 0, 1, 1, 4, 3000, 16);
+	eu_pump(&W);
+	tap_check(r3.done && r3.r.status == TM_REQ_TRUNCATED &&
+		  r3.r.msg_len == 500 && A(0, 2010)[0] == 0xee,
+		  "unexpected eager truncated in software");
+	tap_check(r4.done && r4.r.status == TM_REQ_TRUNCATED &&
+		  r4.r.msg_len == 9000 && A(0, 3016)[0] == 0xee && s4.done,
+		  "unexpected rendezvous truncated in software");
+	eu_world_fini(&W);
+}
+
+static void test_ssend(void)
+{
+	struct trecv r;
+	struct tsend s1, s2;
+
+	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
+	send_msg(&s1, 1, 0, 1, 5, 0, 10, 1, TM_SEND_SYNC);
+	eu_pump(&W);
+	tap_check(!s1.done, "synchronous send waits while unmatched");
+	post_recv(&r, 0, 1, 1, 5, 0, 100);
+	eu_pump(&W);
+	tap_check(s1.done && r.done, "synchronous send completes on software match");
+	post_recv(&r, 0, 1, 1, 6, 0, 100);
+	send_msg(&s2, 1, 0, 1, 6, 0, 10, 1, TM_SEND_SYNC);
+	eu_pump(&W);
+	tap_check(s2.done && r.done && r.r.on_card,
+		  "synchronous send completes on card match (ACK)");
+	eu_world_fini(&W);
+}
+
+static void test_probe(void)
+{
+	struct tm_probe_info pi;
+	struct tm_msg *m;
+	struct trecv r;
+	struct tsend s1, s2;
+
+	open_world(3, 0, 0, SOFTHCA_SCHED_AUTO);
+	tap_check(tm_engine_iprobe(E(0), 1, TM_ANY_SRC, TM_ANY_TAG, &pi) ==
+		  TM_ERR_NOT_FOUND, "probe on an empty queue finds nothing");
+	send_msg(&s1, 1, 0, 1, 10, 0, 33, 1, 0);
+	eu_pump(&W);
+	send_msg(&s2, 2, 0, 1, 11, 0, 20000, 2, 0);
+	eu_pump(&W);
+	tap_check(tm_engine_iprobe(E(0), 1, TM_ANY_SRC, TM_ANY_TAG, &pi) == TM_OK &&
+		  pi.env.src == 1 && pi.len == 33,
+		  "probe (any, any) sees the earliest message");
+	tap_check(tm_engine_iprobe(E(0), 1, 2, TM_ANY_TAG, &pi) == TM_OK &&
+		  pi.env.tag == 11 && pi.len == 20000,
+		  "probe reports the full rendezvous length");
+	tap_check(tm_engine_improbe(E(0), 1, 2, 11, &m, &pi) == TM_OK && m,
+		  "matched probe claims the message");
+	tap_check(tm_engine_iprobe(E(0), 1, 2, TM_ANY_TAG, &pi) ==
+		  TM_ERR_NOT_FOUND, "a claimed message is gone from the queue");
+	memset(&r, 0, sizeof(r));
+	r.r.cb = recv_cb;
+	tm_engine_imrecv(E(0), &r.r, m, A(0, 0), 30000, MR(0));
+	eu_pump(&W);
+	tap_check(r.done && r.r.msg_len == 20000 && check(A(0, 0), 20000, 2) &&
+		  s2.done, "mrecv receives the claimed rendezvous");
+	eu_world_fini(&W);
+}
+
+static void test_cancel(void)
+{
+	struct trecv r1, r2, r3;
+	struct tsend s;
+
+	open_world(2, 1, 0, SOFTHCA_SCHED_AUTO);
+	post_recv(&r1, 0, 1, 1, 1, 0, 100);  /* card */
+	post_recv(&r2, 0, 1, 1, 2, 100, 100); /* list full: software */
+	tap_check(stats(0).recv_to_card == 1 && stats(0).sw_list_full == 1,
+		  "second receive stays in software: list full");
+	tm_engine_cancel_recv(E(0), &r2.r);
+	tap_check(r2.done && r2.r.status == TM_REQ_CANCELLED,
+		  "cancel of a software-held receive");
+	tm_engine_cancel_recv(E(0), &r1.r);
+	eu_pump(&W);
+	tap_check(r1.done && r1.r.status == TM_REQ_CANCELLED &&
+		  stats(0).card_entries == 0, "cancel of a card receive: DEL succeeds");
+	post_recv(&r3, 0, 1, 1, 3, 0, 100);
+	send_msg(&s, 1, 0, 1, 3, 0, 50, 1, 0);
+	eu_pump(&W);
+	tm_engine_cancel_recv(E(0), &r3.r);
+	eu_pump(&W);
+	tap_check(r3.done == 1 && r3.r.status == TM_REQ_OK,
+		  "cancel after the match: completes normally, once");
+	eu_world_fini(&W);
+}
+
+/* MANUAL card: the DEL of a cancel loses against a message. */
+static void test_cancel_race(void)
+{
+	struct trecv r;
+	struct tsend s;
+	struct ibv_context *c0;
+
+	open_world(2, 0, 0, SOFTHCA_SCHED_MANUAL);
+	c0 = W.node[0].dev->ctx;
+	post_recv(&r, 0, 1, 1, 3, 0, 100);
+	softhca_step(c0, SOFTHCA_WORK_OP, SOFTHCA_ANY_QP); /* ADD */
+	send_msg(&s, 1, 0, 1, 3, 0, 50, 1, 0);
+	softhca_drain(W.node[1].dev->ctx);            /* to the wire */
+	tm_engine_cancel_recv(E(0), &r.r);               /* DEL posted */
+	softhca_step(c0, SOFTHCA_WORK_RX, SOFTHCA_ANY_QP); /* match first */
+	eu_pump(&W);
+	tap_check(r.done == 1 && r.r.status == TM_REQ_OK &&
+		  stats(0).cancel_late == 1,
+		  "failed DEL of a cancel: the receive completes normally");
+	eu_world_fini(&W);
+}
+
+/* MANUAL card: an unexpected message overtakes the ADD of its receive. */
+static void test_claim(void)
+{
+	struct trecv r1, r2;
+	struct tsend s1, s2;
+	struct ibv_context *c0;
+
+	open_world(2, 0, 0, SOFTHCA_SCHED_MANUAL);
+	c0 = W.node[0].dev->ctx;
+	post_recv(&r1, 0, 1, TM_ANY_SRC, 4, 0, 100);    /* ADD not processed */
+	send_msg(&s1, 1, 0, 1, 4, 0, 50, 1, 0);
+	send_msg(&s2, 1, 0, 1, 4, 100, 60, 2, 0);
+	softhca_drain(W.node[1].dev->ctx);
+	softhca_step(c0, SOFTHCA_WORK_RX, SOFTHCA_ANY_QP); /* m1 unexpected */
+	softhca_step(c0, SOFTHCA_WORK_OP, SOFTHCA_ANY_QP); /* ADD: inactive */
+	softhca_step(c0, SOFTHCA_WORK_RX, SOFTHCA_ANY_QP); /* m2 unexpected */
+	eu_pump(&W);
+	tap_check(r1.done && r1.r.msg_len == 50 && check(A(0, 0), 50, 1) &&
+		  stats(0).unexp_claimed == 1 && stats(0).claim_del_failed == 0,
+		  "unexpected message claims its receive back from the card");
+	post_recv(&r2, 0, 1, 1, 4, 200, 100);
+	tap_check(r2.done && r2.r.msg_len == 60 && stats(0).unexpected == 2,
+		  "the entry added out of sync matched nothing");
+	tap_check(stats(0).syncs >= 1 || stats(0).ops_posted >= 2,
+		  "the count reached the card");
+	eu_world_fini(&W);
+}
+
+static void test_prefix(void)
+{
+	struct trecv r[9];
+	struct tsend s[4];
+	struct tm_engine_stats st;
+	int i;
+
+	open_world(3, 2, 0, SOFTHCA_SCHED_AUTO);
+	post_recv(&r[0], 0, 1, TM_ANY_SRC, 1, 0, 100);  /* card */
+	post_recv(&r[1], 0, 1, 1, TM_ANY_TAG, 100, 100); /* card */
+	post_recv(&r[2], 0, 1, 2, 1, 200, 100);          /* full */
+	post_recv(&r[3], 0, 1, 2, 1, 300, 100);          /* conflict */
+	post_recv(&r[4], 0, 2, 1, 1, 400, 100);          /* other ctx */
+	post_recv(&r[5], 0, 1, 3, 9, 500, 100);          /* small: not it */
+	st = stats(0);
+	tap_check(st.recv_to_card == 2, "wildcards (any source, any tag) go to the card");
+	tap_check(st.sw_list_full == 3 && st.sw_conflict == 1,
+		  "list full is counted");
+	for (i = 0; i < 2; i++) {
+		struct trecv *t = &r[i];
+
+		tm_engine_cancel_recv(E(0), &t->r);
+	}
+	eu_pump(&W);
+	post_recv(&r[6], 0, 1, 2, 1, 0, 100);
+	st = stats(0);
+	tap_check(st.sw_conflict == 2,
+		  "an earlier software-held receive keeps a later one off the card");
+	post_recv(&r[7], 0, 1, 2, 2, 100, 100);
+	post_recv(&r[8], 0, 1, 2, 2, 600, 8);
+	st = stats(0);
+	tap_check(st.recv_to_card == 3, "a non-conflicting receive still goes to the card");
+	tap_check(st.sw_small_buf == 1, "too-small buffer is counted");
+	send_msg(&s[0], 2, 0, 1, 1, 0, 10, 1, 0);
+	send_msg(&s[1], 2, 0, 1, 1, 0, 11, 2, 0);
+	send_msg(&s[2], 2, 0, 1, 1, 0, 12, 3, 0);
+	eu_pump(&W);
+	tap_check(r[2].done && r[2].r.msg_len == 10 && r[3].done &&
+		  r[3].r.msg_len == 11 && r[6].done && r[6].r.msg_len == 12,
+		  "software-held receives match in post order");
+	eu_world_fini(&W);
+}
+
+static void test_ops_limit(void)
+{
+	struct trecv r[8];
+	struct tsend s[8];
+	int i, ok = 1;
+
+	open_world(2, 0, 1, SOFTHCA_SCHED_MANUAL);
+	for (i = 0; i < 8; i++)
+		post_recv(&r[i], 0, 1, 1, i, 200 * i, 100);
+	tap_check(stats(0).sw_ops_full > 0, "max_ops = 1: busy op slot is counted");
+	for (i = 7; i >= 0; i--)
+		send_msg(&s[i], 1, 0, 1, i, 100 * i, 10 + i, i, 0);
+	eu_pump(&W);
+	for (i = 0; i < 8; i++)
+		ok &= r[i].done && r[i].r.msg_len == (uint64_t)(10 + i);
+	tap_check(ok && eu_quiet(&W), "max_ops = 1: everything completes");
+	eu_world_fini(&W);
+}
+
+/* More than 65535 unexpected messages: the card's 16-bit count wraps. */
+static void test_wrap(void)
+{
+	struct trecv r;
+	struct tsend s;
+	int i, ok = 1, n = 66000;
+
+	open_world(2, 4, 0, SOFTHCA_SCHED_AUTO);
+	for (i = 0; i < n && ok; i++) {
+		send_msg(&s, 1, 0, 1, 1, 0, 4, 1, 0);
+		eu_pump(&W);
+		post_recv(&r, 0, 1, 1, 1, 0, 64);
+		ok = r.done && r.r.msg_len == 4;
+	}
+	tap_check(ok && stats(0).unexpected == (uint64_t)n,
+		  "66000 unexpected messages pass");
+	post_recv(&r, 0, 1, 1, 2, 0, 64);
+	send_msg(&s, 1, 0, 1, 2, 0, 4, 1, 0);
+	eu_pump(&W);
+	tap_check(r.done && r.r.on_card,
+		  "after the count wrapped, the card matches again");
+	eu_world_fini(&W);
+}
+
+int main(void)
+{
+	test_eager_expected();
+	test_eager_unexpected();
+	test_rndv();
+	test_truncation();
+	test_ssend();
+	test_probe();
+	test_cancel();
+	test_cancel_race();
+	test_claim();
+	test_prefix();
+	test_ops_limit();
+	test_wrap();
+	return tap_done();
+}
