@@ -952,6 +952,20 @@ static int receiver(struct proc *p)
 			     i, entries[i].seen);
 	}
 
+	{
+		struct softhca_stats st;
+
+		if (softhca_query_stats(p->ctx, &st) == 0)
+			say(p, "card: %llu matched, %llu unexpected, %llu receiver-not-ready waits, %llu rendezvous reads (%llu process_vm_readv, %llu copy), unexpected count hw %u sw %u",
+			    (unsigned long long)st.matched,
+			    (unsigned long long)st.unexpected,
+			    (unsigned long long)st.rnr_waits,
+			    (unsigned long long)st.card_reads,
+			    (unsigned long long)st.cma_reads,
+			    (unsigned long long)st.copy_reads,
+			    st.hw_unexpected_cnt, st.sw_unexpected_cnt);
+	}
+
 	/* The sender is done when it has its FIN; then we can go. */
 	start = now();
 	while (!pipe_try_token(p, &tok)) {
