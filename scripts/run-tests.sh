@@ -56,6 +56,11 @@ if [ ! -x "$top/configure" ]; then
 	fi
 fi
 
+# CI runs as root; mpirun refuses to unless told (MPI tests run mpirun).
+if [ "$(id -u)" -eq 0 ]; then
+	export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
 # Sanitizer runtime options.  UBSan only reports by default: make it fail
 # the test.  LeakSanitizer stops the process with ptrace to scan it; where
 # ptrace is forbidden (some containers, seccomp, Yama scope 3) it dies with
