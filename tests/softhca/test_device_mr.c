@@ -8,8 +8,82 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
 #include "tap.h"
 #include "sh_util.h"
+
+#define MAXSHM 256
+
+/* Names in /dev/shm. */
+static int list_shm(char names[][256], int max)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d)) && n < max) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(names[n++], 256, "%.255s", de->d_name);
+	}
+	closedir(d);
+	return n;
+}
+
+static int in_list(char names[][256], int n, const char *s)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(names[i], s))
+			return 1;
+	return 0;
+}
+
+/* The context's shared-memory segment: mode 0600, gone after close. */
+static void test_shm_segment(void)
+{
+	static char before[MAXSHM][256], after[MAXSHM][256], closed[MAXSHM][256];
+	char pid[32], cand[8][256], path[300];
+	int nb, na, nc, i, k = 0, mode_ok = 1, gone = 1;
+	struct ibv_context *ctx;
+	struct stat st;
+
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	nb = list_shm(before, MAXSHM);
+	ctx = sh_open_ctx();
+	na = list_shm(after, MAXSHM);
+	if (nb < 0 || na < 0 || !ctx) {
+		tap_check(0, "shared-memory segment: /dev/shm readable and context opens");
+		return;
+	}
+	/* New entries naming our pid (or, failing that, any new entry). */
+	for (i = 0; i < na && k < 8; i++)
+		if (!in_list(before, nb, after[i]) && strstr(after[i], pid))
+			snprintf(cand[k++], 256, "%.255s", after[i]);
+	for (i = 0; i < na && k == 0; i++)
+		if (!in_list(before, nb, after[i]))
+			snprintf(cand[k++], 256, "%.255s", after[i]);
+	for (i = 0; i < k; i++) {
+		snprintf(path, sizeof(path), "/dev/shm/%.255s", cand[i]);
+		if (stat(path, &st) || (st.st_mode & 0777) != 0600 || st.st_uid != getuid())
+			mode_ok = 0;
+	}
+	tap_check(k >= 1 && mode_ok,
+		  "opening a context creates its shared-memory segment, mode 0600 (%s)",
+		  k ? cand[0] : "none found");
+	softhca_verbs()->close_device(ctx);
+	nc = list_shm(closed, MAXSHM);
+	for (i = 0; i < k; i++)
+		if (in_list(closed, nc, cand[i]))
+			gone = 0;
+	tap_check(k >= 1 && gone, "closing the context unlinks its segment");
+}
 
 static int query_caps(struct ibv_context *ctx, struct ibv_tm_caps *caps)
 {
@@ -337,6 +411,7 @@ int main(void)
 {
 	alarm(60);
 	test_device();
+	test_shm_segment();
 	test_mr();
 	return tap_done();
 }

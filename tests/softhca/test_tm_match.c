@@ -388,6 +388,16 @@ static void test_truncation(void)
 	int n;
 
 	open_env(0, 1);
+	/* Payload exactly the buffer's size: no truncation. */
+	b = guarded(40);
+	add(0x79, ALL, b, 40, 69);
+	eager(0, 0x79, 0, 40, 29);
+	sh_flush(&env);
+	n = sh_poll_all(env.b.cq, wc, 4);
+	tap_check(n == 1 && wc[0].status == IBV_WC_SUCCESS && wc[0].byte_len == 40 &&
+		  sh_check(b, 40, 29) && sh_all(b + 40, 64, 0xEE),
+		  "eager payload exactly the tagged buffer's size: SUCCESS, byte_len 40 (%s)",
+		  sh_wc_str(&wc[0]));
 	b = guarded(40);
 	add(0x7a, ALL, b, 40, 70);
 	eager(0, 0x7a, 0, 100, 30);
@@ -421,6 +431,37 @@ static void test_truncation(void)
 		  n, sh_wc_str(&wc[0]), sh_wc_str(&wc[1]));
 	tap_check(sh_check(b, 300, 32) && sh_all(b + 300, 64, 0xEE),
 		  "multi-packet truncation: exactly 300 bytes written, guard untouched");
+	sh_env_close(&env);
+}
+
+/* Unexpected and NO_TAG messages longer than one MTU: one completion each. */
+static void test_unexpected_multi(void)
+{
+	struct sh_wc wc[4];
+	char *pb, *pb2, *msg;
+	int n;
+
+	open_env(0, 1);
+	pb = plain(800, 2048);
+	pb2 = plain(801, 2048);
+	eager(0, 0xD0, 0x11, 1000, 33);
+	sh_flush(&env);
+	n = sh_poll_all(env.b.cq, wc, 4);
+	tap_check(n == 1 && is_unexpected(&wc[0]) && wc[0].wr_id == 800 &&
+		  wc[0].byte_len == SH_TMH_LEN + 1000 && sh_check(pb + SH_TMH_LEN, 1000, 33) &&
+		  sh_all(pb + SH_TMH_LEN + 1000, 2048 - 1016, 0xEE),
+		  "unexpected eager of 1016 bytes (mtu %d): one completion, whole message (n=%d %s)",
+		  MTU, n, sh_wc_str(&wc[0]));
+	msg = malloc(1500);
+	sh_put_tmh(msg, IBV_TMH_NO_TAG, 0, 0);
+	sh_fill(msg + SH_TMH_LEN, 1500 - SH_TMH_LEN, 34);
+	sh_send_raw(&env, 0, 0, msg, 1500, 1);
+	sh_flush(&env);
+	n = sh_poll_all(env.b.cq, wc, 4);
+	tap_check(n == 1 && wc[0].opcode == IBV_WC_TM_NO_TAG && wc[0].wr_id == 801 &&
+		  wc[0].byte_len == 1500 && !memcmp(pb2, msg, 1500),
+		  "NO_TAG of 1500 bytes (mtu %d): one completion, whole message (n=%d)", MTU, n);
+	free(msg);
 	sh_env_close(&env);
 }
 
@@ -586,6 +627,7 @@ int main(void)
 	test_tag_mask();
 	test_unexpected_notag_malformed();
 	test_truncation();
+	test_unexpected_multi();
 	test_multi_sge();
 	test_rnr();
 	test_decision_order();
