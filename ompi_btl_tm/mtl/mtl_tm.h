@@ -1,0 +1,185 @@
+/*
+ * mtl_tm.h - the Open MPI MTL component "tm": glue between pml cm and the
+ * matching engine.  This directory is the only place that includes Open
+ * MPI headers.
+ *
+ * Files
+ * -----
+ *   mtl_tm_component.c  MCA parameters, open/close, selection, init
+ *   mtl_tm.c            control path: device, QPs, modex, add/del procs,
+ *                       add/del comm, progress, finalize
+ *   mtl_tm_data.c       data path (send, recv, probe, cancel): not wired to
+ *                       the engine yet, every entry returns
+ *                       OMPI_ERR_NOT_SUPPORTED
+ *
+ * Addressing (one RC QP per peer)
+ * -------------------------------
+ * RC needs a QP number per (local, peer) pair.  The simplest scheme with
+ * no handshake: at init every process creates one RC QP per rank of its
+ * job (MPI_COMM_WORLD), its own rank included (a loopback QP: pml cm sends
+ * to self through the MTL), all attached to the one TM-SRQ, and publishes
+ *
+ *     struct mtl_tm_modex { header, gid, lid, qpn[world size] }
+ *
+ * through the modex under the component's key (mtl.tm.<version>).  At
+ * add_procs, rank a connects its QP for rank b to rank b's qpn[a]; rank b
+ * does the mirror image, so both ends of every pair agree without talking.
+ * Cost: N QPs per process and 4 N bytes of modex each (N^2 in total: 256
+ * KiB at 256 ranks), fine for a few hundred ranks.  Processes of another
+ * job (spawn, connect/accept) are refused at add_procs; that needs a
+ * connection handshake instead.  MPI_Init's closing fence keeps a send
+ * from reaching a peer whose QP is not yet connected.
+ *
+ * Tag layout: the engine's (engine/tm_match.h): 14 bits of context id, 18
+ * of source rank, 32 of user tag; hence mtl_max_contextid and the
+ * communicator size limit checked at add_comm.
+ */
+#ifndef MTL_TM_H
+#define MTL_TM_H
+
+#include "ompi_config.h"
+#include "ompi/mca/mtl/mtl.h"
+#include "opal/threads/mutex.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "dev/tm_dev.h"
+#include "engine/tm_engine.h"
+
+BEGIN_C_DECLS
+
+/* Values of the mtl_tm_provider parameter (and of tm_dev's provider). */
+enum mtl_tm_provider {
+	MTL_TM_PROVIDER_AUTO = 0,
+	MTL_TM_PROVIDER_SOFT = 1,
+	MTL_TM_PROVIDER_VERBS = 2,
+};
+
+/* MCA parameters (storage registered with mca_base_component_var_register). */
+struct mtl_tm_params {
+	int priority;
+	int verbose;
+	int provider;            /* enum mtl_tm_provider */
+	size_t eager_limit;
+	size_t rndv_threshold;
+	unsigned int max_tags;   /* tagged entries used on the card; 0: all */
+	unsigned int max_ops;    /* outstanding list ops; 0: all */
+	unsigned int n_plain;
+	size_t plain_size;
+	unsigned int send_slots;
+	bool offload;
+	/* the soft HCA's limits, given to softhca_set_config() before open */
+	unsigned int sh_mtu;
+	unsigned int sh_ring_depth;
+	unsigned int sh_max_num_tags;
+	unsigned int sh_max_ops;
+	unsigned int sh_max_rndv_hdr_size;
+	unsigned int sh_max_qp;
+	unsigned int sh_max_mr;
+	unsigned int sh_max_wr;
+	int sh_sched;            /* enum softhca_sched: auto or random */
+	unsigned long long sh_seed;
+};
+
+/* The modex blob; all integers in host order (one architecture). */
+#define MTL_TM_MODEX_MAGIC 0x746d3031u /* "tm01" */
+struct mtl_tm_modex {
+	uint32_t magic;
+	uint32_t nqp;            /* entries in qpn[]: the job's size */
+	char provider[8];        /* tm_verbs name: "soft" or "verbs" */
+	struct tm_dev_addr addr; /* gid and lid; qp_num unused */
+	uint32_t qpn[];          /* qpn[r]: the QP this process keeps for rank r */
+};
+
+struct mtl_tm_endpoint {
+	struct ibv_qp *qp;
+	uint32_t vpid;
+	uint32_t peer;           /* engine peer id, once wired */
+	bool connected;
+};
+
+struct mtl_tm_module {
+	mca_mtl_base_module_t super;
+	struct tm_dev *dev;
+	struct tm_engine *eng;   /* NULL until the engine is wired */
+	uint32_t nprocs;         /* the job's size: one QP per rank */
+	uint32_t my_vpid;
+	struct mtl_tm_endpoint *eps; /* [nprocs], indexed by rank in the job */
+	/* The engine is single threaded: every engine call holds this. */
+	opal_mutex_t lock;
+	bool progress_registered;
+	bool mpi_threads;
+};
+
+/*
+ * What pml cm allocates after mca_mtl_request_t for each request
+ * (mtl_request_size): the engine's request, so that no allocation is
+ * needed on the data path.  Blocking receives live on the caller's stack
+ * and persistent requests reuse this memory: nothing here may outlive the
+ * request's completion callback.
+ */
+struct mtl_tm_request {
+	struct mca_mtl_request_t super;
+	union {
+		struct tm_send send;
+		struct tm_recv recv;
+	} u;
+	void *pack_buf;          /* non-contiguous datatype staging */
+	size_t pack_len;
+	bool pack_free;
+};
+
+extern struct mtl_tm_module mtl_tm;
+extern struct mtl_tm_params mtl_tm_params;
+extern int mtl_tm_output;    /* opal_output stream, verbosity = verbose */
+OMPI_MODULE_DECLSPEC extern mca_mtl_base_component_2_0_0_t
+	mca_mtl_tm_component;
+
+/* mtl_tm_component.c */
+void mtl_tm_show_error(const char *topic, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* mtl_tm.c */
+int mtl_tm_module_init(bool enable_mpi_threads);
+int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
+		     struct ompi_proc_t **procs);
+int mtl_tm_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
+		     struct ompi_proc_t **procs);
+int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl);
+int mtl_tm_add_comm(struct mca_mtl_base_module_t *mtl,
+		    struct ompi_communicator_t *comm);
+int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
+		    struct ompi_communicator_t *comm);
+int mtl_tm_progress(void);
+
+/* mtl_tm_data.c */
+int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
+		struct ompi_communicator_t *comm, int dest, int tag,
+		struct opal_convertor_t *convertor,
+		mca_pml_base_send_mode_t mode);
+int mtl_tm_isend(struct mca_mtl_base_module_t *mtl,
+		 struct ompi_communicator_t *comm, int dest, int tag,
+		 struct opal_convertor_t *convertor,
+		 mca_pml_base_send_mode_t mode, bool blocking,
+		 mca_mtl_request_t *mtl_request);
+int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
+		 struct ompi_communicator_t *comm, int src, int tag,
+		 struct opal_convertor_t *convertor,
+		 mca_mtl_request_t *mtl_request);
+int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,
+		  struct ompi_communicator_t *comm, int src, int tag,
+		  int *flag, struct ompi_status_public_t *status);
+int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
+		   struct ompi_communicator_t *comm, int src, int tag,
+		   int *matched, struct ompi_message_t **message,
+		   struct ompi_status_public_t *status);
+int mtl_tm_imrecv(struct mca_mtl_base_module_t *mtl,
+		  struct opal_convertor_t *convertor,
+		  struct ompi_message_t **message,
+		  mca_mtl_request_t *mtl_request);
+int mtl_tm_cancel(struct mca_mtl_base_module_t *mtl,
+		  mca_mtl_request_t *mtl_request, int flag);
+
+END_C_DECLS
+
+#endif /* MTL_TM_H */
