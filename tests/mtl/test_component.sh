@@ -1,0 +1,98 @@
+#!/bin/bash
+# test_component.sh - the Open MPI component, end to end (TAP).
+#
+# Runs the built mca_mtl_tm.so (top_builddir/.libs, ahead of Open MPI's
+# own directory on mca_base_component_path) through ompi_info and mpirun:
+# it is listed, its parameters are, a plain mpirun keeps pml ob1, asking
+# for tm selects pml cm and MPI_Init/MPI_Finalize work over it, a missing
+# provider gives one message, and traffic fails cleanly while the data
+# path is not wired (a TODO point: it turns into an unexpected pass, which
+# fails the suite, once the engine is wired: then drop the TODO).
+set -u
+
+builddir=${top_builddir:-.}
+libs=$(cd "$builddir" && pwd)/.libs
+prog=$(cd "$builddir" && pwd)/tests/mtl
+MPIRUN=${MPIRUN:-mpirun}
+export OMPI_MCA_mca_base_component_path="$libs:SYS_DEFAULT"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# vader's single-copy mechanism may be refused in containers; harmless here
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+n=0
+fails=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+notok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $*"; }
+check() { # check "name" cond-command...
+	local name=$1; shift
+	if "$@"; then ok "$name"; else notok "$name"; fi
+}
+run() { # run logfile mpirun-args...: with a time limit, output in logfile
+	local log=$1; shift
+	timeout 120 "$MPIRUN" --oversubscribe -x OMPI_MCA_mca_base_component_path \
+		"$@" > "$log" 2>&1
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+if [ ! -f "$libs/mca_mtl_tm.so" ]; then
+	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"
+	exit 0
+fi
+echo "1..8"
+
+ompi_info > "$tmp/info" 2>&1
+check "ompi_info lists mtl tm" grep -q 'MCA mtl: tm' "$tmp/info"
+
+ompi_info --param mtl tm --level 9 > "$tmp/param" 2>&1
+missing=
+for p in priority verbose provider eager_limit rndv_threshold max_tags \
+	 max_ops plain_buffers plain_buffer_size softhca_mtu \
+	 softhca_ring_depth softhca_max_num_tags softhca_max_ops; do
+	grep -q "\"mtl_tm_$p\"" "$tmp/param" || missing="$missing $p"
+done
+check "ompi_info --param mtl tm lists the parameters${missing:+ (missing:$missing)}" \
+	test -z "$missing"
+
+run "$tmp/plain" -np 2 --mca pml_base_verbose 10 "$prog/mpi_hello"
+check "plain mpirun keeps pml ob1" \
+	bash -c "[ \$(grep -c 'select: component ob1 selected' '$tmp/plain') = 2 ]"
+
+run "$tmp/tm" -np 2 --mca mtl tm --mca pml_base_verbose 10 "$prog/mpi_hello"
+check "--mca mtl tm selects pml cm on every rank" \
+	bash -c "[ \$(grep -c 'select: component cm selected' '$tmp/tm') = 2 ]"
+
+run "$tmp/cm" -np 3 --mca pml cm --mca mtl tm "$prog/mpi_hello"
+rc=$?
+check "MPI_Init/MPI_Finalize over pml cm + mtl tm (3 ranks)" \
+	bash -c "[ $rc = 0 ] && [ \$(grep -c initialised '$tmp/cm') = 3 ]"
+
+run "$tmp/verbs" -np 2 --mca pml cm --mca mtl tm \
+	--mca mtl_tm_provider verbs "$prog/mpi_hello"
+rc=$?
+if [ $rc = 0 ]; then
+	ok "provider verbs: a TM-capable card is present # SKIP"
+else
+	check "provider verbs without a card: one message, MPI_Init fails" \
+		bash -c "[ \$(grep -c 'libibverbs lists no device' '$tmp/verbs') = 1 ]"
+fi
+
+run "$tmp/pp" -np 2 --mca pml cm --mca mtl tm "$prog/mpi_pingpong" \
+	errors-return
+rc=$?
+check "unwired data path fails cleanly: error returned, says why, no hang" \
+	bash -c "[ $rc != 124 ] && grep -q 'not wired to the matching engine' '$tmp/pp' && grep -q 'MPI_Send failed' '$tmp/pp'"
+
+run "$tmp/pp2" -np 2 --mca pml cm --mca mtl tm "$prog/mpi_pingpong"
+rc=$?
+if [ $rc = 0 ] && [ "$(grep -c ': ok' "$tmp/pp2")" = 2 ]; then
+	ok "ping-pong over mtl tm # TODO data path not wired yet"
+else
+	notok "ping-pong over mtl tm # TODO data path not wired yet"
+fi
+
+for f in "$tmp"/*; do
+	case $f in */info|*/param) continue;; esac
+	sed "s|^|# $(basename "$f"): |" "$f" | head -n 20
+done
+exit 0
