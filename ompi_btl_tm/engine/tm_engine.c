@@ -495,6 +495,18 @@ static void op_decide(struct tm_engine *eng, int type, struct tm_recv *r)
 	eng->st.ops_queued++;
 }
 
+static void on_op_cqe(struct tm_engine *eng, int type, struct tm_recv *r,
+		      const struct tm_cqe *c);
+
+/* A queued DEL that must not be posted: as if it failed (IBV_WC_TM_ERR). */
+static void op_dropped(struct tm_engine *eng, struct tm_recv *r)
+{
+	struct tm_cqe c = { .status = IBV_WC_TM_ERR };
+
+	eng->ops_out++; /* on_op_cqe retires one */
+	on_op_cqe(eng, WR_DEL, r, &c);
+}
+
 static int flush_ops(struct tm_engine *eng)
 {
 	struct tm_op *op;
@@ -505,8 +517,14 @@ static int flush_ops(struct tm_engine *eng)
 		op = ucs_list_head(&eng->opq, struct tm_op, link);
 		count = (eng->cfg.faults & TM_FAULT_SYNC_ORDER) ?
 			count_now(eng) : op->count;
-		if (op_post(eng, op->type, op->r, count))
+		if (op->type == WR_DEL && !(op->r->flags & RF_ENTRY_LIVE)) {
+			/* The entry was consumed and its final completion
+			 * polled while the DEL waited: its handle may already
+			 * name another entry.  Drop it as a failed DEL. */
+			op_dropped(eng, op->r);
+		} else if (op_post(eng, op->type, op->r, count)) {
 			break;
+		}
 		ucs_list_del(&op->link);
 		eng->opq_len--;
 		free(op);

@@ -1,0 +1,902 @@
+/*
+ * diff.c - differential and exhaustive tests of the matching engine.
+ *
+ * Node 0 receives; nodes 1..K send to it.  A schedule of application
+ * events (posts, cancels, probes, matched probes, sends) and card events
+ * (soft HCA MANUAL steps: list ops, arrivals, wire moves, reads) is run
+ * through engine + soft HCA.  Every linearisation point carries a stamp of
+ * the engine's clock (tm_engine.h); afterwards a plain reference matcher
+ * (two linear lists) replays posts, arrivals (in the order the card decided
+ * them), cancels and probes in stamp order, and the matched pairs, lengths,
+ * truncation, data bytes, probe and cancel results must agree.  Also
+ * checked: each sender's messages arrive once and in order, every request
+ * completes exactly once, no FIN is unknown or missing, the card list and
+ * all queues end empty.  A failure prints the seed that reproduces it.
+ *
+ * Random mode (test_differential): --seed N --events M [--tags T]
+ *   [--ops O] [--mtu U] [--senders K] [--random] [--fault prefix|sync|order]
+ *   Without --seed it runs the CI matrix (>= 1e6 events) and, with faults
+ *   injected, checks that the test notices them.
+ * Exhaustive mode (test_exhaustive, -DDIFF_EXHAUSTIVE): every interleaving
+ *   of a fixed small scenario (posts, arrivals per sender, list ops, engine
+ *   progress, reads) by depth-first search over the choices, on one world
+ *   reused between runs.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tap.h"
+#include "eng_util.h"
+
+#define SLOT (32 * 1024 + 64)
+#define NSLOT 48
+#define GUARD 16
+#define MAXK (EU_MAXN - 1)
+
+/* ---- random numbers (xorshift64*) and choice sources ---------------- */
+
+static uint64_t rng_state;
+
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 2685821657736338717ULL;
+}
+
+/* Exhaustive mode replays a prefix of choices, then takes 0s. */
+struct dfs {
+	int on;
+	int len;
+	int pos;
+	int val[512];
+	int lim[512];
+};
+static struct dfs D;
+
+static int choose(int n)
+{
+	if (!D.on)
+		return (int)(rng() % (uint64_t)n);
+	if (D.pos == D.len) {
+		if (D.len == 512)
+			tap_bail("exhaustive: choice stack overflow");
+		D.val[D.len] = 0;
+		D.lim[D.len++] = n;
+	}
+	return D.val[D.pos++];
+}
+
+/* Next choice vector; 0 when all explored. */
+static __attribute__((unused)) int dfs_next(void)
+{
+	while (D.len > 0) {
+		if (D.val[D.len - 1] + 1 < D.lim[D.len - 1]) {
+			D.val[D.len - 1]++;
+			return 1;
+		}
+		D.len--;
+	}
+	return 0;
+}
+
+/* ---- records --------------------------------------------------------- */
+
+struct drecv {
+	struct tm_recv r;
+	int id;
+	int done;
+	int ctx, src, tag;
+	int slot;
+	size_t len;
+	int data_ok;
+	int cancel_req;
+	int mrecv;            /* from a matched probe: its claim */
+	int claim_node;
+	uint32_t claim_seq;
+};
+
+struct dsend {
+	struct tm_send s;
+	int node;
+	int done;
+	int slot;
+	size_t len;
+	int ctx, tag;
+};
+
+enum { EV_POST, EV_ARR, EV_CANCEL, EV_PROBE, EV_CLAIM };
+
+struct ev {
+	uint64_t stamp;
+	int type;
+	int id;                    /* recv id */
+	int ctx, src, tag;         /* probe/claim envelope */
+	int found, node;           /* probe/claim result; arrival sender */
+	uint32_t seq;
+};
+
+struct dstate {
+	struct eu_world w;
+	int k;                     /* senders */
+	int inv_peer[EU_MAXN];     /* node 0's peer id -> node */
+	struct drecv **recvs;
+	int nrecvs, caprecvs;
+	struct dsend **sends[EU_MAXN]; /* by node, by seq */
+	int nsends[EU_MAXN], capsends[EU_MAXN];
+	uint32_t seq_base[EU_MAXN];    /* engine seq of this run's first send */
+	struct ev *evs;
+	int nevs, capevs;
+	int rslot_free[NSLOT], nrfree;
+	int sslot_free[EU_MAXN][NSLOT], nsfree[EU_MAXN];
+	int outstanding;           /* receives not done */
+	char why[256];
+	int failed;
+	uint64_t events;
+	/* totals over runs, to show the schedules exercise the engine */
+	uint64_t t_recvs, t_sends, t_card, t_claim, t_cancel, t_conflict,
+		 t_full, t_late, t_rndv_sw, t_syncs;
+};
+
+static struct dstate S;
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (S.failed++)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(S.why, sizeof(S.why), fmt, ap);
+	va_end(ap);
+}
+
+static void *grow(void *p, int *cap, int need, size_t sz)
+{
+	if (need <= *cap)
+		return p;
+	*cap = need * 2 + 16;
+	p = realloc(p, (size_t)*cap * sz);
+	if (!p)
+		tap_bail("out of memory");
+	return p;
+}
+
+static void log_ev(const struct ev *e)
+{
+	S.evs = grow(S.evs, &S.capevs, S.nevs + 1, sizeof(*S.evs));
+	S.evs[S.nevs++] = *e;
+}
+
+static uint8_t pattern(int node, uint32_t seq, size_t i)
+{
+	return (uint8_t)(node * 31 + seq * 7 + i * 13 + 1);
+}
+
+static uint8_t *rbuf(int slot)
+{
+	return S.w.node[0].arena + (size_t)slot * SLOT;
+}
+
+static uint8_t *sbuf(int node, int slot)
+{
+	return S.w.node[node].arena + (size_t)slot * SLOT;
+}
+
+static struct dsend *send_of(int node, uint32_t seq)
+{
+	uint32_t i = (seq - S.seq_base[node]) & TM_APP_SEQ_MASK;
+
+	if (node < 1 || node > S.k || i >= (uint32_t)S.nsends[node])
+		return NULL;
+	return S.sends[node][i];
+}
+
+/* ---- callbacks ------------------------------------------------------- */
+
+static void arrival_hook(void *arg, const struct tm_arrival *a)
+{
+	struct ev e = { .stamp = a->stamp, .type = EV_ARR };
+
+	(void)arg;
+	e.node = a->peer < EU_MAXN ? S.inv_peer[a->peer] : -1;
+	e.seq = a->send_seq;
+	e.ctx = (int)a->env.ctx;
+	e.src = a->env.src;
+	e.tag = a->env.tag;
+	log_ev(&e);
+}
+
+static void recv_cb(struct tm_recv *r)
+{
+	struct drecv *d = (struct drecv *)r;
+	struct dsend *s;
+	uint8_t *b = rbuf(d->slot);
+	size_t i;
+
+	if (d->done++) {
+		fail("recv %d completed twice", d->id);
+		return;
+	}
+	S.outstanding--;
+	d->data_ok = 1;
+	if (r->status == TM_REQ_CANCELLED) {
+		struct ev e = { .stamp = r->cancel_stamp, .type = EV_CANCEL,
+				.id = d->id };
+
+		log_ev(&e);
+	} else {
+		s = r->peer < EU_MAXN ? send_of(S.inv_peer[r->peer], r->send_seq)
+				      : NULL;
+		if (!s) {
+			fail("recv %d: unknown message peer %u seq %u", d->id,
+			     r->peer, r->send_seq);
+		} else {
+			for (i = 0; i < r->recv_len && i < d->len; i++)
+				if (b[i] != pattern(s->node, s->s.seq, i))
+					d->data_ok = 0;
+		}
+	}
+	for (i = d->len; i < d->len + GUARD; i++)
+		if (b[i] != 0xa5)
+			d->data_ok = 0;
+	if (!d->data_ok)
+		fail("recv %d: data bytes wrong or written past the buffer",
+		     d->id);
+	S.rslot_free[S.nrfree++] = d->slot;
+}
+
+static void send_cb(struct tm_send *s)
+{
+	struct dsend *d = (struct dsend *)s;
+
+	if (d->done++)
+		fail("send %d/%u completed twice", d->node, s->seq);
+	if (s->status != TM_REQ_OK)
+		fail("send %d/%u failed", d->node, s->seq);
+	S.sslot_free[d->node][S.nsfree[d->node]++] = d->slot;
+}
+
+/* ---- application events ---------------------------------------------- */
+
+static const size_t rlens[] = { 40, 100, 1024, 1500, 3000, 20000, 32768,
+				40, 100, 1024, 0, 8 };
+static const size_t slens[] = { 0, 1, 50, 1000, 1024, 2000, 6000, 30000 };
+static const int tags[] = { 0, 1, 2, -3 };
+
+static struct drecv *new_recv(int slot, size_t len)
+{
+	struct drecv *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		tap_bail("out of memory");
+	S.recvs = grow(S.recvs, &S.caprecvs, S.nrecvs + 1, sizeof(*S.recvs));
+	d->id = S.nrecvs;
+	S.recvs[S.nrecvs++] = d;
+	d->slot = slot;
+	d->len = len;
+	d->r.cb = recv_cb;
+	memset(rbuf(slot), 0xa5, len + GUARD);
+	S.outstanding++;
+	return d;
+}
+
+static void post_recv_env(int ctx, int src, int tag, size_t len)
+{
+	struct drecv *d;
+	struct ev e = { .type = EV_POST };
+
+	if (!S.nrfree)
+		return;
+	d = new_recv(S.rslot_free[--S.nrfree], len);
+	d->ctx = ctx;
+	d->src = src;
+	d->tag = tag;
+	if (tm_engine_irecv(S.w.node[0].eng, &d->r, (uint32_t)ctx, src, tag,
+			    rbuf(d->slot), len, S.w.node[0].mr) != TM_OK)
+		fail("irecv failed");
+	e.stamp = d->r.post_stamp;
+	e.id = d->id;
+	log_ev(&e);
+}
+
+static void ev_post(void)
+{
+	int src = choose(4) == 0 ? TM_ANY_SRC : 1 + choose(S.k);
+	int tag = choose(4) == 0 ? TM_ANY_TAG : tags[choose(4)];
+
+	post_recv_env(choose(2), src, tag, rlens[choose(choose(4) ? 10 : 12)]);
+}
+
+static void ev_cancel(void)
+{
+	struct drecv *d;
+	int i, tries;
+
+	for (tries = 0; tries < 4 && S.nrecvs; tries++) {
+		i = S.nrecvs - 1 - choose(S.nrecvs < 64 ? S.nrecvs : 64);
+		d = S.recvs[i];
+		if (d->done || d->cancel_req || d->mrecv)
+			continue;
+		d->cancel_req = 1;
+		tm_engine_cancel_recv(S.w.node[0].eng, &d->r);
+		return;
+	}
+}
+
+static void ev_probe(int claim)
+{
+	struct tm_probe_info pi;
+	struct tm_msg *m = NULL;
+	struct ev e = { .type = claim ? EV_CLAIM : EV_PROBE };
+	struct drecv *d;
+	int rc;
+
+	if (claim && !S.nrfree)
+		return;
+	e.ctx = choose(2);
+	e.src = choose(3) == 0 ? TM_ANY_SRC : 1 + choose(S.k);
+	e.tag = choose(3) == 0 ? TM_ANY_TAG : tags[choose(4)];
+	if (claim)
+		rc = tm_engine_improbe(S.w.node[0].eng, (uint32_t)e.ctx, e.src,
+				       e.tag, &m, &pi);
+	else
+		rc = tm_engine_iprobe(S.w.node[0].eng, (uint32_t)e.ctx, e.src,
+				      e.tag, &pi);
+	e.stamp = pi.stamp;
+	e.found = rc == TM_OK;
+	if (e.found) {
+		e.node = S.inv_peer[pi.peer];
+		e.seq = pi.send_seq;
+	}
+	if (claim && e.found) {
+		d = new_recv(S.rslot_free[--S.nrfree], rlens[choose(choose(4) ? 10 : 12)]);
+		d->mrecv = 1;
+		d->claim_node = e.node;
+		d->claim_seq = e.seq;
+		e.id = d->id;
+		log_ev(&e);
+		tm_engine_imrecv(S.w.node[0].eng, &d->r, m, rbuf(d->slot),
+				 d->len, S.w.node[0].mr);
+		return;
+	}
+	log_ev(&e);
+}
+
+static void send_env(int node, int ctx, int tag, size_t len, unsigned flags)
+{
+	struct dsend *d;
+	uint8_t *b;
+	size_t i;
+
+	if (!S.nsfree[node])
+		return;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		tap_bail("out of memory");
+	d->node = node;
+	d->slot = S.sslot_free[node][--S.nsfree[node]];
+	d->len = len;
+	d->ctx = ctx;
+	d->tag = tag;
+	d->s.cb = send_cb;
+	S.sends[node] = grow(S.sends[node], &S.capsends[node],
+			     S.nsends[node] + 1, sizeof(*S.sends[node]));
+	S.sends[node][S.nsends[node]++] = d;
+	/* the engine assigns the seq; the pattern needs it first */
+	d->s.seq = (S.seq_base[node] + (uint32_t)S.nsends[node] - 1) &
+		   TM_APP_SEQ_MASK;
+	b = sbuf(node, d->slot);
+	for (i = 0; i < len; i++)
+		b[i] = pattern(node, d->s.seq, i);
+	if (tm_engine_isend(S.w.node[node].eng, &d->s, S.w.node[node].peer[0],
+			    (uint32_t)ctx, node, tag, b, len,
+			    S.w.node[node].mr, flags) != TM_OK)
+		fail("isend failed");
+	if (d->s.seq != ((S.seq_base[node] + (uint32_t)S.nsends[node] - 1) &
+			 TM_APP_SEQ_MASK))
+		fail("send seq %u not the expected one", d->s.seq);
+}
+
+static void ev_send(void)
+{
+	int node = 1 + choose(S.k);
+
+	send_env(node, choose(2), tags[choose(4)], slens[choose(8)],
+		 choose(5) == 0 ? TM_SEND_SYNC : 0);
+}
+
+/* One unit of card work somewhere; returns whether anything moved. */
+static int ev_card(void)
+{
+	int node = choose(3) ? 0 : 1 + choose(S.k);
+	int kind = choose(4);
+
+	return softhca_step(S.w.node[node].dev->ctx, (enum softhca_work)kind,
+			    SOFTHCA_ANY_QP);
+}
+
+/* ---- the reference matcher and the comparison ---------------------- */
+
+static int accepts(int ctx, int src, int tag, const struct dsend *m)
+{
+	if (ctx != m->ctx)
+		return 0;
+	if (src != TM_ANY_SRC && src != m->node)
+		return 0;
+	if (tag == TM_ANY_TAG)
+		return m->tag >= 0;
+	return tag == m->tag;
+}
+
+static int ev_cmp(const void *a, const void *b)
+{
+	const struct ev *x = a, *y = b;
+
+	return x->stamp < y->stamp ? -1 : x->stamp > y->stamp;
+}
+
+struct refpair {
+	struct dsend *m;
+	int cancelled;
+};
+
+static void reference_check(void)
+{
+	struct dsend **uq = calloc((size_t)S.nevs + 1, sizeof(*uq));
+	int *posted = calloc((size_t)S.nevs + 1, sizeof(int));
+	struct refpair *pair = calloc((size_t)S.nrecvs + 1, sizeof(*pair));
+	uint32_t next_seq[EU_MAXN];
+	int nuq = 0, npost = 0, i, j;
+	struct drecv *d;
+	struct dsend *m;
+
+	if (!uq || !posted || !pair)
+		tap_bail("out of memory");
+	for (i = 0; i < EU_MAXN; i++)
+		next_seq[i] = S.seq_base[i];
+	qsort(S.evs, (size_t)S.nevs, sizeof(*S.evs), ev_cmp);
+	for (i = 0; i < S.nevs && !S.failed; i++) {
+		struct ev *e = &S.evs[i];
+
+		if (i && e->stamp == S.evs[i - 1].stamp)
+			fail("two events with stamp %lu",
+			     (unsigned long)e->stamp);
+		switch (e->type) {
+		case EV_POST:
+			d = S.recvs[e->id];
+			for (j = 0; j < nuq; j++)
+				if (accepts(d->ctx, d->src, d->tag, uq[j]))
+					break;
+			if (j < nuq) {
+				pair[e->id].m = uq[j];
+				memmove(&uq[j], &uq[j + 1],
+					sizeof(*uq) * (size_t)(nuq - j - 1));
+				nuq--;
+			} else {
+				posted[npost++] = e->id;
+			}
+			break;
+		case EV_ARR:
+			m = send_of(e->node, e->seq);
+			if (!m || e->seq != next_seq[e->node]) {
+				fail("arrival %d/%u out of order or unknown (expected %u)",
+				     e->node, e->seq, next_seq[e->node]);
+				break;
+			}
+			next_seq[e->node] = (e->seq + 1) & TM_APP_SEQ_MASK;
+			if (e->ctx != m->ctx || e->tag != m->tag ||
+			    e->src != m->node)
+				fail("arrival %d/%u: envelope changed", e->node,
+				     e->seq);
+			for (j = 0; j < npost; j++) {
+				d = S.recvs[posted[j]];
+				if (accepts(d->ctx, d->src, d->tag, m))
+					break;
+			}
+			if (j < npost) {
+				pair[posted[j]].m = m;
+				memmove(&posted[j], &posted[j + 1],
+					sizeof(int) * (size_t)(npost - j - 1));
+				npost--;
+			} else {
+				uq[nuq++] = m;
+			}
+			break;
+		case EV_CANCEL:
+			for (j = 0; j < npost; j++)
+				if (posted[j] == e->id)
+					break;
+			if (j == npost) {
+				fail("recv %d cancelled but the reference matched it",
+				     e->id);
+				break;
+			}
+			pair[e->id].cancelled = 1;
+			memmove(&posted[j], &posted[j + 1],
+				sizeof(int) * (size_t)(npost - j - 1));
+			npost--;
+			break;
+		case EV_PROBE:
+		case EV_CLAIM:
+			for (j = 0; j < nuq; j++)
+				if (accepts(e->ctx, e->src, e->tag, uq[j]))
+					break;
+			if ((j < nuq) != e->found ||
+			    (e->found && (uq[j]->node != e->node ||
+					  uq[j]->s.seq != e->seq))) {
+				fail("probe at stamp %lu: engine %s %d/%u, reference %s %d/%u",
+				     (unsigned long)e->stamp,
+				     e->found ? "found" : "none", e->node, e->seq,
+				     j < nuq ? "found" : "none",
+				     j < nuq ? uq[j]->node : -1,
+				     j < nuq ? uq[j]->s.seq : 0);
+				break;
+			}
+			if (e->type == EV_CLAIM && e->found) {
+				pair[e->id].m = uq[j];
+				memmove(&uq[j], &uq[j + 1],
+					sizeof(*uq) * (size_t)(nuq - j - 1));
+				nuq--;
+			}
+			break;
+		}
+	}
+	for (i = 0; i < S.nrecvs && !S.failed; i++) {
+		d = S.recvs[i];
+		if ((d->r.status == TM_REQ_CANCELLED) != pair[i].cancelled) {
+			fail("recv %d: cancelled %d, reference %d", i,
+			     d->r.status == TM_REQ_CANCELLED, pair[i].cancelled);
+			break;
+		}
+		if (pair[i].cancelled)
+			continue;
+		m = pair[i].m;
+		if (!m) {
+			fail("recv %d completed but the reference matched nothing",
+			     i);
+			break;
+		}
+		if (S.inv_peer[d->r.peer] != m->node || d->r.send_seq != m->s.seq) {
+			fail("recv %d (stamp %lu) got %d/%u, reference %d/%u", i,
+			     (unsigned long)d->r.post_stamp,
+			     S.inv_peer[d->r.peer], d->r.send_seq, m->node,
+			     m->s.seq);
+			break;
+		}
+		if (d->r.msg_len != m->len ||
+		    (d->r.status == TM_REQ_TRUNCATED) != (m->len > d->len) ||
+		    (d->r.status != TM_REQ_OK && d->r.status != TM_REQ_TRUNCATED)) {
+			fail("recv %d: len %lu status %d, message %zu buffer %zu",
+			     i, (unsigned long)d->r.msg_len, d->r.status, m->len,
+			     d->len);
+			break;
+		}
+	}
+	if (!S.failed && nuq)
+		fail("%d messages left unmatched in the reference", nuq);
+	free(uq);
+	free(posted);
+	free(pair);
+}
+
+/* ---- runs ------------------------------------------------------------ */
+
+struct dcfg {
+	uint32_t tags, ops, mtu;
+	int k;
+	int random_card;      /* soft HCA RANDOM mode instead of MANUAL steps */
+	unsigned faults;
+	uint64_t events;
+};
+
+static void world_open(const struct dcfg *c, uint64_t seed)
+{
+	struct eu_opts o;
+	int i;
+
+	eu_opts_default(&o);
+	o.max_num_tags = c->tags;
+	o.max_ops = c->ops;
+	o.mtu = c->mtu;
+	o.sched = c->random_card ? SOFTHCA_SCHED_RANDOM : SOFTHCA_SCHED_MANUAL;
+	o.seed = seed | 1;
+	o.arena_len = (size_t)SLOT * NSLOT;
+	o.ecfg.eager_limit = 1024;
+	o.ecfg.n_plain = 64;
+	o.ecfg.n_send_slots = 64;
+	o.ecfg.faults = c->faults;
+	o.ecfg.arrival_hook = arrival_hook;
+	if (eu_world_init(&S.w, 1 + c->k, &o))
+		tap_bail("cannot open the soft HCA world");
+	S.k = c->k;
+	for (i = 1; i <= c->k; i++)
+		S.inv_peer[S.w.node[0].peer[i]] = i;
+}
+
+/* Resets the per-run records (the world may be reused). */
+static void run_reset(void)
+{
+	int i, j;
+
+	for (i = 0; i < S.nrecvs; i++)
+		free(S.recvs[i]);
+	for (i = 0; i < EU_MAXN; i++) {
+		for (j = 0; j < S.nsends[i]; j++)
+			free(S.sends[i][j]);
+		S.seq_base[i] = (S.seq_base[i] + (uint32_t)S.nsends[i]) &
+				TM_APP_SEQ_MASK;
+		S.nsends[i] = 0;
+		S.nsfree[i] = 0;
+		for (j = 0; j < NSLOT; j++)
+			S.sslot_free[i][S.nsfree[i]++] = j;
+	}
+	S.nrecvs = S.nevs = 0;
+	S.nrfree = 0;
+	for (j = 0; j < NSLOT; j++)
+		S.rslot_free[S.nrfree++] = j;
+	S.outstanding = 0;
+	S.failed = 0;
+	S.why[0] = 0;
+}
+
+static void finish_and_check(void)
+{
+	struct tm_engine_stats st;
+	struct softhca_stats hs;
+	int i, round;
+
+	for (i = 0; i < S.nrecvs; i++)
+		if (!S.recvs[i]->done && !S.recvs[i]->cancel_req &&
+		    !S.recvs[i]->mrecv) {
+			S.recvs[i]->cancel_req = 1;
+			tm_engine_cancel_recv(S.w.node[0].eng, &S.recvs[i]->r);
+		}
+	eu_pump(&S.w);
+	/* drain what is left unexpected with catch-all receives */
+	for (round = 0; round < 10000; round++) {
+		tm_engine_get_stats(S.w.node[0].eng, &st);
+		if (!st.uq_len || !S.nrfree)
+			break;
+		for (i = 0; i < 2; i++) {
+			post_recv_env(i, TM_ANY_SRC, TM_ANY_TAG, 32768);
+			post_recv_env(i, TM_ANY_SRC, -3, 32768);
+		}
+		eu_pump(&S.w);
+		for (i = 0; i < S.nrecvs; i++)
+			if (!S.recvs[i]->done && !S.recvs[i]->cancel_req) {
+				S.recvs[i]->cancel_req = 1;
+				tm_engine_cancel_recv(S.w.node[0].eng,
+						      &S.recvs[i]->r);
+			}
+		eu_pump(&S.w);
+	}
+	for (i = 0; i <= S.k; i++) {
+		tm_engine_get_stats(S.w.node[i].eng, &st);
+		if (!tm_engine_idle(S.w.node[i].eng))
+			fail("node %d not idle at the end: ops %u queued %u tx %lu reads %lu sends %lu",
+			     i, st.ops_outstanding, st.ops_in_queue,
+			     (unsigned long)st.tx_queued,
+			     (unsigned long)st.reads_active,
+			     (unsigned long)st.sends_waiting);
+	}
+	for (i = 0; i < S.nrecvs; i++)
+		if (!S.recvs[i]->done)
+			fail("recv %d never completed", i);
+	for (i = 1; i <= S.k; i++)
+		for (int j = 0; j < S.nsends[i]; j++)
+			if (!S.sends[i][j]->done)
+				fail("send %d/%u never completed (buffer held)", i,
+				     S.sends[i][j]->s.seq);
+	for (i = 0; i <= S.k; i++) {
+		tm_engine_get_stats(S.w.node[i].eng, &st);
+		if (st.errors || st.fin_unknown || st.claim_del_failed ||
+		    st.malformed || st.posted || st.uq_len || st.card_entries)
+			fail("node %d: errors %lu fin_unknown %lu claim_del_failed %lu malformed %lu posted %lu uq %lu entries %u",
+			     i, (unsigned long)st.errors,
+			     (unsigned long)st.fin_unknown,
+			     (unsigned long)st.claim_del_failed,
+			     (unsigned long)st.malformed,
+			     (unsigned long)st.posted, (unsigned long)st.uq_len,
+			     st.card_entries);
+	}
+	tm_engine_get_stats(S.w.node[0].eng, &st);
+	S.t_recvs += (uint64_t)S.nrecvs;
+	for (i = 1; i <= S.k; i++)
+		S.t_sends += (uint64_t)S.nsends[i];
+	S.t_card += st.card_matched;
+	S.t_claim += st.unexp_claimed;
+	S.t_cancel += st.cancel_ok;
+	S.t_conflict += st.sw_conflict;
+	S.t_full += st.sw_list_full + st.sw_ops_full;
+	S.t_late += st.cancel_late;
+	S.t_rndv_sw += st.rndv_sw;
+	S.t_syncs += st.syncs;
+	softhca_query_stats(S.w.node[0].dev->ctx, &hs);
+	if (hs.list_entries)
+		fail("the card still holds %u entries", hs.list_entries);
+	if (!S.failed)
+		reference_check();
+}
+
+/* One random schedule; returns 0 if engine and reference agree. */
+static int run_random(const struct dcfg *c, uint64_t seed)
+{
+	uint64_t ev;
+	int x, failed;
+
+	rng_state = seed * 0x9e3779b97f4a7c15ULL + 1;
+	world_open(c, seed);
+	run_reset();
+	memset(S.seq_base, 0, sizeof(S.seq_base)); /* fresh engines */
+	for (ev = 0; ev < c->events && !S.failed; ev++) {
+		x = choose(100);
+		if (x < 14)
+			ev_post();
+		else if (x < 19)
+			ev_cancel();
+		else if (x < 21)
+			ev_probe(0);
+		else if (x < 22)
+			ev_probe(1);
+		else if (x < 38)
+			ev_send();
+		else if (x < 42 || c->random_card)
+			tm_engine_progress(S.w.node[choose(1 + S.k)].eng);
+		else
+			ev_card();
+	}
+	S.events += c->events;
+	if (!S.failed)
+		finish_and_check();
+	eu_world_fini(&S.w);
+	failed = S.failed;
+	if (failed)
+		return failed; /* keep S.why for the caller */
+	run_reset();
+	return 0;
+}
+
+static void cfg_print(const struct dcfg *c, uint64_t seed, char *out,
+		      size_t n)
+{
+	snprintf(out, n, "--seed %lu --events %lu --tags %u --ops %u --mtu %u --senders %d%s%s",
+		 (unsigned long)seed, (unsigned long)c->events, c->tags, c->ops,
+		 c->mtu, c->k, c->random_card ? " --random" : "",
+		 c->faults & TM_FAULT_PREFIX ? " --fault prefix" :
+		 c->faults & TM_FAULT_SYNC_AHEAD ? " --fault sync" :
+		 c->faults & TM_FAULT_SYNC_ORDER ? " --fault order" : "");
+}
+
+/* Runs seeds until n runs pass or one fails; returns the failing seed+1. */
+static void totals(void)
+{
+	tap_diag("recvs %lu sends %lu card-matched %lu claimed %lu cancelled %lu late-cancel %lu conflict %lu full %lu sw-rndv %lu syncs %lu",
+		 (unsigned long)S.t_recvs, (unsigned long)S.t_sends,
+		 (unsigned long)S.t_card, (unsigned long)S.t_claim,
+		 (unsigned long)S.t_cancel, (unsigned long)S.t_late,
+		 (unsigned long)S.t_conflict, (unsigned long)S.t_full,
+		 (unsigned long)S.t_rndv_sw, (unsigned long)S.t_syncs);
+}
+
+static uint64_t run_many(const struct dcfg *c, uint64_t seed0, int n)
+{
+	char buf[256];
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (run_random(c, seed0 + (uint64_t)i)) {
+			cfg_print(c, seed0 + (uint64_t)i, buf, sizeof(buf));
+			tap_diag("FAIL: %s", S.why);
+			tap_diag("reproduce: test_differential %s", buf);
+			return seed0 + (uint64_t)i + 1;
+		}
+	}
+	return 0;
+}
+
+#ifndef DIFF_EXHAUSTIVE
+
+static const struct dcfg matrix[] = {
+	/* tags ops mtu k random faults events */
+	{ 1, 1, 0, 2, 0, 0, 2000 },
+	{ 2, 1, 256, 2, 0, 0, 2000 },
+	{ 1, 4, 0, 3, 0, 0, 2000 },
+	{ 4, 2, 0, 2, 0, 0, 2000 },
+	{ 16, 8, 1024, 3, 0, 0, 2000 },
+	{ 0, 0, 0, 3, 0, 0, 2000 },
+	{ 1, 1, 0, 2, 1, 0, 2000 },
+	{ 8, 4, 0, 3, 1, 0, 2000 },
+	{ 0, 0, 0, 2, 1, 0, 2000 },
+};
+
+static int parse_fault(const char *s)
+{
+	if (!strcmp(s, "prefix"))
+		return TM_FAULT_PREFIX;
+	if (!strcmp(s, "sync"))
+		return TM_FAULT_SYNC_AHEAD;
+	if (!strcmp(s, "order"))
+		return TM_FAULT_SYNC_ORDER;
+	tap_bail("unknown fault");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "seed", 1, NULL, 's' }, { "events", 1, NULL, 'e' },
+		{ "tags", 1, NULL, 't' }, { "ops", 1, NULL, 'o' },
+		{ "mtu", 1, NULL, 'm' }, { "senders", 1, NULL, 'k' },
+		{ "random", 0, NULL, 'r' }, { "fault", 1, NULL, 'f' },
+		{ "total", 1, NULL, 'T' }, { NULL, 0, NULL, 0 },
+	};
+	struct dcfg c = { 2, 2, 0, 2, 0, 0, 5000 };
+	uint64_t seed = 0, total = 2000000, bad;
+	int have_seed = 0, ch, i, runs;
+	size_t m;
+
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 's': seed = strtoull(optarg, NULL, 0); have_seed = 1; break;
+		case 'e': c.events = strtoull(optarg, NULL, 0); break;
+		case 't': c.tags = (uint32_t)atoi(optarg); break;
+		case 'o': c.ops = (uint32_t)atoi(optarg); break;
+		case 'm': c.mtu = (uint32_t)atoi(optarg); break;
+		case 'k': c.k = atoi(optarg); break;
+		case 'r': c.random_card = 1; break;
+		case 'f': c.faults = (unsigned)parse_fault(optarg); break;
+		case 'T': total = strtoull(optarg, NULL, 0); break;
+		default: tap_bail("bad option");
+		}
+	}
+	if (c.k < 1 || c.k > MAXK)
+		tap_bail("--senders out of range");
+	if (have_seed) {
+		bad = run_many(&c, seed, 1);
+		tap_check(!bad, "differential seed %lu, %lu events",
+			  (unsigned long)seed, (unsigned long)c.events);
+		totals();
+		return tap_done();
+	}
+	/* the CI matrix: each configuration gets total/len(matrix) events */
+	for (m = 0; m < sizeof(matrix) / sizeof(matrix[0]); m++) {
+		struct dcfg mc = matrix[m];
+		char buf[256];
+
+		runs = (int)((total / (sizeof(matrix) / sizeof(matrix[0])) +
+			      mc.events - 1) / mc.events);
+		if (runs < 1)
+			runs = 1;
+		bad = run_many(&mc, 1000 * (m + 1), runs);
+		cfg_print(&mc, 1000 * (m + 1), buf, sizeof(buf));
+		tap_check(!bad, "differential x%d: %s", runs, buf);
+	}
+	tap_diag("%lu events in total", (unsigned long)S.events);
+	totals();
+	tap_check(S.events >= total, "at least %lu events", (unsigned long)total);
+	/* the test must notice a broken engine */
+	for (i = 0; i < 3; i++) {
+		static const unsigned f[] = { TM_FAULT_PREFIX, TM_FAULT_SYNC_AHEAD,
+					      TM_FAULT_SYNC_ORDER };
+		static const char *name[] = { "prefix rule ignored",
+					      "sync count one ahead",
+					      "queued ops carry the current count" };
+		struct dcfg fc = { 1, 1, 0, 2, 0, f[i], 2000 };
+
+		if (i == 2)
+			fc.tags = 4;
+		bad = run_many(&fc, 7000, 200);
+		tap_check(bad != 0, "fault detected: %s (seed %lu)", name[i],
+			  (unsigned long)(bad ? bad - 1 : 0));
+	}
+	return tap_done();
+}
+
+#endif /* !DIFF_EXHAUSTIVE */
+
+#ifdef DIFF_EXHAUSTIVE
+#include "diff_exhaustive.inc"
+#endif
