@@ -34,7 +34,13 @@ if [ "${1:-}" = --uninstall ]; then
 	exec make -C "$dir" --no-print-directory uninstall-mtltmLTLIBRARIES
 fi
 make -C "$dir" -j2 --no-print-directory mca_mtl_tm.la
-make -C "$dir" --no-print-directory install-mtltmLTLIBRARIES
+# libtool's install talk (ldconfig advice) goes to a log unless it fails
+make -C "$dir" --no-print-directory install-mtltmLTLIBRARIES \
+	> "$dir/install-component.log" 2>&1 || {
+	cat "$dir/install-component.log" >&2
+	echo "install-component: install failed (write access to Open MPI's component directory?)" >&2
+	exit 1
+}
 destdir=$(sed -n 's/^OMPI_PKGLIBDIR = //p' "$dir/Makefile")
 echo "install-component: installed $destdir/mca_mtl_tm.so"
 if command -v ompi_info > /dev/null; then
