@@ -65,15 +65,15 @@ static int check_params(void)
 	if (p->rndv_threshold && p->rndv_threshold - 1 < eager)
 		eager = p->rndv_threshold - 1;
 	if (p->n_plain == 0 || p->n_plain >= 32768) {
-		mtl_tm_show_error("bad parameter",
-				  "mtl tm: mtl_tm_plain_buffers must be 1..32767 (is %u).",
+		mtl_tm_show_error("bad-parameter",
+				  "mtl_tm_plain_buffers must be 1..32767 (is %u).",
 				  p->n_plain);
 		return OMPI_ERR_BAD_PARAM;
 	}
 	/* An unexpected eager message lands whole in one plain buffer. */
 	if (p->plain_size < eager + sizeof(struct ibv_tmh)) {
-		mtl_tm_show_error("bad parameter",
-				  "mtl tm: mtl_tm_plain_buffer_size (%zu) must hold the tag header\n"
+		mtl_tm_show_error("bad-parameter",
+				  "mtl_tm_plain_buffer_size (%zu) must hold the tag header\n"
 				  "(%zu) plus the eager size (%zu: the smaller of mtl_tm_eager_limit\n"
 				  "and mtl_tm_rndv_threshold - 1).",
 				  p->plain_size, sizeof(struct ibv_tmh), eager);
@@ -105,8 +105,8 @@ static int set_softhca_config(uint32_t nprocs)
 			    strcmp(getenv("SOFTHCA_FORCE_COPY_READ"), "0");
 	err = softhca_set_config(&c);
 	if (err) {
-		mtl_tm_show_error("bad parameter",
-				  "mtl tm: the soft HCA refuses its limits (%s):\n"
+		mtl_tm_show_error("bad-parameter",
+				  "the soft HCA refuses its limits (%s):\n"
 				  "mtl_tm_softhca_mtu %u, _ring_depth %u, _max_num_tags %u,\n"
 				  "_max_ops %u, _max_rndv_hdr_size %u, _max_qp %u, _max_mr %u,\n"
 				  "_max_wr %u.  See softhca(7) for the ranges.",
@@ -208,8 +208,8 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 	rc = tm_dev_open(&cfg, &mtl_tm.dev);
 	if (rc != TM_OK) {
 		/* tm_dev_open said why on stderr */
-		mtl_tm_show_error("no device",
-				  "mtl tm: cannot open a tag-matching device (provider %s): %s.",
+		mtl_tm_show_error("no-device",
+				  "cannot open a tag-matching device (provider %s): %s.",
 				  cfg.provider, tm_status_str(rc));
 		return OMPI_ERR_NOT_AVAILABLE;
 	}

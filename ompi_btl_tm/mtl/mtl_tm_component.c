@@ -18,22 +18,24 @@
  * --mca mtl ^tm.
  *
  * A requested provider that is not there (mtl_tm_provider verbs without
- * a card) gives one help message (aggregated over ranks by mpirun) and
- * the component declines.
+ * a card) gives one message per node (mtl_tm_show_error) and the
+ * component declines.
  */
 #include "mtl_tm.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/base/mca_base_var_enum.h"
 #include "opal/util/output.h"
 #include "ompi/mca/mtl/base/base.h"
 #include "ompi/mca/rte/rte.h"
-#include "orte/util/show_help.h"
 
 #include "softhca/softhca.h"
 #include "verbs/tm_verbs.h"
@@ -236,21 +238,58 @@ static int mtl_tm_component_close(void)
 }
 
 /*
- * An error the user must see once, not once per rank: rendered here and
- * handed to mpirun, which prints the first and counts the others.
+ * Is this the first process of the job on this node to report topic?
+ * Decided by creating a marker in the session directory of mpirun's job
+ * family, which lives until mpirun ends (the job's own directory is
+ * cleaned as soon as the job aborts, while late ranks may still get here)
+ * and is removed with it.  Without one (singleton), yes.
+ */
+static bool first_to_report(const char *topic)
+{
+	const char *dir = ompi_process_info.jobfam_session_dir;
+	char path[4096];
+	int fd;
+
+	if (!dir)
+		return true;
+	snprintf(path, sizeof(path), "%s/mtl_tm.%u.%s", dir,
+		 (unsigned)OMPI_PROC_MY_NAME->jobid, topic);
+	fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0600);
+	opal_output_verbose(20, mtl_tm_output, "mtl tm: marker %s: %s", path,
+			    fd < 0 ? strerror(errno) : "created");
+	if (fd < 0)
+		return errno != EEXIST;
+	close(fd);
+	return true;
+}
+
+/*
+ * An error the user must see once, not once per rank.  Every rank of a
+ * node hits it alike (it comes from parameters or the node's hardware), so
+ * the first to get there prints it on stderr, the others only at verbosity
+ * 10.  Neither orte_show_help (when a failing MPI_Init follows, mpirun
+ * loses the message about half the time: "Data unpack would read past end
+ * of buffer") nor "local rank 0 prints" (the job may be aborted by a faster
+ * rank before rank 0 gets here) is reliable.
  */
 void mtl_tm_show_error(const char *topic, const char *fmt, ...)
 {
 	static const char dashes[] =
 		"--------------------------------------------------------------------------";
-	char body[1024], msg[1200];
+	char body[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(body, sizeof(body), fmt, ap);
 	va_end(ap);
-	snprintf(msg, sizeof(msg), "%s\n%s\n%s\n", dashes, body, dashes);
-	orte_show_help_norender("help-mtl-tm.txt", topic, true, msg);
+	if (first_to_report(topic)) {
+		fprintf(stderr, "%s\nmtl tm (%s): %s\n%s\n", dashes, topic, body,
+			dashes);
+		fflush(stderr);
+	} else {
+		opal_output_verbose(10, mtl_tm_output, "mtl tm (%s): %s",
+				    topic, body);
+	}
 }
 
 /* Does the "mtl" selection (an include list, not ^exclude) name tm? */
@@ -334,7 +373,7 @@ static int mtl_tm_component_query(mca_base_module_t **module, int *priority)
 		return OMPI_ERR_NOT_AVAILABLE;
 	}
 	if (prov == MTL_TM_PROVIDER_VERBS && !card) {
-		mtl_tm_show_error("no verbs device",
+		mtl_tm_show_error("no-verbs-device",
 				  "The tm MTL was asked for the \"verbs\" provider (a real HCA with\n"
 				  "hardware tag matching), but libibverbs lists no device with\n"
 				  "IBV_TM_CAP_RC on host %s, so the tm MTL declines (with\n"
