@@ -114,9 +114,23 @@ void sh_qp_error(struct sh_qp *qp, enum ibv_wc_status why)
 /* A peer whose process is gone never answers: fail what waits on it. */
 void sh_qp_check_peer(struct sh_qp *qp)
 {
-	if (qp->peer && qp->qp.state != IBV_QPS_ERR &&
-	    kill(qp->peer->pid, 0) < 0 && errno == ESRCH)
+	if (!qp->peer || qp->qp.state == IBV_QPS_ERR)
+		return;
+	qp->peer->checked_ns = sh_now_ns();
+	if (sh_peer_dead(qp->peer))
 		sh_qp_error(qp, IBV_WC_RETRY_EXC_ERR);
+}
+
+/*
+ * A real RC send to a dead peer is never acked, so it fails; here the ring
+ * would take it.  Check the peer before a WR starts, at most once a
+ * millisecond per peer so the fast path stays free of syscalls.
+ */
+static bool peer_alive(struct sh_qp *qp)
+{
+	if (sh_now_ns() - qp->peer->checked_ns > SH_WR_LIVENESS_NS)
+		sh_qp_check_peer(qp);
+	return qp->qp.state != IBV_QPS_ERR;
 }
 
 /* ---- the outbound ring ----------------------------------------------- */
@@ -163,6 +177,8 @@ static bool tx_send(struct sh_qp *qp, struct sh_swr *w)
 	struct sh_pkt *pkt;
 
 	if (!w->started) {
+		if (!peer_alive(qp))
+			return true;
 		w->started = true;
 		if (!w->inline_buf &&
 		    sh_local_check(qp->ctx, w->sge, w->num_sge, 0)) {
@@ -198,6 +214,8 @@ static bool tx_read(struct sh_qp *qp, struct sh_swr *w)
 
 	if (w->started)
 		return false; /* waiting for READ_RESP packets */
+	if (!peer_alive(qp))
+		return true;
 	if (sh_local_check(qp->ctx, w->sge, w->num_sge,
 			   IBV_ACCESS_LOCAL_WRITE)) {
 		sq_complete(qp, IBV_WC_LOC_PROT_ERR);

@@ -212,6 +212,7 @@ struct sh_peer *sh_peer_get(struct sh_context *ctx, const union ibv_gid *gid)
 {
 	uint32_t uid, inst;
 	struct sh_peer *p;
+	char name[64];
 	pid_t pid;
 	int err;
 
@@ -233,6 +234,8 @@ struct sh_peer *sh_peer_get(struct sh_context *ctx, const union ibv_gid *gid)
 		errno = err;
 		return NULL;
 	}
+	snprintf(name, sizeof(name), "/proc/%d/stat", (int)pid);
+	p->stat_fd = open(name, O_RDONLY | O_CLOEXEC);
 	p->gid = *gid;
 	p->refs = 1;
 	p->cma = -1;
@@ -253,5 +256,28 @@ void sh_peer_put(struct sh_context *ctx, struct sh_peer *peer)
 			break;
 		}
 	munmap(peer->seg, peer->size);
+	if (peer->stat_fd >= 0)
+		close(peer->stat_fd);
 	free(peer);
+}
+
+/*
+ * Has the peer's process gone?  A process that exited but was not reaped
+ * yet (a zombie) still answers kill(), so look at its state too.
+ */
+bool sh_peer_dead(struct sh_peer *peer)
+{
+	char buf[512], *paren;
+	ssize_t n;
+
+	if (kill(peer->pid, 0) < 0 && errno == ESRCH)
+		return true;
+	if (peer->stat_fd < 0)
+		return false;
+	n = pread(peer->stat_fd, buf, sizeof(buf) - 1, 0);
+	if (n < 0)
+		return errno == ESRCH;
+	buf[n] = 0;
+	paren = strrchr(buf, ')');
+	return paren && (paren[2] == 'Z' || paren[2] == 'X');
 }

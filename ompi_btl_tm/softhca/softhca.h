@@ -67,7 +67,11 @@
  * reads use process_vm_readv after checking the owner's rkey table; if the
  * kernel refuses cross-memory attach (or force_copy_read is set) they fall
  * back to read request/response packets served by the owner's card.  A peer
- * that died turns pending sends into IBV_WC_RETRY_EXC_ERR completions.
+ * that died (exited, killed, or a zombie) moves the QP to the error state:
+ * the WR at the head completes IBV_WC_RETRY_EXC_ERR and the rest flush.
+ * The card notices within 100 ms, and before starting any WR it looks at
+ * the peer if it has not for 1 ms; a send that was already in the ring of
+ * a peer that then died counts as delivered, as an acked RC send does.
  *
  * Where the card's work happens: each soft context has a "card" that runs
  * inside verbs calls on that context (post_*, poll), under one lock per

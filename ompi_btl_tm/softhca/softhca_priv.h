@@ -39,6 +39,7 @@
 #define SH_SEG_VERSION   1u
 #define SH_READ_CHUNK    (256u * 1024u) /* bytes one READ step moves */
 #define SH_LIVENESS_NS   (100ull * 1000 * 1000)
+#define SH_WR_LIVENESS_NS (1000ull * 1000) /* before starting a WR */
 
 #define sh_container_of(ptr, type, member) \
 	((type *)((char *)(ptr) - offsetof(type, member)))
@@ -113,6 +114,8 @@ struct sh_peer {
 	pid_t pid;
 	int refs;
 	int cma;                /* 1 usable, 0 refused, -1 not probed */
+	uint64_t checked_ns;    /* last liveness check */
+	int stat_fd;            /* /proc/<pid>/stat, to tell a zombie */
 	struct sh_peer *next;
 };
 
@@ -357,6 +360,7 @@ struct sh_mr_slot *sh_seg_mr(struct sh_seg *seg, uint32_t index);
 uint8_t *sh_ring_slot(struct sh_seg *seg, struct sh_ring *ring, uint32_t pos);
 struct sh_peer *sh_peer_get(struct sh_context *ctx, const union ibv_gid *gid);
 void sh_peer_put(struct sh_context *ctx, struct sh_peer *peer);
+bool sh_peer_dead(struct sh_peer *peer);
 void sh_gid_encode(union ibv_gid *gid, uint32_t uid, pid_t pid, uint32_t inst);
 uint64_t sh_now_ns(void);
 
