@@ -284,6 +284,7 @@ static void test_unexpected_notag_malformed(void)
 	tap_check(n == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_TM_RECV &&
 		  wc.wr_id == 600,
 		  "unexpected eager: IBV_WC_TM_RECV SUCCESS to the plain buffer (%s)", sh_wc_str(&wc));
+	tap_diag("unexpected completion as reported: %s", sh_wc_str(&wc));
 	tap_check((wc.wc_flags & MD) == 0, "unexpected: neither TM_MATCH nor TM_DATA_VALID (0x%x)",
 		  wc.wc_flags);
 	tap_check(wc.wc_flags & IBV_WC_TM_SYNC_REQ,
