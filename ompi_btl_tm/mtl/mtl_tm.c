@@ -3,14 +3,16 @@
  * add/del procs, add/del comm, progress, finalize.  See mtl_tm.h for the
  * addressing scheme.
  *
- * Lines marked WIRE are where the matching engine (engine/tm_engine.h)
- * plugs in once it is linked.
+ * The matching engine (engine/tm_engine.h) is created at init, learns
+ * each peer's QP at add_procs, is driven by the progress hook and drained
+ * at finalize.
  */
 #include "mtl_tm.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "opal/mca/pmix/pmix.h"
 #include "opal/runtime/opal_progress.h"
@@ -180,6 +182,7 @@ static int create_qps_and_publish(void)
 int mtl_tm_module_init(bool enable_mpi_threads)
 {
 	const struct mtl_tm_params *p = &mtl_tm_params;
+	struct tm_engine_config ecfg;
 	struct tm_dev_config cfg;
 	int rc;
 
@@ -224,12 +227,22 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 	if (rc != OMPI_SUCCESS)
 		goto fail;
 
-	/*
-	 * WIRE: tm_engine_create(mtl_tm.dev, &ecfg, &mtl_tm.eng) with ecfg
-	 * from tm_engine_config_default() and eager_limit (the smaller of
-	 * eager_limit and rndv_threshold - 1), n_plain, send_slots, offload,
-	 * max_card_entries = max_tags.
-	 */
+	tm_engine_config_default(&ecfg);
+	ecfg.eager_limit = p->eager_limit;
+	if (p->rndv_threshold && p->rndv_threshold - 1 < ecfg.eager_limit)
+		ecfg.eager_limit = p->rndv_threshold - 1;
+	ecfg.n_plain = p->n_plain;
+	ecfg.n_send_slots = p->send_slots;
+	ecfg.max_card_entries = p->max_tags;
+	ecfg.offload = p->offload;
+	rc = tm_engine_create(mtl_tm.dev, &ecfg, &mtl_tm.eng);
+	if (rc != TM_OK) {
+		opal_output(0, "mtl tm: %s: cannot create the matching engine: %s",
+			    mtl_tm.dev->name, tm_status_str(rc));
+		rc = OMPI_ERR_OUT_OF_RESOURCE;
+		goto fail;
+	}
+	ucs_list_head_init(&mtl_tm.done);
 
 	OBJ_CONSTRUCT(&mtl_tm.lock, opal_mutex_t);
 	/* pml cm has no progress hook of its own: without this nothing
@@ -243,6 +256,8 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 	return OMPI_SUCCESS;
 
 fail:
+	tm_engine_destroy(mtl_tm.eng);
+	mtl_tm.eng = NULL;
 	destroy_qps();
 	tm_dev_close(mtl_tm.dev);
 	mtl_tm.dev = NULL;
@@ -295,7 +310,12 @@ static int connect_peer(struct mtl_tm_endpoint *ep,
 			    ep->vpid, addr.qp_num, tm_status_str(rc));
 		return OMPI_ERR_UNREACH;
 	}
-	/* WIRE: tm_engine_add_peer(mtl_tm.eng, ep->qp, &ep->peer) */
+	rc = tm_engine_add_peer(mtl_tm.eng, ep->qp, &ep->peer);
+	if (rc != TM_OK) {
+		opal_output(0, "mtl tm: cannot add rank %u to the engine: %s",
+			    ep->vpid, tm_status_str(rc));
+		return OMPI_ERR_OUT_OF_RESOURCE;
+	}
 	ep->connected = true;
 	opal_output_verbose(20, mtl_tm_output,
 			    "mtl tm: rank %u: QP %u connected to rank %u QP %u",
@@ -345,15 +365,49 @@ int mtl_tm_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 	return OMPI_SUCCESS;
 }
 
+static double now_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* How long finalize keeps driving the engine for work still in flight. */
+#define MTL_TM_DRAIN_SECONDS 5.0
+
 int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 {
+	double deadline = now_sec() + MTL_TM_DRAIN_SECONDS;
+
 	if (mtl_tm.progress_registered) {
 		opal_progress_unregister(mtl_tm_progress);
 		mtl_tm.progress_registered = false;
+	}
+	if (mtl_tm.eng) {
+		/*
+		 * An ACK, FIN or read a peer still waits for may be queued or
+		 * on the wire: keep going until nothing is in flight, but
+		 * never hang here on a peer that is gone.
+		 */
+		for (;;) {
+			OPAL_THREAD_LOCK(&mtl_tm.lock);
+			if (tm_engine_idle(mtl_tm.eng) || now_sec() > deadline) {
+				OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+				break;
+			}
+			tm_engine_progress(mtl_tm.eng);
+			mtl_tm_unlock_and_complete();
+		}
+		if (!tm_engine_idle(mtl_tm.eng))
+			opal_output_verbose(10, mtl_tm_output,
+					    "mtl tm: rank %u: finalize with work still in flight after %.0f s",
+					    mtl_tm.my_vpid, MTL_TM_DRAIN_SECONDS);
+		/* before the QPs go: the engine holds MRs and posts on them */
+		tm_engine_destroy(mtl_tm.eng);
+		mtl_tm.eng = NULL;
 		OBJ_DESTRUCT(&mtl_tm.lock);
 	}
-	/* WIRE: tm_engine_destroy(mtl_tm.eng), before the QPs go */
-	mtl_tm.eng = NULL;
 	destroy_qps();
 	tm_dev_close(mtl_tm.dev);
 	mtl_tm.dev = NULL;
@@ -394,13 +448,13 @@ int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
  */
 int mtl_tm_progress(void)
 {
-	int n = 0;
+	int n;
 
 	if (!mtl_tm.eng)
 		return 0;
 	if (OPAL_THREAD_TRYLOCK(&mtl_tm.lock))
 		return 0;
-	/* WIRE: n = tm_engine_progress(mtl_tm.eng); then run callbacks */
-	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
-	return n > 0 ? n : 0;
+	n = tm_engine_progress(mtl_tm.eng);
+	n = (n > 0 ? n : 0) + mtl_tm_unlock_and_complete();
+	return n;
 }

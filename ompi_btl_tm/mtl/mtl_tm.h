@@ -8,9 +8,8 @@
  *   mtl_tm_component.c  MCA parameters, open/close, selection, init
  *   mtl_tm.c            control path: device, QPs, modex, add/del procs,
  *                       add/del comm, progress, finalize
- *   mtl_tm_data.c       data path (send, recv, probe, cancel): not wired to
- *                       the engine yet, every entry returns
- *                       OMPI_ERR_NOT_SUPPORTED
+ *   mtl_tm_data.c       data path (send, recv, probe, cancel) on the
+ *                       matching engine
  *
  * Addressing (one RC QP per peer)
  * -------------------------------
@@ -94,19 +93,26 @@ struct mtl_tm_modex {
 struct mtl_tm_endpoint {
 	struct ibv_qp *qp;
 	uint32_t vpid;
-	uint32_t peer;           /* engine peer id, once wired */
+	uint32_t peer;           /* engine peer id, once connected */
 	bool connected;
 };
 
 struct mtl_tm_module {
 	mca_mtl_base_module_t super;
 	struct tm_dev *dev;
-	struct tm_engine *eng;   /* NULL until the engine is wired */
+	struct tm_engine *eng;
 	uint32_t nprocs;         /* the job's size: one QP per rank */
 	uint32_t my_vpid;
 	struct mtl_tm_endpoint *eps; /* [nprocs], indexed by rank in the job */
 	/* The engine is single threaded: every engine call holds this. */
 	opal_mutex_t lock;
+	/*
+	 * Requests the engine finished (its callbacks only queue them here,
+	 * under the lock); they are completed towards pml cm after the lock
+	 * is dropped, because a completion may start new operations (a
+	 * request's complete_cb, a blocking caller) that take the lock.
+	 */
+	ucs_list_link_t done;
 	bool progress_registered;
 	bool mpi_threads;
 };
@@ -118,15 +124,26 @@ struct mtl_tm_module {
  * and persistent requests reuse this memory: nothing here may outlive the
  * request's completion callback.
  */
+enum mtl_tm_req_kind {
+	MTL_TM_REQ_SEND = 1,
+	MTL_TM_REQ_RECV = 2,
+};
+
 struct mtl_tm_request {
 	struct mca_mtl_request_t super;
 	union {
 		struct tm_send send;
 		struct tm_recv recv;
 	} u;
+	int kind;                /* enum mtl_tm_req_kind */
+	ucs_list_link_t done_link; /* on mtl_tm.done */
+	struct opal_convertor_t *convertor; /* receive: where to unpack */
 	void *pack_buf;          /* non-contiguous datatype staging */
 	size_t pack_len;
 	bool pack_free;
+	/* blocking send (no ompi request): result, set at completion */
+	volatile bool done;
+	int error;
 };
 
 extern struct mtl_tm_module mtl_tm;
@@ -151,6 +168,8 @@ int mtl_tm_add_comm(struct mca_mtl_base_module_t *mtl,
 int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm);
 int mtl_tm_progress(void);
+/* Drops mtl_tm.lock, then completes what the engine finished. */
+int mtl_tm_unlock_and_complete(void);
 
 /* mtl_tm_data.c */
 int mtl_tm_send(struct mca_mtl_base_module_t *mtl,

@@ -1,56 +1,238 @@
 /*
  * mtl_tm_data.c - the data path of mtl tm: sends, receives, probes,
- * cancel.
+ * cancel, on the matching engine (engine/tm_engine.h).
  *
- * NOT WIRED YET.  Every entry point says so once per process on stderr and
- * returns OMPI_ERR_NOT_SUPPORTED, which pml cm hands to the MPI error
- * handler (pml cm reports it as MPI_ERR_INTERN): a program fails at its first
- * point-to-point call instead of hanging or losing data.
+ * Envelope: the engine's tag carries (ctx, src, tag) = (the communicator's
+ * context id, the sender's rank in that communicator (its local group for
+ * an intercommunicator), the MPI tag); the destination is the engine peer
+ * of the QP this process keeps for the destination's rank in the job.
+ * MPI_ANY_SOURCE / MPI_ANY_TAG become TM_ANY_SRC / TM_ANY_TAG; the tag
+ * layout keeps ANY_TAG off Open MPI's negative internal tags.
  *
- * What wiring does, per entry (engine/tm_engine.h):
- *   isend/send  endpoint = ompi_comm_peer_lookup(comm, dest)
- *               ->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL]; contiguous
- *               data straight from the convertor, else pack into
- *               pack_buf; tm_engine_isend(ctx = cid, src = comm rank,
- *               tag, TM_SEND_SYNC for MCA_PML_BASE_SEND_SYNCHRONOUS);
- *               send = isend + wait on opal_progress.
- *   irecv       tm_engine_irecv(ctx, src or TM_ANY_SRC, tag or TM_ANY_TAG);
- *               the callback fills ompi_req->req_status (MPI_SOURCE =
- *               env.src, MPI_TAG = env.tag, _ucount = recv_len,
- *               MPI_ERR_TRUNCATE for TM_REQ_TRUNCATED, _cancelled) and
- *               calls completion_callback.
- *   iprobe      tm_engine_iprobe; improbe/imrecv: tm_engine_improbe into
- *               an ompi_message_t (req_ptr = struct tm_msg *),
- *               tm_engine_imrecv.
- *   cancel      receives: tm_engine_cancel_recv; sends: not cancellable
- *               until the engine's send-cancel exists (return success,
- *               the send completes normally, as pml ob1 does).
- * All under mtl_tm.lock; callbacks run after the engine call returns.
+ * Data: a contiguous buffer goes to the engine as is; any other datatype
+ * is packed into (sends) or received through (receives) a temporary
+ * buffer, unpacked at completion.  pml cm packs buffered sends itself and
+ * hands them over as an ordinary isend.
+ *
+ * Locking and completion: every engine call holds mtl_tm.lock.  The
+ * engine's callbacks only queue the request on mtl_tm.done; after the
+ * engine call, mtl_tm_unlock_and_complete() drops the lock and then fills
+ * in the MPI status and calls pml cm's completion callback.  So pml cm
+ * code (which may start new operations) never runs under the lock, and
+ * the engine never sees a call from inside itself.
+ *
+ * Errors: an engine error on a request (a peer that died, a failed
+ * read) becomes MPI_ERR_OTHER in the request's status; the engine reports
+ * a send to a dead peer through the soft HCA's RETRY_EXC completion.
  */
 #include "mtl_tm.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+#include "opal/datatype/opal_convertor.h"
+#include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
+#include "ompi/communicator/communicator.h"
+#include "ompi/message/message.h"
+#include "ompi/proc/proc.h"
+#include "ompi/request/request.h"
+#include "ompi/mca/mtl/base/mtl_base_datatype.h"
 
-enum {
-	ENTRY_SEND, ENTRY_ISEND, ENTRY_IRECV, ENTRY_IPROBE, ENTRY_IMPROBE,
-	ENTRY_IMRECV, ENTRY_CANCEL, ENTRY_MAX
-};
-
-static const char *const entry_names[ENTRY_MAX] = {
-	"send", "isend", "irecv", "iprobe", "improbe", "imrecv", "cancel",
-};
-
-/* Said once per entry point, so a looping program does not flood. */
-static int not_wired(int entry)
+static int tm_to_ompi(int rc)
 {
-	static volatile int said[ENTRY_MAX];
-
-	if (!said[entry]) {
-		said[entry] = 1;
-		opal_output(0, "mtl tm: %s is not wired to the matching engine yet: returning OMPI_ERR_NOT_SUPPORTED",
-			    entry_names[entry]);
+	switch (rc) {
+	case TM_OK: return OMPI_SUCCESS;
+	case TM_ERR_NO_MEMORY: return OMPI_ERR_OUT_OF_RESOURCE;
+	case TM_ERR_RANGE:
+	case TM_ERR_INVALID: return OMPI_ERR_BAD_PARAM;
+	case TM_ERR_UNSUPPORTED: return OMPI_ERR_NOT_SUPPORTED;
 	}
-	return OMPI_ERR_NOT_SUPPORTED;
+	return OMPI_ERROR;
+}
+
+static void free_pack(struct mtl_tm_request *req)
+{
+	if (req->pack_free)
+		free(req->pack_buf);
+	req->pack_buf = NULL;
+	req->pack_free = false;
+}
+
+/* Engine callbacks: run inside an engine call, under the lock. */
+static void send_cb(struct tm_send *s)
+{
+	struct mtl_tm_request *req = s->arg;
+
+	ucs_list_add_tail(&mtl_tm.done, &req->done_link);
+}
+
+static void recv_cb(struct tm_recv *r)
+{
+	struct mtl_tm_request *req = r->arg;
+
+	ucs_list_add_tail(&mtl_tm.done, &req->done_link);
+}
+
+static void complete_send(struct mtl_tm_request *req)
+{
+	int err = req->u.send.status == TM_REQ_OK ? OMPI_SUCCESS :
+		  MPI_ERR_OTHER;
+
+	free_pack(req);
+	req->error = err;
+	if (err != OMPI_SUCCESS)
+		opal_output_verbose(10, mtl_tm_output,
+				    "mtl tm: rank %u: send to peer %u failed",
+				    mtl_tm.my_vpid, req->u.send.peer);
+	/* pml cm does not reset a send's MPI_ERROR when it (re)starts one:
+	 * a recycled request would keep an old value */
+	if (req->super.ompi_req)
+		req->super.ompi_req->req_status.MPI_ERROR = err;
+	req->super.completion_callback(&req->super);
+}
+
+static void complete_recv(struct mtl_tm_request *req)
+{
+	struct tm_recv *r = &req->u.recv;
+	ompi_status_public_t *st = &req->super.ompi_req->req_status;
+	struct iovec iov;
+	uint32_t iov_count = 1;
+	size_t len;
+
+	switch (r->status) {
+	case TM_REQ_CANCELLED:
+		st->_cancelled = true;
+		break;
+	case TM_REQ_OK:
+	case TM_REQ_TRUNCATED:
+		st->MPI_SOURCE = r->env.src;
+		st->MPI_TAG = r->env.tag;
+		st->_ucount = r->recv_len;
+		st->MPI_ERROR = r->status == TM_REQ_TRUNCATED ?
+				MPI_ERR_TRUNCATE : OMPI_SUCCESS;
+		if (req->pack_free && r->recv_len) {
+			/* exactly what arrived: a truncated message fills the
+			 * packed buffer, never more */
+			iov.iov_base = req->pack_buf;
+			iov.iov_len = r->recv_len;
+			len = r->recv_len;
+			opal_convertor_unpack(req->convertor, &iov, &iov_count,
+					      &len);
+		}
+		break;
+	default:
+		st->MPI_SOURCE = r->env.src;
+		st->MPI_TAG = r->env.tag;
+		st->_ucount = 0;
+		st->MPI_ERROR = MPI_ERR_OTHER;
+		opal_output_verbose(10, mtl_tm_output,
+				    "mtl tm: rank %u: receive failed (peer %u)",
+				    mtl_tm.my_vpid, r->peer);
+		break;
+	}
+	free_pack(req);
+	req->super.completion_callback(&req->super);
+}
+
+/*
+ * Drops the lock taken for an engine call, then completes the requests
+ * the engine finished meanwhile (possibly ones started by other threads).
+ * Returns how many.
+ */
+int mtl_tm_unlock_and_complete(void)
+{
+	struct mtl_tm_request *req;
+	UCS_LIST_HEAD(list);
+	int n = 0;
+
+	ucs_list_splice_tail(&list, &mtl_tm.done);
+	ucs_list_head_init(&mtl_tm.done);
+	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+	while (!ucs_list_is_empty(&list)) {
+		/* off the list first: completion may free or reuse req */
+		req = ucs_list_extract_head(&list, struct mtl_tm_request,
+					    done_link);
+		if (req->kind == MTL_TM_REQ_SEND)
+			complete_send(req);
+		else
+			complete_recv(req);
+		n++;
+	}
+	return n;
+}
+
+/* The endpoint of rank `rank` of comm (remote group for intercomms). */
+static struct mtl_tm_endpoint *peer_ep(struct ompi_communicator_t *comm,
+				       int rank)
+{
+	ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
+	struct mtl_tm_endpoint *ep;
+
+	if (!proc)
+		return NULL;
+	ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+	if (!ep) {
+		/* a proc pml cm has not handed us yet: connect it now */
+		if (mtl_tm_add_procs(&mtl_tm.super, 1, &proc) != OMPI_SUCCESS)
+			return NULL;
+		ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+	}
+	return ep && ep->connected ? ep : NULL;
+}
+
+static int start_send(struct ompi_communicator_t *comm, int dest, int tag,
+		      struct opal_convertor_t *convertor,
+		      mca_pml_base_send_mode_t mode,
+		      struct mtl_tm_request *req)
+{
+	struct mtl_tm_endpoint *ep = peer_ep(comm, dest);
+	unsigned flags = 0;
+	void *buf;
+	size_t len;
+	bool free_after;
+	int rc;
+
+	if (!ep) {
+		opal_output(0, "mtl tm: rank %u: no connection to rank %d of %s",
+			    mtl_tm.my_vpid, dest, comm->c_name);
+		return OMPI_ERR_UNREACH;
+	}
+	rc = ompi_mtl_datatype_pack(convertor, &buf, &len, &free_after);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	/* Ready and buffered (already packed by pml cm) are standard sends
+	 * here; only synchronous needs the receiver's word. */
+	if (mode == MCA_PML_BASE_SEND_SYNCHRONOUS)
+		flags |= TM_SEND_SYNC;
+	req->kind = MTL_TM_REQ_SEND;
+	req->convertor = NULL;
+	req->pack_buf = buf;
+	req->pack_len = len;
+	req->pack_free = free_after;
+	req->done = false;
+	req->error = OMPI_SUCCESS;
+	req->u.send.cb = send_cb;
+	req->u.send.arg = req;
+
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	rc = tm_engine_isend(mtl_tm.eng, &req->u.send, ep->peer,
+			     ompi_comm_get_cid(comm), ompi_comm_rank(comm), tag,
+			     buf, len, NULL, flags);
+	mtl_tm_unlock_and_complete();
+	if (rc != TM_OK) {
+		free_pack(req);
+		opal_output_verbose(10, mtl_tm_output,
+				    "mtl tm: isend of %zu bytes to rank %d: %s",
+				    len, dest, tm_status_str(rc));
+		return tm_to_ompi(rc);
+	}
+	return OMPI_SUCCESS;
+}
+
+static void blocking_send_done(struct mca_mtl_request_t *mreq)
+{
+	((struct mtl_tm_request *)mreq)->done = true;
 }
 
 int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
@@ -58,7 +240,17 @@ int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
 		struct opal_convertor_t *convertor,
 		mca_pml_base_send_mode_t mode)
 {
-	return not_wired(ENTRY_SEND);
+	struct mtl_tm_request req;
+	int rc;
+
+	req.super.ompi_req = NULL;
+	req.super.completion_callback = blocking_send_done;
+	rc = start_send(comm, dest, tag, convertor, mode, &req);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	while (!req.done)
+		opal_progress();
+	return req.error;
 }
 
 int mtl_tm_isend(struct mca_mtl_base_module_t *mtl,
@@ -67,7 +259,29 @@ int mtl_tm_isend(struct mca_mtl_base_module_t *mtl,
 		 mca_pml_base_send_mode_t mode, bool blocking,
 		 mca_mtl_request_t *mtl_request)
 {
-	return not_wired(ENTRY_ISEND);
+	return start_send(comm, dest, tag, convertor, mode,
+			  (struct mtl_tm_request *)mtl_request);
+}
+
+/* Where a receive lands: the user's buffer, or a staging one to unpack. */
+static int prepare_recv(struct opal_convertor_t *convertor,
+			struct mtl_tm_request *req)
+{
+	bool free_on_error;
+	int rc;
+
+	rc = ompi_mtl_datatype_recv_buf(convertor, &req->pack_buf,
+					&req->pack_len, &free_on_error);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	if (free_on_error && !req->pack_buf)
+		return OMPI_ERR_OUT_OF_RESOURCE;
+	req->pack_free = free_on_error;
+	req->kind = MTL_TM_REQ_RECV;
+	req->convertor = convertor;
+	req->u.recv.cb = recv_cb;
+	req->u.recv.arg = req;
+	return OMPI_SUCCESS;
 }
 
 int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
@@ -75,15 +289,53 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 		 struct opal_convertor_t *convertor,
 		 mca_mtl_request_t *mtl_request)
 {
-	return not_wired(ENTRY_IRECV);
+	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
+	int rc;
+
+	rc = prepare_recv(convertor, req);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	rc = tm_engine_irecv(mtl_tm.eng, &req->u.recv, ompi_comm_get_cid(comm),
+			     src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
+			     tag == MPI_ANY_TAG ? TM_ANY_TAG : tag,
+			     req->pack_buf, req->pack_len, NULL);
+	mtl_tm_unlock_and_complete();
+	if (rc != TM_OK) {
+		free_pack(req);
+		return tm_to_ompi(rc);
+	}
+	return OMPI_SUCCESS;
+}
+
+static void probe_status(struct ompi_status_public_t *status,
+			 const struct tm_probe_info *info)
+{
+	if (status == MPI_STATUS_IGNORE)
+		return;
+	status->MPI_SOURCE = info->env.src;
+	status->MPI_TAG = info->env.tag;
+	status->MPI_ERROR = OMPI_SUCCESS;
+	status->_ucount = info->len;
 }
 
 int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,
 		  struct ompi_communicator_t *comm, int src, int tag,
 		  int *flag, struct ompi_status_public_t *status)
 {
-	*flag = 0;
-	return not_wired(ENTRY_IPROBE);
+	struct tm_probe_info info;
+	int rc;
+
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	rc = tm_engine_iprobe(mtl_tm.eng, ompi_comm_get_cid(comm),
+			      src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
+			      tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, &info);
+	mtl_tm_unlock_and_complete();
+	*flag = rc == TM_OK;
+	if (rc == TM_OK)
+		probe_status(status, &info);
+	return rc == TM_OK || rc == TM_ERR_NOT_FOUND ? OMPI_SUCCESS :
+	       tm_to_ompi(rc);
 }
 
 int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
@@ -91,8 +343,36 @@ int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
 		   int *matched, struct ompi_message_t **message,
 		   struct ompi_status_public_t *status)
 {
+	struct tm_probe_info info;
+	struct ompi_message_t *m;
+	struct tm_msg *msg = NULL;
+	int rc;
+
 	*matched = 0;
-	return not_wired(ENTRY_IMPROBE);
+	/* allocated first: once the engine hands the message over there is
+	 * no giving it back */
+	m = ompi_message_alloc();
+	if (!m)
+		return OMPI_ERR_OUT_OF_RESOURCE;
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	rc = tm_engine_improbe(mtl_tm.eng, ompi_comm_get_cid(comm),
+			       src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
+			       tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, &msg,
+			       &info);
+	mtl_tm_unlock_and_complete();
+	if (rc != TM_OK) {
+		ompi_message_return(m);
+		*message = MPI_MESSAGE_NULL;
+		return rc == TM_ERR_NOT_FOUND ? OMPI_SUCCESS : tm_to_ompi(rc);
+	}
+	m->comm = comm;
+	m->req_ptr = msg;
+	m->peer = info.env.src;
+	m->count = info.len;
+	*message = m;
+	*matched = 1;
+	probe_status(status, &info);
+	return OMPI_SUCCESS;
 }
 
 int mtl_tm_imrecv(struct mca_mtl_base_module_t *mtl,
@@ -100,11 +380,44 @@ int mtl_tm_imrecv(struct mca_mtl_base_module_t *mtl,
 		  struct ompi_message_t **message,
 		  mca_mtl_request_t *mtl_request)
 {
-	return not_wired(ENTRY_IMRECV);
+	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
+	struct tm_msg *msg = (*message)->req_ptr;
+	int rc;
+
+	rc = prepare_recv(convertor, req);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	rc = tm_engine_imrecv(mtl_tm.eng, &req->u.recv, msg, req->pack_buf,
+			      req->pack_len, NULL);
+	mtl_tm_unlock_and_complete();
+	if (rc != TM_OK) {
+		free_pack(req);
+		return tm_to_ompi(rc);
+	}
+	/* the engine owns the message now; the handle is spent */
+	ompi_message_return(*message);
+	*message = MPI_MESSAGE_NULL;
+	return OMPI_SUCCESS;
 }
 
+/*
+ * Receives: cancelled iff not yet matched; the engine completes the
+ * request either way (TM_REQ_CANCELLED or the message), possibly later,
+ * once the card confirmed.  Sends cannot be cancelled yet (the engine has
+ * no send-cancel protocol): like pml ob1, report success and let the send
+ * complete normally, so MPI_Test_cancelled says false.
+ */
 int mtl_tm_cancel(struct mca_mtl_base_module_t *mtl,
 		  mca_mtl_request_t *mtl_request, int flag)
 {
-	return not_wired(ENTRY_CANCEL);
+	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
+	int rc;
+
+	if (req->kind != MTL_TM_REQ_RECV)
+		return OMPI_SUCCESS;
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	rc = tm_engine_cancel_recv(mtl_tm.eng, &req->u.recv);
+	mtl_tm_unlock_and_complete();
+	return tm_to_ompi(rc);
 }
