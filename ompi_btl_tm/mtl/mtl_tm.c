@@ -373,6 +373,33 @@ static double now_sec(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* What the card did for this process, for mtl_tm_verbose >= 10. */
+static void log_stats(void)
+{
+	struct tm_engine_stats st;
+
+	if (mtl_tm_params.verbose < 10)
+		return;
+	tm_engine_get_stats(mtl_tm.eng, &st);
+	opal_output(mtl_tm_output,
+		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, syncs %llu, errors %llu",
+		    mtl_tm.my_vpid, (unsigned long long)st.recv_posted,
+		    (unsigned long long)st.recv_to_card,
+		    (unsigned long long)st.sw_matched_uq,
+		    (unsigned long long)st.sw_conflict,
+		    (unsigned long long)st.sw_list_full,
+		    (unsigned long long)st.sw_ops_full,
+		    (unsigned long long)st.sw_small_buf,
+		    (unsigned long long)st.card_matched,
+		    (unsigned long long)st.unexpected,
+		    (unsigned long long)st.rndv_card,
+		    (unsigned long long)st.rndv_sw,
+		    (unsigned long long)st.truncated,
+		    (unsigned long long)st.cancel_ok,
+		    (unsigned long long)st.syncs,
+		    (unsigned long long)st.errors);
+}
+
 /* How long finalize keeps driving the engine for work still in flight. */
 #define MTL_TM_DRAIN_SECONDS 5.0
 
@@ -403,6 +430,7 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 			opal_output_verbose(10, mtl_tm_output,
 					    "mtl tm: rank %u: finalize with work still in flight after %.0f s",
 					    mtl_tm.my_vpid, MTL_TM_DRAIN_SECONDS);
+		log_stats();
 		/* before the QPs go: the engine holds MRs and posts on them */
 		tm_engine_destroy(mtl_tm.eng);
 		mtl_tm.eng = NULL;

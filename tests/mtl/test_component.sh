@@ -5,9 +5,10 @@
 # own directory on mca_base_component_path) through ompi_info and mpirun:
 # it is listed, its parameters are, a plain mpirun keeps pml ob1, asking
 # for tm selects pml cm and MPI_Init/MPI_Finalize work over it, a missing
-# provider gives one message, and traffic fails cleanly while the data
-# path is not wired (a TODO point: it turns into an unexpected pass, which
-# fails the suite, once the engine is wired: then drop the TODO).
+# provider gives one message, and MPI point-to-point works over it
+# (ping-pong, mpi_p2p's feature checks, with threads, and on a squeezed
+# soft HCA: one tag, one list op, 2-packet rings, 256-byte MTU, random
+# card scheduling).
 set -u
 
 builddir=${top_builddir:-.}
@@ -39,7 +40,7 @@ if [ ! -f "$libs/mca_mtl_tm.so" ]; then
 	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"
 	exit 0
 fi
-echo "1..8"
+echo "1..10"
 
 ompi_info > "$tmp/info" 2>&1
 check "ompi_info lists mtl tm" grep -q 'MCA mtl: tm' "$tmp/info"
@@ -77,21 +78,31 @@ else
 		bash -c "[ \$(grep -c 'libibverbs lists no device' '$tmp/verbs') = 1 ]"
 fi
 
+# errors-return: an aborted rank would leave its soft HCA segment behind
 run "$tmp/pp" -np 2 --mca pml cm --mca mtl tm "$prog/mpi_pingpong" \
 	errors-return
 rc=$?
-check "unwired data path fails cleanly: error returned, says why, no hang" \
-	bash -c "[ $rc != 124 ] && grep -q 'not wired to the matching engine' '$tmp/pp' && grep -q 'MPI_Send failed' '$tmp/pp'"
+check "ping-pong over mtl tm" \
+	bash -c "[ $rc = 0 ] && [ \$(grep -c ': ok' '$tmp/pp') = 2 ]"
 
-# errors-return: an aborted rank would leave its soft HCA segment behind
-run "$tmp/pp2" -np 2 --mca pml cm --mca mtl tm "$prog/mpi_pingpong" \
-	errors-return
-rc=$?
-if [ $rc = 0 ] && [ "$(grep -c ': ok' "$tmp/pp2")" = 2 ]; then
-	ok "ping-pong over mtl tm # TODO data path not wired yet"
-else
-	notok "ping-pong over mtl tm # TODO data path not wired yet"
-fi
+p2p() { # p2p logfile np mpi_p2p-args...
+	local log=$1 np=$2; shift 2
+	run "$log" -np "$np" --mca pml cm --mca mtl tm "${extra[@]}" \
+		"$prog/mpi_p2p" "$@"
+	local rc=$?
+	[ $rc = 0 ] && grep -q 'all checks passed' "$log" &&
+		! grep -q FAIL "$log"
+}
+extra=()
+check "mpi_p2p over mtl tm (3 ranks): probe, mprobe, ssend, truncation, cancel, modes, datatypes, comms" \
+	p2p "$tmp/p2p" 3
+check "mpi_p2p threads over mtl tm (2 ranks, MPI_THREAD_MULTIPLE)" \
+	p2p "$tmp/p2p-threads" 2 threads
+extra=(--mca mtl_tm_softhca_max_num_tags 1 --mca mtl_tm_softhca_max_ops 1
+       --mca mtl_tm_softhca_ring_depth 2 --mca mtl_tm_softhca_mtu 256
+       --mca mtl_tm_softhca_sched random)
+check "mpi_p2p over a squeezed soft HCA (4 ranks; 1 tag, 1 op, ring 2, MTU 256, random scheduling)" \
+	p2p "$tmp/p2p-squeezed" 4
 
 for f in "$tmp"/*; do
 	case $f in */info|*/param) continue;; esac
