@@ -617,6 +617,30 @@ static void test_decision_order(void)
 	tap_check(n == 3 && wc[0].wr_id == 6 && is_unexpected(&wc[0]) && wc[1].wr_id == 4 &&
 		  (wc[1].wc_flags & MD) == MD && wc[2].wr_id == 5 && (wc[2].wc_flags & MD) == MD,
 		  "completions in card decision order: unexpected(C), A, B (n=%d)", n);
+	resync();
+
+	/*
+	 * An unexpected message whose last packet has not arrived holds back
+	 * a match decided after it: software must see the unexpected
+	 * arrival first, or it could hand the same receive out twice.
+	 */
+	add(0xB, ALL, tb, 64, 8);
+	pc = plain(7, 1024);
+	eager(0, 0xD, 0, 600, 76); /* unexpected, 3 packets at MTU 256 */
+	eager(1, 0xB, 0, 10, 77);  /* match on pair 1 */
+	n = sh_step_msg(&env, 0);
+	n += sh_step_msg(&env, 1);
+	tap_check(n == 2, "stepped: D's first packet, B");
+	n = sh_poll_all(env.b.cq, wc, 8);
+	tap_check(n == 0, "match B is held behind the incomplete unexpected D (n=%d)", n);
+	sh_flush(&env);
+	n = sh_poll_all(env.b.cq, wc, 8);
+	tap_check(n == 2 && wc[0].wr_id == 7 && is_unexpected(&wc[0]) &&
+		  wc[0].byte_len == SH_TMH_LEN + 600 && wc[1].wr_id == 8 &&
+		  (wc[1].wc_flags & MD) == MD,
+		  "after D's last packet: unexpected(D) then MATCH|DV(B) (n=%d)", n);
+	tap_check(sh_check(pc + SH_TMH_LEN, 600, 76) && sh_check(tb, 10, 77),
+		  "D and B payloads in place");
 	sh_env_close(&env);
 }
 
