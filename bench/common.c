@@ -208,10 +208,10 @@ static long agree(const struct bench_ctx *ctx, long v)
 }
 
 /*
- * Grows the iteration count until one run takes a fair part of a batch,
- * then sizes batches from the fastest per-iteration time seen.  The first
- * run is warm-up only (connection set-up, registration caches, page
- * faults); the fastest rather than the last estimate, so that one
+ * Grows the iteration count until a run takes a fair part of a batch, then
+ * sizes batches from the fastest per-iteration time seen.  The first run
+ * is warm-up only (connection set-up, registration caches, page faults),
+ * and at least two runs count, the fastest winning, so that one
  * descheduled run does not shrink every batch to a handful of iterations.
  */
 static long calibrate(const struct bench_ctx *ctx, bench_kernel kernel,
@@ -227,12 +227,13 @@ static long calibrate(const struct bench_ctx *ctx, bench_kernel kernel,
 		if (ctx->rank == 0 && run > 0 && t >= MIN_TIMED_SEC &&
 		    (best == 0 || t / iters < best))
 			best = t / iters;
-		if (ctx->rank == 0 && (run == 0 || t < goal) &&
+		if (ctx->rank == 0 && !(run >= 2 && t >= goal) &&
 		    iters < MAX_ITERS) {
 			double f = (t > 0) ? goal / t * 1.5 : 16;
 
 			f = f < 2 ? 2 : (f > 16 ? 16 : f);
-			next = run == 0 ? iters : (long)(iters * f);
+			/* Warm-up, or long enough already: run it again. */
+			next = (run == 0 || t >= goal) ? iters : (long)(iters * f);
 		}
 		if (ctx->rank == 0 && next == 0) {
 			long n = best > 0 ? (long)(batch_sec / best) : 1;
