@@ -68,6 +68,21 @@ static void sq_complete(struct sh_qp *qp, enum ibv_wc_status status)
 
 /* ---- errors ---------------------------------------------------------- */
 
+/* A WR posted to a QP in the error state completes flushed, as on RC. */
+static void flush_wr(struct sh_qp *qp, struct sh_cq *cq, uint64_t wr_id,
+		     enum ibv_wc_opcode opcode)
+{
+	struct sh_cqe cqe = {
+		.wr_id = wr_id,
+		.status = IBV_WC_WR_FLUSH_ERR,
+		.opcode = opcode,
+		.qp_num = qp->qp.qp_num,
+		.release_handle = -1,
+	};
+
+	sh_cq_push(cq, &cqe);
+}
+
 static void rx_abort(struct sh_qp *qp)
 {
 	struct sh_rx *rx = &qp->rx;
@@ -427,6 +442,11 @@ int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	for (; wr; wr = wr->next) {
 		uint32_t len;
 
+		if (qp->qp.state == IBV_QPS_ERR) {
+			flush_wr(qp, qp->scq, wr->wr_id, wr->opcode == IBV_WR_RDMA_READ
+				 ? IBV_WC_RDMA_READ : IBV_WC_SEND);
+			continue;
+		}
 		if (qp->qp.state != IBV_QPS_RTS || wr->num_sge < 0 ||
 		    (uint32_t)wr->num_sge > SH_MAX_SGE ||
 		    (wr->opcode != IBV_WR_SEND &&
@@ -484,6 +504,12 @@ int sh_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		return EINVAL;
 	}
 	pthread_mutex_lock(&qp->ctx->lock);
+	if (qp->qp.state == IBV_QPS_ERR) {
+		for (; wr; wr = wr->next)
+			flush_wr(qp, qp->rcq, wr->wr_id, IBV_WC_RECV);
+		pthread_mutex_unlock(&qp->ctx->lock);
+		return 0;
+	}
 	err = sh_rq_post(&qp->rq, qp->max_recv_wr, SH_MAX_SGE, wr, bad);
 	sh_card_progress(qp->ctx);
 	pthread_mutex_unlock(&qp->ctx->lock);
