@@ -50,7 +50,7 @@ struct tm_msg {
 	uint32_t app;
 	uint32_t peer;
 	int rndv;
-	uint8_t hdr[32];   /* TMH+RVH of a rendezvous request */
+	uint8_t hdr[32] __attribute__((aligned(8))); /* TMH+RVH of a RNDV */
 	uint8_t data[];    /* eager payload */
 };
 
@@ -63,7 +63,7 @@ struct tm_tx {
 	struct tm_send *send;
 	struct tm_recv *recv;
 	uint32_t hdr_len;
-	uint8_t hdr[32];
+	uint8_t hdr[32] __attribute__((aligned(8))); /* read as ibv_tmh */
 };
 
 struct tm_op {

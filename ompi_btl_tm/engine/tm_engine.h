@@ -207,7 +207,7 @@ struct tm_recv {
 	uint64_t rd_va;
 	uint32_t rd_rkey;
 	uint32_t rd_len;
-	uint8_t hdr[32];         /* TMH+RVH of a software rendezvous */
+	uint8_t hdr[32] __attribute__((aligned(8))); /* TMH+RVH, sw rndv */
 };
 
 /* ---- Send request (caller storage) ---------------------------------- */
