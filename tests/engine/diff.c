@@ -772,7 +772,7 @@ static void cfg_print(const struct dcfg *c, uint64_t seed, char *out,
 }
 
 /* Runs seeds until n runs pass or one fails; returns the failing seed+1. */
-static void totals(void)
+static __attribute__((unused)) void totals(void)
 {
 	tap_diag("recvs %lu sends %lu card-matched %lu claimed %lu cancelled %lu late-cancel %lu conflict %lu full %lu sw-rndv %lu syncs %lu",
 		 (unsigned long)S.t_recvs, (unsigned long)S.t_sends,
@@ -782,7 +782,7 @@ static void totals(void)
 		 (unsigned long)S.t_rndv_sw, (unsigned long)S.t_syncs);
 }
 
-static uint64_t run_many(const struct dcfg *c, uint64_t seed0, int n)
+static __attribute__((unused)) uint64_t run_many(const struct dcfg *c, uint64_t seed0, int n)
 {
 	char buf[256];
 	int i;
