@@ -56,7 +56,7 @@ int tm_mq_init(struct tm_mq *mq)
 	int k;
 
 	mq->free_buckets = NULL;
-	mq->nrecvs = mq->nmsgs = mq->nsw_held = 0;
+	mq->nrecvs = mq->nmsgs = mq->nsw_held = mq->nempty = 0;
 	for (k = 0; k < TM_MQ_NKINDS; k++) {
 		mq->table[k] = kh_init(tm_mqb);
 		if (!mq->table[k])
@@ -123,19 +123,47 @@ static struct tm_mq_bucket *bucket_get(struct tm_mq *mq, int kind,
 	return b;
 }
 
-/* Frees b if nothing refers to it any more. */
+static int bucket_empty(struct tm_mq_bucket *b)
+{
+	return ucs_list_is_empty(&b->recvs) && ucs_list_is_empty(&b->msgs) &&
+	       !b->sw_own && !b->sw_sub && !b->sw_anysrc && !b->sw_anytag;
+}
+
+/* Deletes every empty bucket: O(table), run when empties outnumber. */
+static void sweep(struct tm_mq *mq)
+{
+	struct tm_mq_bucket *b;
+	khiter_t it;
+	int k;
+
+	for (k = 0; k < TM_MQ_NKINDS; k++) {
+		for (it = kh_begin(table(mq, k)); it != kh_end(table(mq, k));
+		     it++) {
+			if (!kh_exist(table(mq, k), it))
+				continue;
+			b = kh_value(table(mq, k), it);
+			if (!bucket_empty(b))
+				continue;
+			kh_del(tm_mqb, table(mq, k), it);
+			b->next_free = mq->free_buckets;
+			mq->free_buckets = b;
+		}
+	}
+	mq->nempty = 0;
+}
+
+/*
+ * Called when b may have become empty.  Empty buckets stay in the table
+ * (a key that comes and goes costs no hash insert/delete, whose tombstones
+ * would force periodic rehashing); they are swept in bulk once there are
+ * more of them than entries, so memory stays proportional to the queues.
+ */
 static void bucket_put(struct tm_mq *mq, struct tm_mq_bucket *b)
 {
-	khiter_t it;
-
-	if (!b || !ucs_list_is_empty(&b->recvs) ||
-	    !ucs_list_is_empty(&b->msgs) || b->sw_own || b->sw_sub ||
-	    b->sw_anysrc || b->sw_anytag)
+	if (!b || !bucket_empty(b))
 		return;
-	it = kh_get(tm_mqb, table(mq, b->kind), b->key);
-	kh_del(tm_mqb, table(mq, b->kind), it);
-	b->next_free = mq->free_buckets;
-	mq->free_buckets = b;
+	if (++mq->nempty > 1024 + mq->nrecvs + mq->nmsgs)
+		sweep(mq);
 }
 
 /*

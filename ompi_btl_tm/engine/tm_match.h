@@ -30,7 +30,8 @@
  *  - a new receive takes the head of the one bucket of messages keyed by
  *    its own kind: O(1) (all messages in that list are acceptable to it, in
  *    arrival order).
- * Removal is O(1) (doubly linked lists); empty buckets are freed.
+ * Removal is O(1) (doubly linked lists); empty buckets are swept in bulk
+ * (amortised O(1)) once they outnumber the queued entries.
  *
  * Prefix rule support: a receive can be marked "software-held"; counters in
  * the buckets track, per key, how many software-held receives of each kind
@@ -140,6 +141,7 @@ struct tm_mq {
 	uint64_t nrecvs;
 	uint64_t nmsgs;
 	uint64_t nsw_held;
+	uint64_t nempty;  /* bucket_put calls since the last sweep */
 };
 
 int tm_mq_init(struct tm_mq *mq);
