@@ -251,16 +251,17 @@ static void loop(int iters)
 {
 	mt_set_phase("6 post/cancel loop");
 	if (mt_rank == 0) {
-		char buf[256], junk[16];
+		char buf[256], junk[64];
 		int got = 0;
 
 		for (int i = 0; i < iters; i++) {
 			MPI_Request r[3];
 			MPI_Status st;
 
-			MT_CALL(MPI_Irecv(junk, 16, MPI_BYTE, 1, 1000 + i % 50,
+			/* 64 B: large enough to go to a card's list */
+			MT_CALL(MPI_Irecv(junk, 64, MPI_BYTE, 1, 1000 + i % 50,
 					  comm, &r[0]));
-			MT_CALL(MPI_Irecv(junk, 16, MPI_BYTE, MPI_ANY_SOURCE,
+			MT_CALL(MPI_Irecv(junk, 64, MPI_BYTE, MPI_ANY_SOURCE,
 					  2000, comm, &r[1]));
 			MT_CALL(MPI_Cancel(&r[i % 2]));
 			MT_CALL(mt_wait(&r[i % 2], &st, "cancelled receive"));

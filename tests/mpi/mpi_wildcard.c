@@ -6,12 +6,12 @@
  * Rank 0 runs a script of steps, made up as it goes (from the seed):
  *   POST  rank 0 posts MPI_Irecv(source or ANY_SOURCE, tag or ANY_TAG);
  *   BATCH rank 0 tells sender s (a token on another communicator) to send
- *         a few messages (MPI_Isend / MPI_Issend, tags 1..3, the last one
- *         with the batch's own tag, sizes 0 B .. 70 KB: eager and
- *         rendezvous), then waits until they are there: every receive
- *         they matched completes, and if the last one is unexpected,
- *         MPI_Iprobe finds it by its own tag (a sender's messages are not
- *         overtaken, so the earlier ones are there as well).
+ *         a few messages (MPI_Isend / MPI_Issend, tags 1..3, sizes 0 B ..
+ *         70 KB: eager and rendezvous), then waits until they are there:
+ *         every receive they matched completes, and if the last one is
+ *         unexpected (it then carries the batch's own tag), MPI_Iprobe
+ *         finds it by that tag (a sender's messages are not overtaken, so
+ *         the earlier ones are there as well).
  * Alongside, rank 0 keeps a reference matcher: the pending receives in
  * post order and, per sender, its unexpected messages in send order.
  *   - A message that arrives takes the earliest-posted pending receive
@@ -27,7 +27,8 @@
  * byte are checked.  At the end, pending receives get a message each and
  * leftover messages an exact receive each, so everything completes.
  *
- * Scripts: one written out by hand, then random ones biased to the
+ * Scripts: one written out by hand; rounds of receives posted and then
+ * messages made for them (the expected path); random ones biased to the
  * expected path, to the unexpected path, and evenly mixed.
  */
 #include "mpitest.h"
@@ -252,17 +253,24 @@ static void batch_tags(int s, int n, const int *tags, const int *szs,
 
 		msgs[m] = (struct msg){
 			.src = s,
-			.tag = !keep_tags && (i == n - 1 || !tags[i]) ?
-				       100 + b : tags[i],
+			.tag = !keep_tags && !tags[i] ? 100 + b : tags[i],
 			.seq = next_seq[s]++,
 			.size = szs[i],
 			.recv = -1,
 		};
-		tok[2 + 2 * i] = msgs[m].tag;
-		tok[3 + 2 * i] = msgs[m].size;
 		for (j = 0; j < npend; j++)
 			if (accepts(&rcvs[pend[j]], &msgs[m]))
 				break;
+		if (!keep_tags && i == n - 1 && j == npend) {
+			/* the last one waits unexpected: give it the batch's
+			 * own tag, so that MPI_Iprobe can tell it is there */
+			msgs[m].tag = 100 + b;
+			for (j = 0; j < npend; j++)
+				if (accepts(&rcvs[pend[j]], &msgs[m]))
+					break;
+		}
+		tok[2 + 2 * i] = msgs[m].tag;
+		tok[3 + 2 * i] = msgs[m].size;
 		if (j < npend) {
 			match(pend[j], m);
 			memmove(&pend[j], &pend[j + 1],
@@ -410,8 +418,13 @@ static void fixed_script(void)
 	post(1, 2);
 }
 
-/* A random script: p_post is the chance (percent) that a step is a POST. */
-static void random_script(uint64_t *rng, int nstep, int p_post)
+/*
+ * A random script: p_post is the chance (percent) that a step is a POST;
+ * with aim, most messages are made for a pending receive (a tag that one
+ * of them accepts), so that they meet posted receives (the expected path)
+ * and wildcards posted earlier compete with specific receives posted later.
+ */
+static void random_script(uint64_t *rng, int nstep, int p_post, int aim)
 {
 	for (int i = 0; i < nstep; i++) {
 		if ((int)(mt_rand(rng) % 100) < p_post) {
@@ -434,6 +447,64 @@ static void random_script(uint64_t *rng, int nstep, int p_post)
 			for (int k = 0; k < n; k++) {
 				tags[k] = 1 + (int)(mt_rand(rng) % 3);
 				szs[k] = msizes[mt_rand(rng) % NMSIZES];
+				if (aim && npend > 0 &&
+				    mt_rand(rng) % 100 < 80) {
+					const struct rcv *q =
+						&rcvs[pend[mt_rand(rng) %
+							   npend]];
+
+					if ((q->src == s ||
+					     q->src == MPI_ANY_SOURCE) &&
+					    q->tag != MPI_ANY_TAG)
+						tags[k] = q->tag;
+				}
+			}
+			batch(s, n, tags, szs);
+		}
+	}
+}
+
+/*
+ * Expected-path script: rounds of a few receives posted (wildcards and
+ * specific ones mixed), then messages made for them until none is left
+ * pending: each message meets the earliest posted receive that accepts
+ * it, which is often not the one it was made for.
+ */
+static void expected_script(uint64_t *rng, int rounds)
+{
+	for (int round = 0; round < rounds; round++) {
+		int k = 1 + (int)(mt_rand(rng) % 8);
+
+		for (int i = 0; i < k; i++) {
+			int src = mt_rand(rng) % 100 < 40 ?
+					  MPI_ANY_SOURCE :
+					  1 + (int)(mt_rand(rng) %
+						    (mt_size - 1));
+			int tag = mt_rand(rng) % 100 < 40 ?
+					  MPI_ANY_TAG :
+					  1 + (int)(mt_rand(rng) % 3);
+
+			post(src, tag);
+		}
+		for (int tries = 0; npend > 0 && tries < 20; tries++) {
+			const struct rcv *q =
+				&rcvs[pend[mt_rand(rng) % npend]];
+			int s = q->src != MPI_ANY_SOURCE ?
+					q->src :
+					1 + (int)(mt_rand(rng) % (mt_size - 1));
+			int n = 1 + (int)(mt_rand(rng) % 4), tags[4], szs[4];
+
+			for (int j = 0; j < n; j++) {
+				const struct rcv *p =
+					&rcvs[pend[mt_rand(rng) % npend]];
+
+				tags[j] = p->tag != MPI_ANY_TAG &&
+							  (p->src == s ||
+							   p->src ==
+								   MPI_ANY_SOURCE) ?
+						  p->tag :
+						  1 + (int)(mt_rand(rng) % 3);
+				szs[j] = msizes[mt_rand(rng) % NMSIZES];
 			}
 			batch(s, n, tags, szs);
 		}
@@ -444,11 +515,11 @@ int main(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
-		int nstep, p_post;
+		int nstep, p_post, aim;
 	} kinds[] = {
-		{ "random script, mostly expected", 150, 70 },
-		{ "random script, mostly unexpected", 150, 25 },
-		{ "random script, mixed", 200, 50 },
+		{ "random script, mostly expected", 150, 70, 1 },
+		{ "random script, mostly unexpected", 150, 25, 0 },
+		{ "random script, mixed", 200, 50, 1 },
 	};
 	uint64_t rng;
 	int te = 0, tu = 0, tc = 0;
@@ -460,19 +531,22 @@ int main(int argc, char **argv)
 	data = mt_dup(MPI_COMM_WORLD);
 	ctl = mt_dup(MPI_COMM_WORLD);
 
-	for (int k = -1; k < 3; k++) {
-		const char *name = k < 0 ? "hand-written script" :
-					   kinds[k].name;
+	for (int k = -2; k < 3; k++) {
+		const char *name = k == -2 ? "hand-written script" :
+				   k == -1 ? "expected-path script" :
+					     kinds[k].name;
 		int wild_src = 0, wild_tag = 0;
 
 		mt_set_phase("%s", name);
 		if (mt_rank == 0) {
 			begin(name);
-			if (k < 0)
+			if (k == -2)
 				fixed_script();
+			else if (k == -1)
+				expected_script(&rng, 40);
 			else
 				random_script(&rng, kinds[k].nstep,
-					      kinds[k].p_post);
+					      kinds[k].p_post, kinds[k].aim);
 			for (int r = 0; r < nrcvs; r++) {
 				wild_src += rcvs[r].src == MPI_ANY_SOURCE;
 				wild_tag += rcvs[r].tag == MPI_ANY_TAG;
