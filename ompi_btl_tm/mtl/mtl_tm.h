@@ -136,6 +136,8 @@ struct mtl_tm_request {
 		struct tm_recv recv;
 	} u;
 	int kind;                /* enum mtl_tm_req_kind */
+	bool detached;           /* a buffered send's own request: freed at
+				  * completion (mtl_tm_data.c) */
 	ucs_list_link_t done_link; /* on mtl_tm.done */
 	struct opal_convertor_t *convertor; /* receive: where to unpack */
 	void *pack_buf;          /* non-contiguous datatype staging */

@@ -11,8 +11,14 @@
  *
  * Data: a contiguous buffer goes to the engine as is; any other datatype
  * is packed into (sends) or received through (receives) a temporary
- * buffer, unpacked at completion.  pml cm packs buffered sends itself and
- * hands them over as an ordinary isend.
+ * buffer, unpacked at completion.
+ *
+ * Buffered sends: pml cm packs them into the attached buffer and calls
+ * isend, but then completes its request at once, without waiting for the
+ * MTL, and may restart it (MPI_Bsend_init) while the first send is still in
+ * flight, or free the attached-buffer space when our completion comes.
+ * So a buffered send gets a request and a copy of its data of our own,
+ * and pml cm's request is completed before isend returns.
  *
  * Locking and completion: every engine call holds mtl_tm.lock.  The
  * engine's callbacks only queue the request on mtl_tm.done; after the
@@ -76,6 +82,17 @@ static void recv_cb(struct tm_recv *r)
 
 static void complete_send(struct mtl_tm_request *req)
 {
+	if (req->detached) {
+		/* a buffered send's own copy: nobody waits for it */
+		if (req->u.send.status != TM_REQ_OK)
+			opal_output_verbose(10, mtl_tm_output,
+					    "mtl tm: rank %u: buffered send to peer %u failed",
+					    mtl_tm.my_vpid, req->u.send.peer);
+		free_pack(req);
+		free(req);
+		return;
+	}
+
 	int err = req->u.send.status == TM_REQ_OK ? OMPI_SUCCESS :
 		  MPI_ERR_OTHER;
 
@@ -181,39 +198,33 @@ static struct mtl_tm_endpoint *peer_ep(struct ompi_communicator_t *comm,
 	return ep && ep->connected ? ep : NULL;
 }
 
-static int start_send(struct ompi_communicator_t *comm, int dest, int tag,
-		      struct opal_convertor_t *convertor,
-		      mca_pml_base_send_mode_t mode,
-		      struct mtl_tm_request *req)
+/*
+ * Hands (buf, len) to the engine on req.  req owns buf from here if
+ * pack_free (freed at completion, or here on failure).
+ */
+static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
+		     void *buf, size_t len, bool pack_free, unsigned flags,
+		     bool detached, struct mtl_tm_request *req)
 {
 	struct mtl_tm_endpoint *ep = peer_ep(comm, dest);
-	unsigned flags = 0;
-	void *buf;
-	size_t len;
-	bool free_after;
 	int rc;
 
-	if (!ep) {
-		opal_output(0, "mtl tm: rank %u: no connection to rank %d of %s",
-			    mtl_tm.my_vpid, dest, comm->c_name);
-		return OMPI_ERR_UNREACH;
-	}
-	rc = ompi_mtl_datatype_pack(convertor, &buf, &len, &free_after);
-	if (rc != OMPI_SUCCESS)
-		return rc;
-	/* Ready and buffered (already packed by pml cm) are standard sends
-	 * here; only synchronous needs the receiver's word. */
-	if (mode == MCA_PML_BASE_SEND_SYNCHRONOUS)
-		flags |= TM_SEND_SYNC;
 	req->kind = MTL_TM_REQ_SEND;
+	req->detached = detached;
 	req->convertor = NULL;
 	req->pack_buf = buf;
 	req->pack_len = len;
-	req->pack_free = free_after;
+	req->pack_free = pack_free;
 	req->done = false;
 	req->error = OMPI_SUCCESS;
 	req->u.send.cb = send_cb;
 	req->u.send.arg = req;
+	if (!ep) {
+		free_pack(req);
+		opal_output(0, "mtl tm: rank %u: no connection to rank %d of %s",
+			    mtl_tm.my_vpid, dest, comm->c_name);
+		return OMPI_ERR_UNREACH;
+	}
 
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_isend(mtl_tm.eng, &req->u.send, ep->peer,
@@ -228,6 +239,26 @@ static int start_send(struct ompi_communicator_t *comm, int dest, int tag,
 		return tm_to_ompi(rc);
 	}
 	return OMPI_SUCCESS;
+}
+
+static int start_send(struct ompi_communicator_t *comm, int dest, int tag,
+		      struct opal_convertor_t *convertor,
+		      mca_pml_base_send_mode_t mode,
+		      struct mtl_tm_request *req)
+{
+	void *buf;
+	size_t len;
+	bool free_after;
+	int rc;
+
+	rc = ompi_mtl_datatype_pack(convertor, &buf, &len, &free_after);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	/* Ready sends are standard ones here; only synchronous needs the
+	 * receiver's word. */
+	return post_send(comm, dest, tag, buf, len, free_after,
+			 mode == MCA_PML_BASE_SEND_SYNCHRONOUS ? TM_SEND_SYNC : 0,
+			 false, req);
 }
 
 static void blocking_send_done(struct mca_mtl_request_t *mreq)
@@ -253,12 +284,52 @@ int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
 	return req.error;
 }
 
+/* See "Buffered sends" at the top. */
+static int start_buffered(struct ompi_communicator_t *comm, int dest,
+			  int tag, struct opal_convertor_t *convertor,
+			  mca_mtl_request_t *mtl_request)
+{
+	struct mtl_tm_request *own = malloc(sizeof(*own));
+	void *copy = NULL;
+	size_t len;
+	int rc;
+
+	if (!own)
+		return OMPI_ERR_OUT_OF_RESOURCE;
+	opal_convertor_get_packed_size(convertor, &len);
+	if (len) {
+		struct iovec iov;
+		uint32_t iov_count = 1;
+
+		copy = malloc(len);
+		if (!copy) {
+			free(own);
+			return OMPI_ERR_OUT_OF_RESOURCE;
+		}
+		iov.iov_base = copy;
+		iov.iov_len = len;
+		opal_convertor_pack(convertor, &iov, &iov_count, &len);
+	}
+	own->super.ompi_req = NULL;
+	own->super.completion_callback = NULL;
+	rc = post_send(comm, dest, tag, copy, len, copy != NULL, 0, true, own);
+	if (rc != OMPI_SUCCESS) {
+		free(own);
+		return rc;
+	}
+	mtl_request->ompi_req->req_status.MPI_ERROR = OMPI_SUCCESS;
+	mtl_request->completion_callback(mtl_request);
+	return OMPI_SUCCESS;
+}
+
 int mtl_tm_isend(struct mca_mtl_base_module_t *mtl,
 		 struct ompi_communicator_t *comm, int dest, int tag,
 		 struct opal_convertor_t *convertor,
 		 mca_pml_base_send_mode_t mode, bool blocking,
 		 mca_mtl_request_t *mtl_request)
 {
+	if (mode == MCA_PML_BASE_SEND_BUFFERED)
+		return start_buffered(comm, dest, tag, convertor, mtl_request);
 	return start_send(comm, dest, tag, convertor, mode,
 			  (struct mtl_tm_request *)mtl_request);
 }
