@@ -363,8 +363,8 @@ static void send_cancel(void)
 				   MPI_STATUS_IGNORE));
 		MT_CHECK(!f, "send cancel: a message is left over (a cancelled send delivered?)");
 		if (slow)
-			mt_note("%d cancelled rendezvous send(s) not cancelled and still waiting for the receiver after 0.1 s (MPI says MPI_Wait after MPI_Cancel is local; Open MPI ob1 does not cancel sends): tolerated",
-				slow);
+			mt_note("%d cancelled rendezvous send(s) not cancelled and still waiting for the receiver after 0.1 s (MPI says MPI_Wait after MPI_Cancel is local; this pml/mtl%s%s does not cancel sends, as Open MPI's ob1 does not): tolerated",
+				slow, *mt_config() ? " = " : "", mt_config());
 	}
 	MT_CALL(MPI_Bcast(&ncanc, 1, MPI_INT, 0, MPI_COMM_WORLD));
 	MT_CALL(MPI_Bcast(&nrecv, 1, MPI_INT, 0, MPI_COMM_WORLD));
