@@ -143,6 +143,10 @@ struct mtl_tm_request {
 	void *pack_buf;          /* non-contiguous datatype staging */
 	size_t pack_len;
 	bool pack_free;
+	/* a small receive lands here first (mtl_tm_data.c); 64 bytes hold
+	 * the tag and rendezvous headers the engine wants room for */
+	bool staged;
+	uint8_t small[64];
 	/* blocking send (no ompi request): result, set at completion */
 	volatile bool done;
 	int error;

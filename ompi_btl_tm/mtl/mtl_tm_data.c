@@ -20,6 +20,15 @@
  * So a buffered send gets a request and a copy of its data of our own,
  * and pml cm's request is completed before isend returns.
  *
+ * Small receives: the engine keeps a receive whose buffer cannot hold
+ * the tag and rendezvous headers in software (it could not finish a
+ * truncated rendezvous otherwise), and the prefix rule then keeps every
+ * later receive that could take the same message off the card too.  Tiny
+ * receives are the common case (barriers are zero-byte messages), so a
+ * receive of fewer than sizeof(small) bytes lands in a staging area in the
+ * request and is copied (or unpacked) out at completion; the MTL works
+ * out truncation against the user's length from the full message length.
+ *
  * Locking and completion: every engine call holds mtl_tm.lock.  The
  * engine's callbacks only queue the request on mtl_tm.done; after the
  * engine call, mtl_tm_unlock_and_complete() drops the lock and then fills
@@ -115,7 +124,9 @@ static void complete_recv(struct mtl_tm_request *req)
 	ompi_status_public_t *st = &req->super.ompi_req->req_status;
 	struct iovec iov;
 	uint32_t iov_count = 1;
-	size_t len;
+	size_t len, got;
+	void *from;
+	bool trunc;
 
 	switch (r->status) {
 	case TM_REQ_CANCELLED:
@@ -125,15 +136,27 @@ static void complete_recv(struct mtl_tm_request *req)
 	case TM_REQ_TRUNCATED:
 		st->MPI_SOURCE = r->env.src;
 		st->MPI_TAG = r->env.tag;
-		st->_ucount = r->recv_len;
-		st->MPI_ERROR = r->status == TM_REQ_TRUNCATED ?
-				MPI_ERR_TRUNCATE : OMPI_SUCCESS;
-		if (req->pack_free && r->recv_len) {
+		from = req->pack_buf;
+		got = r->recv_len;
+		trunc = r->status == TM_REQ_TRUNCATED;
+		if (req->staged) {
+			/* the engine filled the staging area; the user's
+			 * buffer is pack_len bytes */
+			from = req->small;
+			got = r->msg_len < req->pack_len ? r->msg_len :
+			      req->pack_len;
+			trunc = r->msg_len > req->pack_len;
+			if (!req->pack_free && got)
+				memcpy(req->pack_buf, req->small, got);
+		}
+		st->_ucount = got;
+		st->MPI_ERROR = trunc ? MPI_ERR_TRUNCATE : OMPI_SUCCESS;
+		if (req->pack_free && got) {
 			/* exactly what arrived: a truncated message fills the
 			 * packed buffer, never more */
-			iov.iov_base = req->pack_buf;
-			iov.iov_len = r->recv_len;
-			len = r->recv_len;
+			iov.iov_base = from;
+			iov.iov_len = got;
+			len = got;
 			opal_convertor_unpack(req->convertor, &iov, &iov_count,
 					      &len);
 		}
@@ -348,6 +371,7 @@ static int prepare_recv(struct opal_convertor_t *convertor,
 	if (free_on_error && !req->pack_buf)
 		return OMPI_ERR_OUT_OF_RESOURCE;
 	req->pack_free = free_on_error;
+	req->staged = false;
 	req->kind = MTL_TM_REQ_RECV;
 	req->convertor = convertor;
 	req->u.recv.cb = recv_cb;
@@ -363,14 +387,25 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
 	int rc;
 
+	void *buf;
+	size_t len;
+
 	rc = prepare_recv(convertor, req);
 	if (rc != OMPI_SUCCESS)
 		return rc;
+	buf = req->pack_buf;
+	len = req->pack_len;
+	if (len < sizeof(req->small)) {
+		/* See "Small receives" at the top. */
+		req->staged = true;
+		buf = req->small;
+		len = sizeof(req->small);
+	}
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_irecv(mtl_tm.eng, &req->u.recv, ompi_comm_get_cid(comm),
 			     src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
-			     tag == MPI_ANY_TAG ? TM_ANY_TAG : tag,
-			     req->pack_buf, req->pack_len, NULL);
+			     tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, buf, len,
+			     NULL);
 	mtl_tm_unlock_and_complete();
 	if (rc != TM_OK) {
 		free_pack(req);

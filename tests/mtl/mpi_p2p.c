@@ -215,12 +215,15 @@ static void t_ssend(void)
  * nothing written past the buffer. */
 static void t_truncate(void)
 {
-	const int counts[2] = { 100, 40000 };
+	/* 6 and 20 ints: receives the MTL stages (under 64 bytes), the
+	 * message shorter and longer than the staging area */
+	const int counts[4] = { 6, 20, 100, 40000 };
+	MPI_Datatype vec;
 	MPI_Comm comm;
 
 	CALL(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
 	CALL(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
-	for (int k = 0; k < 2; k++) {
+	for (int k = 0; k < 4; k++) {
 		int n = counts[k], *buf = malloc(n * sizeof(int));
 
 		if (rank == 1) {
@@ -251,8 +254,46 @@ static void t_truncate(void)
 		}
 		free(buf);
 	}
+	/* small strided receives: 3 ints fit, 5 ints are truncated to 3 */
+	CALL(MPI_Type_vector(1, 1, 2, MPI_INT, &vec));
+	CALL(MPI_Type_create_resized(vec, 0, 2 * sizeof(int), &vec));
+	CALL(MPI_Type_commit(&vec));
+	for (int k = 0; k < 2; k++) {
+		int n = k ? 5 : 3, buf[10];
+
+		if (rank == 1) {
+			fill(buf, n, 45 + k);
+			CALL(MPI_Send(buf, n, MPI_INT, 0, 46, comm));
+		} else if (rank == 0) {
+			MPI_Request req;
+			MPI_Status st;
+			int rc, cls = MPI_SUCCESS, got;
+
+			for (int i = 0; i < 10; i++)
+				buf[i] = -7;
+			CALL(MPI_Irecv(buf, 3, vec, 1, 46, comm, &req));
+			rc = MPI_Wait(&req, &st);
+			if (rc != MPI_SUCCESS)
+				MPI_Error_class(rc, &cls);
+			if (k ? cls != MPI_ERR_TRUNCATE : rc != MPI_SUCCESS)
+				FAIL("small strided receive of %d ints: error class %d",
+				     n, cls);
+			MPI_Get_count(&st, MPI_INT, &got);
+			if (got != 3 && !(ob1_counts && got == n))
+				FAIL("small strided receive of %d ints: count %d",
+				     n, got);
+			for (int i = 0; i < 10; i++)
+				if (buf[i] != (i % 2 || i >= 6 ? -7 :
+					       (45 + k) * 1000003 + i / 2)) {
+					FAIL("small strided receive of %d ints: int %d is %d",
+					     n, i, buf[i]);
+					break;
+				}
+		}
+	}
+	CALL(MPI_Type_free(&vec));
 	CALL(MPI_Comm_free(&comm));
-	checked("truncation (eager, rendezvous): MPI_ERR_TRUNCATE, count = buffer, nothing past it");
+	checked("truncation (small, staged, eager, rendezvous; small strided): MPI_ERR_TRUNCATE, count = buffer, nothing past it");
 }
 
 /* Cancel a receive nobody sends to; cancel one already matched. */
