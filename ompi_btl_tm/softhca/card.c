@@ -106,6 +106,8 @@ static bool job_step(struct sh_context *ctx, struct sh_read_job *job)
 	pkt->rkey = job->rkey;
 	pkt->src_qpn = qp->qp.qp_num;
 	atomic_fetch_add_explicit(&qp->out->head, 1, memory_order_release);
+	atomic_fetch_add_explicit(&qp->peer->seg->doorbell, 1,
+				  memory_order_release);
 	job->req_id = pkt->req_id;
 	job->started = true;
 	ctx->copy_reads++;
@@ -307,12 +309,30 @@ static void check_liveness(struct sh_context *ctx)
 			sh_qp_check_peer(ctx->qps[i]);
 }
 
+/* Is there anything but waiting for packets left? (under ctx->lock) */
+static bool card_has_work(struct sh_context *ctx)
+{
+	if (op_ready(ctx) || ctx->jobs)
+		return true;
+	for (uint32_t i = 0; i < ctx->qp_hwm; i++) {
+		struct sh_qp *qp = ctx->qps[i];
+
+		if (qp && (qp->sq_count || qp->resp.active ||
+			   qp->rx.dest != SH_RX_IDLE || sh_qp_rx_ready(qp)))
+			return true;
+	}
+	return false;
+}
+
 /* Called with ctx->lock held from every verb that posts or polls. */
 void sh_card_progress(struct sh_context *ctx)
 {
+	uint64_t db;
+
 	if (ctx->in_progress)
 		return;
 	ctx->in_progress = true;
+	db = atomic_load_explicit(&ctx->seg->doorbell, memory_order_acquire);
 	check_liveness(ctx);
 	switch (ctx->sched) {
 	case SOFTHCA_SCHED_AUTO:
@@ -324,7 +344,25 @@ void sh_card_progress(struct sh_context *ctx)
 	case SOFTHCA_SCHED_MANUAL:
 		break;
 	}
+	if (ctx->sched != SOFTHCA_SCHED_MANUAL && !card_has_work(ctx)) {
+		__atomic_store_n(&ctx->rx_seen, db, __ATOMIC_RELAXED);
+		atomic_store_explicit(&ctx->quiet, true, memory_order_release);
+	}
 	ctx->in_progress = false;
+}
+
+/*
+ * Lock-free check a poll makes first: true when the card is quiet, no
+ * packet arrived since, and cq holds nothing.  A stale answer only delays
+ * the poll that follows, never loses work.
+ */
+bool sh_card_idle(struct sh_context *ctx, struct sh_cq *cq)
+{
+	return atomic_load_explicit(&ctx->quiet, memory_order_acquire) &&
+	       atomic_load_explicit(&ctx->seg->doorbell,
+				    memory_order_acquire) ==
+		       __atomic_load_n(&ctx->rx_seen, __ATOMIC_RELAXED) &&
+	       !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE);
 }
 
 /* ---- test hooks (softhca.h) ------------------------------------------ */
@@ -335,6 +373,7 @@ void softhca_set_sched(struct ibv_context *c, enum softhca_sched sched,
 	struct sh_context *ctx = to_sh_ctx(c);
 
 	pthread_mutex_lock(&ctx->lock);
+	sh_card_kick(ctx);
 	ctx->sched = sched;
 	if (seed)
 		ctx->rng = seed;
@@ -348,6 +387,7 @@ int softhca_step(struct ibv_context *c, enum softhca_work kind,
 	bool done;
 
 	pthread_mutex_lock(&ctx->lock);
+	sh_card_kick(ctx);
 	done = card_step(ctx, kind, qp_num);
 	pthread_mutex_unlock(&ctx->lock);
 	return done;
@@ -359,6 +399,7 @@ int softhca_drain(struct ibv_context *c)
 	int n;
 
 	pthread_mutex_lock(&ctx->lock);
+	sh_card_kick(ctx);
 	n = card_drain(ctx);
 	pthread_mutex_unlock(&ctx->lock);
 	return n;

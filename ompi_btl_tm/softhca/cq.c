@@ -87,6 +87,8 @@ static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 
 	if (attr && attr->comp_mask)
 		return EINVAL;
+	if (sh_card_idle(cq->ctx, cq))
+		return ENOENT;
 	pthread_mutex_lock(&cq->poll_lock);
 	pthread_mutex_lock(&cq->ctx->lock);
 	sh_card_progress(cq->ctx);
@@ -296,6 +298,8 @@ int sh_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	struct sh_cq *cq = to_sh_cq(ibcq);
 	int i;
 
+	if (sh_card_idle(cq->ctx, cq))
+		return 0;
 	pthread_mutex_lock(&cq->poll_lock);
 	pthread_mutex_lock(&cq->ctx->lock);
 	sh_card_progress(cq->ctx);

@@ -182,6 +182,8 @@ static struct sh_pkt *out_slot(struct sh_qp *qp)
 static void out_commit(struct sh_qp *qp)
 {
 	atomic_fetch_add_explicit(&qp->out->head, 1, memory_order_release);
+	atomic_fetch_add_explicit(&qp->peer->seg->doorbell, 1,
+				  memory_order_release);
 }
 
 /* ---- transmit -------------------------------------------------------- */
@@ -488,6 +490,7 @@ int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		w->remote_addr = wr->wr.rdma.remote_addr;
 		w->rkey = wr->wr.rdma.rkey;
 	}
+	sh_card_kick(ctx);
 	sh_card_progress(ctx);
 	pthread_mutex_unlock(&ctx->lock);
 	return err;
@@ -511,6 +514,7 @@ int sh_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		return 0;
 	}
 	err = sh_rq_post(&qp->rq, qp->max_recv_wr, SH_MAX_SGE, wr, bad);
+	sh_card_kick(qp->ctx);
 	sh_card_progress(qp->ctx);
 	pthread_mutex_unlock(&qp->ctx->lock);
 	return err;

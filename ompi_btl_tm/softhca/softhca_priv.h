@@ -104,6 +104,10 @@ struct sh_seg {
 	uint64_t ring_stride;
 	uint64_t slot_size;
 	uint64_t size;
+	uint8_t pad[64];
+	/* Rung by every producer after it commits a packet to any ring here:
+	 * one cache line tells an idle card whether anything arrived. */
+	_Atomic uint64_t doorbell;
 };
 
 /* A peer context's segment, mapped here. */
@@ -321,6 +325,14 @@ struct sh_context {
 	uint64_t cma_reads, copy_reads;
 	uint32_t mr_gen;
 	bool in_progress;
+	/*
+	 * The idle fast path: quiet is set when the card left nothing to do
+	 * but wait for packets, and rx_seen is the doorbell it had seen by
+	 * then.  Polls return at once, without locks, while both still hold
+	 * and the CQ is empty.  Every post clears quiet.
+	 */
+	_Atomic bool quiet;
+	uint64_t rx_seen;
 };
 
 static inline struct sh_context *to_sh_ctx(struct ibv_context *c)
@@ -432,6 +444,13 @@ void sh_qp_check_peer(struct sh_qp *qp);
 
 /* card.c */
 void sh_card_progress(struct sh_context *ctx);
+bool sh_card_idle(struct sh_context *ctx, struct sh_cq *cq);
+
+/* Called under ctx->lock by every verb that gives the card work. */
+static inline void sh_card_kick(struct sh_context *ctx)
+{
+	atomic_store_explicit(&ctx->quiet, false, memory_order_relaxed);
+}
 bool sh_card_read_step(struct sh_context *ctx);
 void sh_card_read_done(struct sh_context *ctx, uint64_t req_id,
 		       struct sh_qp *qp, const struct sh_pkt *pkt);

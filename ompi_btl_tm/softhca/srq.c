@@ -263,6 +263,7 @@ int sh_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 
 	pthread_mutex_lock(&srq->ctx->lock);
 	err = sh_rq_post(&srq->rq, srq->max_wr, srq->max_sge, wr, bad);
+	sh_card_kick(srq->ctx);
 	sh_card_progress(srq->ctx);
 	pthread_mutex_unlock(&srq->ctx->lock);
 	return err;
@@ -341,6 +342,7 @@ int sh_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
 		}
 		op_post(srq, wr);
 	}
+	sh_card_kick(srq->ctx);
 	sh_card_progress(srq->ctx);
 	pthread_mutex_unlock(&srq->ctx->lock);
 	return err;
