@@ -1,8 +1,8 @@
 # plot.gp - bench/run.sh's plots.  gnuplot -e "dir='...'; transports='tm ob1 ucx'" plot.gp
 #
 # Data files (summarize.awk): <bench>_<transport>.dat with columns
-# x median min max over rounds.  Points are medians; the error bars span
-# the fastest and slowest round, so the machine's noise stays visible.
+# x median q1 q3 over rounds.  Points are medians; the error bars span
+# the middle half of the rounds, so the machine's noise stays visible.
 
 set terminal pngcairo size 1000,650 font "sans,11" noenhanced
 set grid
@@ -16,6 +16,7 @@ sizetics = '("1" 1, "8" 8, "64" 64, "512" 512, "4K" 4096, "32K" 32768, "256K" 26
 set xlabel "message size (bytes)"
 set logscale xy 2
 eval "set xtics " . sizetics
+set xrange [0.7:6e6]	# end points off the border, so their tics show
 
 # ---- latency vs size (size 0 cannot go on a log axis: dropped) ----------
 set output dir . "/latency.png"
@@ -40,6 +41,7 @@ set output dir . "/rate.png"
 set title "Message rate, window of non-blocking sends, 2 ranks"
 set ylabel "million messages per second"
 set key top right
+set xrange [5:50000]
 plot for [i=1:n] dir . "/rate_" . word(transports, i) . ".dat" \
 	using 1:2:3:4 lc rgb col(i) pt 7 title word(transports, i)
 

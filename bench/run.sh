@@ -35,8 +35,8 @@ LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-180}
 usage() {
 	cat <<'EOF'
 usage: bench/run.sh [options]
-  --quick          about 1 minute: 3 rounds, shorter measurement points
-  --rounds N       rounds over all transports (default 7, --quick 3)
+  --quick          about 1 minute: 5 rounds, shorter measurement points
+  --rounds N       rounds over all transports (default 9, --quick 5)
   --budget MS      time per measurement point, all batches (default 40,
                    --quick 15)
   --osu            also run the OSU micro-benchmarks (osu_latency, osu_bw,
@@ -44,7 +44,7 @@ usage: bench/run.sh [options]
                    or under /usr/lib*/.../osu-micro-benchmarks; extra
                    arguments for them in $OSU_ARGS
   --max-time S     start no new round after S seconds of measuring
-                   (default 240, --quick 45); at least one round runs
+                   (default 240, --quick 50); at least one round runs
   --stat best|median
                    which batch of each launch counts: best (default; the
                    fastest of the batches, least disturbed by other jobs)
@@ -78,9 +78,9 @@ while [ $# -gt 0 ]; do
 	shift
 done
 if [ "$QUICK" = 1 ]; then
-	ROUNDS=${ROUNDS:-3}; BUDGET=${BUDGET:-15}; MAX_TIME=${MAX_TIME:-45}
+	ROUNDS=${ROUNDS:-5}; BUDGET=${BUDGET:-15}; MAX_TIME=${MAX_TIME:-50}
 else
-	ROUNDS=${ROUNDS:-7}; BUDGET=${BUDGET:-40}; MAX_TIME=${MAX_TIME:-240}
+	ROUNDS=${ROUNDS:-9}; BUDGET=${BUDGET:-40}; MAX_TIME=${MAX_TIME:-240}
 fi
 case $STAT in best|median) ;; *) echo "run.sh: --stat best or median" >&2; exit 2 ;; esac
 RESULTS=${RESULTS:-$TOP/build/bench-results/$(date +%Y%m%d-%H%M%S)}
@@ -336,7 +336,7 @@ summarize() {
 
 legend="Each launch counts with its $STAT batch (--stat).
 Cells: median over rounds ±half the interquartile range (in % of the median).
-Ratios: ${BASE:-?}/peer of the metric, computed per round, median [IQR]; for
+Ratios: A/B of the metric, computed per round, median [IQR]; for
 usec lower is better, for MBps (10^6 B/s) and Mmsgs (10^6 msgs/s) higher."
 summarize -v part=table -v rows=all >"$RESULTS/table-all.md"
 summarize -v part=table -v rows=key -v datadir="$RESULTS" | tee -a "$RESULTS/summary.md"

@@ -87,8 +87,7 @@ function ratio_cell(kn, tn, kd, td,    r, a, n) {
 	if (n == 0) return "-"
 	sort_n(a, n)
 	last_ratio = quant(a, n, 0.5)
-	return sprintf("%.2f [%.2f-%.2f]", last_ratio, quant(a, n, 0.25),
-		       quant(a, n, 0.75))
+	return sprintf(rfmt, last_ratio, quant(a, n, 0.25), quant(a, n, 0.75))
 }
 
 function label(k,    p) {
@@ -158,6 +157,13 @@ function print_table(    nt, tl, i, j, k, hdr, sep, line) {
 			hdr = hdr " " base "/" tl[i] " |"
 			sep = sep " ---: |"
 		}
+	# The two peers against each other as well, when tm is the base.
+	peers = (base == "tm" && index(" " transports " ", " ob1 ") && \
+		 index(" " transports " ", " ucx "))
+	if (peers) {
+		hdr = hdr " ucx/ob1 |"
+		sep = sep " ---: |"
+	}
 	print hdr
 	print sep
 	for (j = 1; j <= nkeys; j++) {
@@ -170,6 +176,8 @@ function print_table(    nt, tl, i, j, k, hdr, sep, line) {
 		for (i = 1; i <= nt; i++)
 			if (base != "" && tl[i] != base)
 				line = line " " ratio_cell(k, base, k, tl[i]) " |"
+		if (peers)
+			line = line " " ratio_cell(k, "ucx", k, "ob1") " |"
 		print line
 	}
 }
@@ -216,8 +224,7 @@ function best_ratio(k, higher,    r, a, n, b, v) {
 	if (n == 0) return "-"
 	sort_n(a, n)
 	last_ratio = quant(a, n, 0.5)
-	return sprintf("%.2f [%.2f-%.2f]", last_ratio, quant(a, n, 0.25),
-		       quant(a, n, 0.75))
+	return sprintf(rfmt, last_ratio, quant(a, n, 0.25), quant(a, n, 0.75))
 }
 
 function target(name, got, op, goal) {
@@ -231,6 +238,8 @@ function target(name, got, op, goal) {
 }
 
 function print_targets(    kinds, j, d) {
+	# Enough digits that "NOT met" is never shown next to the goal itself.
+	rfmt = "%.3f [%.3f-%.3f]"
 	print "| target (tm, per-round median) | goal | measured [IQR] | |"
 	print "| --- | --- | ---: | --- |"
 	target("8 B latency / better of ob1,ucx", best_ratio("latency 8", 0), "<=", 0.9)
@@ -245,7 +254,9 @@ function print_targets(    kinds, j, d) {
 	}
 }
 
-# gnuplot data: x median min max, one file per benchmark and transport.
+# gnuplot data: x median q1 q3 over rounds, one file per benchmark and
+# transport (the interquartile range, as in the tables: the min-max range
+# of a run with a busy round would flatten every other line).
 function write_data(    nt, tl, i, j, k, p, file, vals, n, x) {
 	nt = split(transports, tl, " ")
 	for (i = 1; i <= nt; i++)
@@ -261,12 +272,13 @@ function write_data(    nt, tl, i, j, k, p, file, vals, n, x) {
 				file = datadir "/" p[1] "_" tl[i] ".dat"
 				x = p[2]
 			}
-			printf "%s %s %s %s\n", x, quant(vals, n, 0.5), vals[1], \
-				vals[n] > file
+			printf "%s %s %s %s\n", x, quant(vals, n, 0.5), \
+				quant(vals, n, 0.25), quant(vals, n, 0.75) > file
 		}
 }
 
 END {
+	rfmt = "%.2f [%.2f-%.2f]"
 	if (datadir != "") write_data()
 	if (part == "table") print_table()
 	else if (part == "depth") print_depth()
