@@ -267,8 +267,11 @@ osu_filter() {
 	}'
 }
 
+declare -A HUNG
 run_one() {
 	local r=$1 g=$2 t=$3 cmd out rc t0=$SECONDS
+	# A launch that hung once would cost LAUNCH_TIMEOUT every round.
+	[ -n "${HUNG[$g,$t]+x}" ] && return
 	if [ -n "${OSU_PATH[$g]+x}" ]; then
 		# shellcheck disable=SC2206
 		cmd=("${OSU_PATH[$g]}" ${OSU_ARGS:-})
@@ -282,6 +285,10 @@ run_one() {
 	echo "round=$r bench=$g transport=$t exit=$rc sec=$((SECONDS - t0))" >>"$RESULTS/launches.log"
 	[ -n "${OSU_PATH[$g]+x}" ] && out=$(osu_filter "$g" <<<"$out")
 	grep '^bench=' <<<"$out" | sed "s/^/round=$r transport=$t /" >>"$RAW"
+	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+		HUNG[$g,$t]=1
+		echo "round $r: $g over $t timed out after $LAUNCH_TIMEOUT s; not run again" >&2
+	fi
 	if [ $rc -ne 0 ]; then
 		echo "round $r: $g over $t failed (exit $rc), see $ERRLOG" >&2
 		{ echo "== round $r: $g over $t, exit $rc"; cat "$RESULTS/last.err"; } >>"$ERRLOG"
