@@ -70,8 +70,8 @@
  * that died (exited, killed, or a zombie) moves the QP to the error state:
  * the WR at the head completes IBV_WC_RETRY_EXC_ERR and the rest flush.
  * WRs posted to a QP in the error state complete IBV_WC_WR_FLUSH_ERR.
- * The card notices within 100 ms, and before starting any WR it looks at
- * the peer if it has not for 1 ms; a send that was already in the ring of
+ * The card notices within about 100 ms, and before starting any WR it
+ * looks at the peer if it has not for a clock tick (a few ms); a send that was already in the ring of
  * a peer that then died counts as delivered, as an acked RC send does.
  *
  * Where the card's work happens: each soft context has a "card" that runs

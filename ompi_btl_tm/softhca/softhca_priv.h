@@ -40,6 +40,7 @@
 #define SH_READ_CHUNK    (256u * 1024u) /* bytes one READ step moves */
 #define SH_LIVENESS_NS   (100ull * 1000 * 1000)
 #define SH_WR_LIVENESS_NS (1000ull * 1000) /* before starting a WR */
+/* (measured on CLOCK_MONOTONIC_COARSE: a tick is 1-10 ms) */
 
 #define sh_container_of(ptr, type, member) \
 	((type *)((char *)(ptr) - offsetof(type, member)))
@@ -322,6 +323,7 @@ struct sh_context {
 	enum softhca_sched sched;
 	uint64_t rng;
 	uint64_t last_liveness;
+	uint32_t liveness_tick;
 	uint64_t cma_reads, copy_reads;
 	uint32_t mr_gen;
 	bool in_progress;

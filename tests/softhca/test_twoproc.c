@@ -457,8 +457,8 @@ static void test_dead_peer(int how, int delay_ms)
 		kill(pid, SIGKILL);
 	}
 	waitpid(pid, &st, 0);
-	/* The card looks at a peer at most once a millisecond before a WR. */
-	usleep(delay_ms ? delay_ms * 1000 : 5000);
+	/* Before a WR the card looks at a peer at most once a clock tick. */
+	usleep(delay_ms ? delay_ms * 1000 : 25000);
 
 	/* Back to AUTO: the card runs inside the polls, as in an application. */
 	softhca_set_sched(p.s.ctx, SOFTHCA_SCHED_AUTO, 0);
