@@ -249,6 +249,12 @@ static bool card_step(struct sh_context *ctx, enum softhca_work kind,
 	return false;
 }
 
+/*
+ * Everything the card can do now.  One pass per QP moves what its send
+ * queue and its ring hold; another pass is needed only when this one did
+ * something, since that may have made work elsewhere (a FIN to send, a
+ * packet on a loopback ring, ring space for a blocked send).
+ */
 static int card_drain(struct sh_context *ctx)
 {
 	int total = 0, n;
@@ -257,12 +263,16 @@ static int card_drain(struct sh_context *ctx)
 		n = 0;
 		while (op_step(ctx))
 			n++;
-		while (qp_step(ctx, SOFTHCA_ANY_QP, &ctx->rr_tx,
-			       sh_qp_tx_step))
-			n++;
-		while (qp_step(ctx, SOFTHCA_ANY_QP, &ctx->rr_rx,
-			       sh_qp_rx_step))
-			n++;
+		for (uint32_t i = 0; i < ctx->qp_hwm; i++) {
+			struct sh_qp *qp = ctx->qps[i];
+
+			if (!qp)
+				continue;
+			while (sh_qp_tx_step(qp))
+				n++;
+			while (sh_qp_rx_step(qp))
+				n++;
+		}
 		while (sh_card_read_step(ctx))
 			n++;
 		total += n;

@@ -15,7 +15,9 @@
 
 static struct sh_cqe *cq_at(struct sh_cq *cq, uint64_t seq)
 {
-	return &cq->q[(cq->first + (uint32_t)(seq - cq->first_seq)) % cq->cap];
+	/* cap is a power of two */
+	return &cq->q[(cq->first + (uint32_t)(seq - cq->first_seq)) &
+		      (cq->cap - 1)];
 }
 
 static int cq_grow(struct sh_cq *cq)
@@ -26,7 +28,7 @@ static int cq_grow(struct sh_cq *cq)
 	if (!q)
 		return ENOMEM;
 	for (uint32_t i = 0; i < cq->count; i++)
-		q[i] = cq->q[(cq->first + i) % cq->cap];
+		q[i] = cq->q[(cq->first + i) & (cq->cap - 1)];
 	free(cq->q);
 	cq->q = q;
 	cq->cap = cap;
@@ -72,7 +74,7 @@ static int cq_pop(struct sh_cq *cq)
 	if (!e->ready)
 		return ENOENT;
 	cq->cur = *e;
-	cq->first = (cq->first + 1) % cq->cap;
+	cq->first = (cq->first + 1) & (cq->cap - 1);
 	cq->first_seq++;
 	cq->count--;
 	if (e->srq)

@@ -25,13 +25,15 @@ static struct sh_swr *sq_push(struct sh_qp *qp)
 		if (!sq)
 			return NULL;
 		for (uint32_t i = 0; i < qp->sq_count; i++)
-			sq[i] = qp->sq[(qp->sq_first + i) % qp->sq_cap];
+			sq[i] = qp->sq[(qp->sq_first + i) & (qp->sq_cap - 1)];
 		free(qp->sq);
 		qp->sq = sq;
 		qp->sq_cap = cap;
 		qp->sq_first = 0;
 	}
-	return memset(&qp->sq[(qp->sq_first + qp->sq_count++) % qp->sq_cap],
+	/* sq_cap is a power of two */
+	return memset(&qp->sq[(qp->sq_first + qp->sq_count++) &
+			      (qp->sq_cap - 1)],
 		      0, sizeof(struct sh_swr));
 }
 
@@ -42,7 +44,7 @@ static void sq_pop(struct sh_qp *qp)
 	if (w->kind != SH_SWR_FIN)
 		qp->sq_user--;
 	free(w->inline_buf);
-	qp->sq_first = (qp->sq_first + 1) % qp->sq_cap;
+	qp->sq_first = (qp->sq_first + 1) & (qp->sq_cap - 1);
 	qp->sq_count--;
 }
 
