@@ -339,8 +339,9 @@ static bool card_has_work(struct sh_context *ctx)
 	return false;
 }
 
-/* Called with ctx->lock held from every verb that posts or polls. */
-void sh_card_progress(struct sh_context *ctx)
+/* The card's work after a post or poll; called with ctx->lock held. */
+static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
+		     bool only_ops)
 {
 	uint64_t db;
 
@@ -351,7 +352,18 @@ void sh_card_progress(struct sh_context *ctx)
 	check_liveness(ctx);
 	switch (ctx->sched) {
 	case SOFTHCA_SCHED_AUTO:
-		card_drain(ctx);
+		/*
+		 * A post only needs its own work done now (the card would
+		 * start on it at once); arrivals wait for the next poll.
+		 */
+		if (only_tx)
+			while (sh_qp_tx_step(only_tx))
+				;
+		else if (only_ops)
+			while (op_step(ctx))
+				;
+		else
+			card_drain(ctx);
 		break;
 	case SOFTHCA_SCHED_RANDOM:
 		card_random(ctx);
@@ -364,6 +376,21 @@ void sh_card_progress(struct sh_context *ctx)
 		atomic_store_explicit(&ctx->quiet, true, memory_order_release);
 	}
 	ctx->in_progress = false;
+}
+
+void sh_card_progress(struct sh_context *ctx)
+{
+	card_run(ctx, NULL, false);
+}
+
+void sh_card_progress_tx(struct sh_qp *qp)
+{
+	card_run(qp->ctx, qp, false);
+}
+
+void sh_card_progress_ops(struct sh_context *ctx)
+{
+	card_run(ctx, NULL, true);
 }
 
 /*

@@ -493,7 +493,7 @@ int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		w->rkey = wr->wr.rdma.rkey;
 	}
 	sh_card_kick(ctx);
-	sh_card_progress(ctx);
+	sh_card_progress_tx(qp);
 	pthread_mutex_unlock(&ctx->lock);
 	return err;
 }

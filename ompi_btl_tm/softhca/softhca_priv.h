@@ -446,6 +446,8 @@ void sh_qp_check_peer(struct sh_qp *qp);
 
 /* card.c */
 void sh_card_progress(struct sh_context *ctx);
+void sh_card_progress_tx(struct sh_qp *qp);
+void sh_card_progress_ops(struct sh_context *ctx);
 bool sh_card_idle(struct sh_context *ctx, struct sh_cq *cq);
 
 /* Called under ctx->lock by every verb that gives the card work. */

@@ -343,7 +343,7 @@ int sh_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
 		op_post(srq, wr);
 	}
 	sh_card_kick(srq->ctx);
-	sh_card_progress(srq->ctx);
+	sh_card_progress_ops(srq->ctx);
 	pthread_mutex_unlock(&srq->ctx->lock);
 	return err;
 }
