@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <infiniband/tm_types.h>
 #include <ucs/datastruct/khash.h>
 #include "engine/tm_engine.h"
@@ -34,7 +35,7 @@ enum {
 enum { WR_RECV = 0, WR_PLAIN = 1, WR_ADD = 2, WR_DEL = 3, WR_SYNC = 4 };
 #define WR_TYPE_MASK 7ULL
 
-enum { TX_EAGER, TX_RNDV, TX_ACK, TX_FIN, TX_READ };
+enum { TX_EAGER, TX_RNDV, TX_ACK, TX_FIN, TX_READ, TX_KEEPALIVE };
 enum { S_WAIT_CQE = 1, S_WAIT_REPLY = 2 };
 
 #define TMH_LEN ((uint32_t)sizeof(struct ibv_tmh))
@@ -75,9 +76,15 @@ struct tm_op {
 
 struct tm_peer {
 	struct ibv_qp *qp;
+	uint32_t id;
 	uint32_t next_seq;
 	uint32_t sq_out;
 	ucs_list_link_t txq;
+	ucs_list_link_t waitq;     /* sends waiting for FIN/ACK, oldest first */
+	ucs_list_link_t wait_link; /* in eng->wait_peers while waitq is not empty */
+	uint64_t ka_last_ns;       /* when the last keepalive was queued */
+	int ka_out;                /* a keepalive is queued or posted */
+	int dead;                  /* its QP failed: nothing goes to it again */
 };
 
 KHASH_MAP_INIT_INT(tm_qpn, uint32_t)
@@ -135,6 +142,9 @@ struct tm_engine {
 	uint64_t tx_queued;
 	uint64_t reads_active;
 	uint64_t sends_waiting;
+	ucs_list_link_t wait_peers; /* peers with sends waiting for FIN/ACK */
+	uint64_t ka_ns;             /* cfg.keepalive_ms */
+	uint64_t ka_next_ns;        /* next look at wait_peers */
 	struct tm_engine_stats st;
 };
 
@@ -232,6 +242,8 @@ static void send_try_done(struct tm_engine *eng, struct tm_send *s)
 		s->own_mr = 0;
 		s->mr = NULL;
 	}
+	if (s->status == TM_REQ_ERROR)
+		eng->st.sends_failed++;
 	eng->sends_waiting--;
 	ucs_list_add_tail(&eng->done_send, &s->done_link);
 }
@@ -259,6 +271,55 @@ static void fire_done(struct tm_engine *eng)
 	}
 }
 
+/* ---- sends waiting for a reply (FIN/ACK) ---------------------------- */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * s waits for its FIN/ACK from now on: findable by (peer, seq) when the
+ * reply comes, and in its peer's FIFO (oldest first) so that the keepalive
+ * sees how long the peer has been silent and a peer failure finds them all.
+ */
+static int wait_reply_start(struct tm_engine *eng, struct tm_send *s)
+{
+	struct tm_peer *p = eng->peers[s->peer];
+	khiter_t it;
+	int ret;
+
+	it = kh_put(tm_sends, eng->sends, send_key(s->peer, s->seq), &ret);
+	if (ret < 0)
+		return TM_ERR_NO_MEMORY;
+	kh_value(eng->sends, it) = s;
+	s->waiting |= S_WAIT_REPLY;
+	s->wait_ns = now_ns();
+	if (ucs_list_is_empty(&p->waitq))
+		ucs_list_add_tail(&eng->wait_peers, &p->wait_link);
+	ucs_list_add_tail(&p->waitq, &s->wait_link);
+	return TM_OK;
+}
+
+static void wait_reply_end(struct tm_engine *eng, struct tm_send *s)
+{
+	struct tm_peer *p = eng->peers[s->peer];
+	khiter_t it;
+
+	if (!(s->waiting & S_WAIT_REPLY))
+		return;
+	s->waiting &= ~S_WAIT_REPLY;
+	it = kh_get(tm_sends, eng->sends, send_key(s->peer, s->seq));
+	if (it != kh_end(eng->sends) && kh_value(eng->sends, it) == s)
+		kh_del(tm_sends, eng->sends, it);
+	ucs_list_del(&s->wait_link);
+	if (ucs_list_is_empty(&p->waitq))
+		ucs_list_del(&p->wait_link);
+}
+
 /* ---- transmit side -------------------------------------------------- */
 
 static struct tm_tx *tx_new(struct tm_engine *eng, int type, uint32_t peer)
@@ -280,10 +341,72 @@ static void tx_free(struct tm_tx *tx)
 	free(tx);
 }
 
+/* A tx that will never be posted (its peer is dead): fail its request. */
+static void tx_abort(struct tm_engine *eng, struct tm_tx *tx)
+{
+	struct tm_send *s = tx->send;
+
+	switch (tx->type) {
+	case TX_EAGER:
+	case TX_RNDV:
+		s->status = TM_REQ_ERROR;
+		s->waiting &= ~S_WAIT_CQE;
+		wait_reply_end(eng, s);
+		send_try_done(eng, s);
+		break;
+	case TX_READ:
+		eng->reads_active--;
+		tx->recv->recv_len = 0;
+		recv_finish(eng, tx->recv, TM_REQ_ERROR);
+		break;
+	case TX_KEEPALIVE:
+		eng->peers[tx->peer]->ka_out = 0;
+		break;
+	default: /* ACK, FIN: nobody left to tell */
+		break;
+	}
+	tx_free(tx);
+}
+
+/* Every tx goes through here, so nothing is queued for a dead peer. */
 static void tx_queue(struct tm_engine *eng, struct tm_tx *tx)
 {
+	if (eng->peers[tx->peer]->dead) {
+		tx_abort(eng, tx);
+		return;
+	}
 	ucs_list_add_tail(&eng->peers[tx->peer]->txq, &tx->link);
 	eng->tx_queued++;
+}
+
+/*
+ * An error completion on the peer's QP: an RC QP in error never delivers
+ * again, so no FIN/ACK will come and nothing queued can go.  Fail what
+ * waits on it; WRs already posted complete flushed and fail their own
+ * requests (on_send_cqe).
+ */
+static void peer_fail(struct tm_engine *eng, uint32_t peer)
+{
+	struct tm_peer *p;
+	struct tm_send *s;
+	struct tm_tx *tx;
+
+	if (peer >= eng->npeers || eng->peers[peer]->dead)
+		return;
+	p = eng->peers[peer];
+	p->dead = 1;
+	eng->st.peer_failures++;
+	while (!ucs_list_is_empty(&p->txq)) {
+		tx = ucs_list_extract_head(&p->txq, struct tm_tx, link);
+		eng->tx_queued--;
+		tx_abort(eng, tx);
+	}
+	while (!ucs_list_is_empty(&p->waitq)) {
+		s = ucs_list_head(&p->waitq, struct tm_send, wait_link);
+		s->status = TM_REQ_ERROR;
+		wait_reply_end(eng, s);
+		send_try_done(eng, s);
+	}
 }
 
 /* Posts one queued item; returns 0, or EAGAIN to retry later. */
@@ -353,6 +476,8 @@ static int tx_post(struct tm_engine *eng, struct tm_peer *p, struct tm_tx *tx)
 		eng->st.fins_sent++;
 	if (tx->type == TX_ACK)
 		eng->st.acks_sent++;
+	if (tx->type == TX_KEEPALIVE)
+		eng->st.keepalives_sent++;
 	return 0;
 }
 
@@ -418,6 +543,46 @@ static void send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr)
 	((struct ibv_tmh *)tx->hdr)->opcode = IBV_TMH_FIN;
 	tx->hdr_len = TMH_LEN + RVH_LEN;
 	tx_queue(eng, tx);
+}
+
+static void send_keepalive(struct tm_engine *eng, struct tm_peer *p,
+			   uint64_t now)
+{
+	struct tm_tx *tx = tx_new(eng, TX_KEEPALIVE, p->id);
+
+	if (!tx)
+		return; /* the next look tries again */
+	tmh_fill(tx->hdr, IBV_TMH_NO_TAG,
+		 (uint32_t)TM_CTRL_KEEPALIVE << TM_APP_CTRL_SHIFT, 0);
+	tx->hdr_len = TMH_LEN;
+	p->ka_out = 1;
+	p->ka_last_ns = now;
+	tx_queue(eng, tx);
+}
+
+/*
+ * Probes each peer whose oldest send has waited ka_ns for its reply, at
+ * most once per ka_ns per peer.  Looks at most every ka_ns / 4, and only
+ * at peers with waiting sends, so an engine with none pays one list test.
+ */
+static void keepalive_scan(struct tm_engine *eng)
+{
+	struct tm_peer *p;
+	struct tm_send *s;
+	uint64_t now;
+
+	if (ucs_list_is_empty(&eng->wait_peers))
+		return;
+	now = now_ns();
+	if (now < eng->ka_next_ns)
+		return;
+	eng->ka_next_ns = now + eng->ka_ns / 4;
+	ucs_list_for_each(p, &eng->wait_peers, wait_link) {
+		s = ucs_list_head(&p->waitq, struct tm_send, wait_link);
+		if (!p->ka_out && now - s->wait_ns >= eng->ka_ns &&
+		    now - p->ka_last_ns >= eng->ka_ns)
+			send_keepalive(eng, p, now);
+	}
 }
 
 /* ---- list operations ------------------------------------------------ */
@@ -706,12 +871,17 @@ static void on_control(struct tm_engine *eng, const uint8_t *buf,
 	const struct ibv_tmh *tmh = (const void *)buf;
 	uint32_t app = be32toh(tmh->app_ctx);
 	uint32_t peer = peer_of_qpn(eng, c->qp_num);
+	uint32_t ctrl = (app & TM_APP_CTRL_MASK) >> TM_APP_CTRL_SHIFT;
 	struct tm_send *s;
 	khiter_t it;
 
+	if (c->byte_len >= TMH_LEN && tmh->opcode == IBV_TMH_NO_TAG &&
+	    ctrl == TM_CTRL_KEEPALIVE) {
+		eng->st.keepalives_recv++; /* the transport's ack is the point */
+		return;
+	}
 	if (c->byte_len < TMH_LEN ||
-	    (tmh->opcode == IBV_TMH_NO_TAG &&
-	     ((app & TM_APP_CTRL_MASK) >> TM_APP_CTRL_SHIFT) != TM_CTRL_ACK)) {
+	    (tmh->opcode == IBV_TMH_NO_TAG && ctrl != TM_CTRL_ACK)) {
 		eng->st.malformed++;
 		return;
 	}
@@ -723,9 +893,28 @@ static void on_control(struct tm_engine *eng, const uint8_t *buf,
 		return;
 	}
 	s = kh_value(eng->sends, it);
-	kh_del(tm_sends, eng->sends, it);
-	s->waiting &= ~S_WAIT_REPLY;
+	wait_reply_end(eng, s);
 	send_try_done(eng, s);
+}
+
+/*
+ * Does a receive completion say that the QP it came on failed?  Not for
+ * one message's trouble: truncation, a rendezvous too big for the buffer,
+ * a read the sender's rkey refused (the soft HCA keeps the QP usable then;
+ * a real card moves it to error, and the flushes that follow say so).
+ */
+static int qp_failed(int status)
+{
+	switch (status) {
+	case IBV_WC_SUCCESS:
+	case IBV_WC_LOC_LEN_ERR:
+	case IBV_WC_TM_RNDV_INCOMPLETE:
+	case IBV_WC_REM_ACCESS_ERR:
+	case IBV_WC_TM_ERR:
+		return 0;
+	default:
+		return 1;
+	}
 }
 
 static void post_plain(struct tm_engine *eng, uint32_t idx)
@@ -751,6 +940,8 @@ static void on_plain(struct tm_engine *eng, const struct tm_cqe *c)
 
 	if (c->status != IBV_WC_SUCCESS) {
 		eng->st.errors++;
+		if (qp_failed(c->status))
+			peer_fail(eng, peer_of_qpn(eng, c->qp_num));
 	} else if (c->opcode == IBV_WC_TM_RECV) {
 		const struct ibv_tmh *tmh = (const void *)buf;
 
@@ -828,6 +1019,8 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 		break;
 	default:
 		r->recv_len = 0;
+		if (qp_failed(c->status))
+			peer_fail(eng, r->peer); /* before the FIN, not after */
 		if (r->flags & RF_RNDV) {
 			/* the card sends no FIN after a failed read */
 			memset(r->hdr, 0, sizeof(r->hdr));
@@ -945,7 +1138,6 @@ static void on_send_cqe(struct tm_engine *eng, const struct ibv_wc *wc)
 	struct tm_tx *tx = (struct tm_tx *)(uintptr_t)wc->wr_id;
 	struct tm_peer *p = eng->peers[tx->peer];
 	struct tm_send *s = tx->send;
-	khiter_t it;
 
 	p->sq_out--;
 	if (tx->slot >= 0)
@@ -958,21 +1150,23 @@ static void on_send_cqe(struct tm_engine *eng, const struct ibv_wc *wc)
 		s->waiting &= ~S_WAIT_CQE;
 		if (wc->status != IBV_WC_SUCCESS) {
 			s->status = TM_REQ_ERROR;
-			it = kh_get(tm_sends, eng->sends,
-				    send_key(s->peer, s->seq));
-			if (it != kh_end(eng->sends))
-				kh_del(tm_sends, eng->sends, it);
-			s->waiting = 0;
+			wait_reply_end(eng, s);
 		}
 		send_try_done(eng, s);
 		break;
 	case TX_READ:
 		sw_rndv_done(eng, tx->recv, wc->status);
 		break;
+	case TX_KEEPALIVE:
+		p->ka_out = 0;
+		break;
 	default:
 		break;
 	}
 	tx_free(tx);
+	/* any error on an RC QP leaves it in the error state */
+	if (wc->status != IBV_WC_SUCCESS)
+		peer_fail(eng, p->id);
 }
 
 static int poll_send(struct tm_engine *eng)
@@ -1027,6 +1221,7 @@ void tm_engine_config_default(struct tm_engine_config *cfg)
 	cfg->n_plain = 256;
 	cfg->n_send_slots = 256;
 	cfg->offload = 1;
+	cfg->keepalive_ms = 1000;
 }
 
 static int setup_buffers(struct tm_engine *eng)
@@ -1077,6 +1272,9 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 		eng->max_entries = cfg->max_card_entries;
 	eng->max_ops = dev->caps.max_ops;
 	eng->sq_limit = dev->qp_max_send_wr > 4 ? dev->qp_max_send_wr / 2 : 1;
+	eng->ka_ns = (uint64_t)(cfg->keepalive_ms ? cfg->keepalive_ms : 1000) *
+		     1000000ULL;
+	ucs_list_head_init(&eng->wait_peers);
 	ucs_list_head_init(&eng->opq);
 	ucs_list_head_init(&eng->done_recv);
 	ucs_list_head_init(&eng->done_send);
@@ -1145,7 +1343,9 @@ int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
 	if (!p)
 		return TM_ERR_NO_MEMORY;
 	p->qp = qp;
+	p->id = eng->npeers;
 	ucs_list_head_init(&p->txq);
+	ucs_list_head_init(&p->waitq);
 	it = kh_put(tm_qpn, eng->qpn, qp->qp_num, &ret);
 	if (ret < 0) {
 		free(p);
@@ -1162,8 +1362,7 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 		    size_t len, struct ibv_mr *mr, unsigned flags)
 {
 	struct tm_tx *tx;
-	khiter_t it;
-	int ret;
+	int ret, reply;
 
 	if (peer >= eng->npeers || ctx > TM_MAX_CTX || src < 0 ||
 	    (uint32_t)src > TM_MAX_SRC || len > UINT32_MAX)
@@ -1180,13 +1379,11 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 	s->app_ctx = s->seq;
 	s->waiting = S_WAIT_CQE;
 	s->kind = len <= eng->cfg.eager_limit ? TX_EAGER : TX_RNDV;
-	if (s->kind == TX_EAGER && (flags & TM_SEND_SYNC)) {
+	reply = s->kind == TX_RNDV || (flags & TM_SEND_SYNC);
+	if (s->kind == TX_EAGER && (flags & TM_SEND_SYNC))
 		s->app_ctx |= TM_APP_SYNC;
-		s->waiting |= S_WAIT_REPLY;
-	}
 	if (s->kind == TX_RNDV) {
 		s->app_ctx |= TM_APP_RNDV;
-		s->waiting |= S_WAIT_REPLY;
 		if (!mr) {
 			ret = tm_dev_reg(eng->dev, (void *)buf, len,
 					 IBV_ACCESS_REMOTE_READ, &s->mr);
@@ -1202,13 +1399,14 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 		return TM_ERR_NO_MEMORY;
 	}
 	tx->send = s;
-	if (s->waiting & S_WAIT_REPLY) {
-		it = kh_put(tm_sends, eng->sends, send_key(peer, s->seq), &ret);
-		if (ret >= 0)
-			kh_value(eng->sends, it) = s;
+	if (reply && wait_reply_start(eng, s) != TM_OK) {
+		tx_free(tx);
+		if (s->own_mr)
+			tm_dev_dereg(eng->dev, s->mr);
+		return TM_ERR_NO_MEMORY;
 	}
 	eng->sends_waiting++;
-	tx_queue(eng, tx);
+	tx_queue(eng, tx); /* a dead peer: completes TM_REQ_ERROR at once */
 	flush_work(eng);
 	fire_done(eng);
 	return TM_OK;
@@ -1396,6 +1594,7 @@ int tm_engine_progress(struct tm_engine *eng)
 {
 	int n = drain(eng);
 
+	keepalive_scan(eng);
 	n += flush_work(eng);
 	fire_done(eng);
 	return n;
@@ -1420,7 +1619,7 @@ int tm_engine_idle(struct tm_engine *eng)
 	uint32_t i;
 
 	if (eng->ops_out || eng->opq_len || eng->tx_queued ||
-	    eng->reads_active)
+	    eng->reads_active || eng->sends_waiting)
 		return 0;
 	for (i = 0; i < eng->npeers; i++)
 		if (eng->peers[i]->sq_out)

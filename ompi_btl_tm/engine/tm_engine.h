@@ -32,12 +32,34 @@
  *   RNDV   TMH | RVH | struct tm_rndv_md  (40 bytes, <= max_rndv_hdr_size)
  *   FIN    TMH copy (opcode FIN) | RVH    (card or software, to the sender)
  *   ACK    TMH(NO_TAG)                    (synchronous send matched)
+ *   KEEPALIVE TMH(NO_TAG), tag 0, seq 0   (signalled; the receiver ignores
+ *          it: it exists so that the RC transport acknowledges something,
+ *          and fails it if the peer is gone)
  * app_ctx (32 bits, TMH):
  *   bit 31  TM_APP_SYNC   eager synchronous send: ACK on match
  *   bit 30  TM_APP_RNDV   the message is a rendezvous request
  *   29..24  control type in NO_TAG messages (TM_CTRL_*), 0 in tagged ones
  *   23..0   the sender's per-peer send sequence: the send's identity, which
  *           ACK/FIN (and a later send-cancel request/reply) name.
+ * Control types: 1 ACK, 2/3 reserved (send cancel), 4 KEEPALIVE.
+ *
+ * Dead peers: a send waiting for its FIN (rendezvous) or ACK (synchronous
+ * eager) has no WR left on the QP, so a receiver that dies after the
+ * request arrived would never make anything fail.  When a send has waited
+ * keepalive_ms for its reply, the engine posts a KEEPALIVE on that peer's
+ * QP (again every keepalive_ms while sends wait; checked in
+ * tm_engine_progress).  A dead peer fails it (a real RC QP after its retry
+ * count; the soft HCA checks the peer before starting a WR:
+ * IBV_WC_RETRY_EXC_ERR).  Any error completion of a WR on a peer's QP, or
+ * a transport error on a receive from it (not LOC_LEN_ERR, RNDV_INCOMPLETE
+ * or a refused rendezvous read, which concern one message), marks the peer
+ * dead: every send to it waiting for a reply or still queued, every queued
+ * software rendezvous read from it, completes with TM_REQ_ERROR (posted
+ * WRs complete flushed and fail their requests the same way); later sends
+ * to it complete with TM_REQ_ERROR at once; no ACK/FIN/read goes to it
+ * again.  Other peers are not affected.  Messages it sent that already
+ * arrived whole stay receivable; an unexpected rendezvous from it fails
+ * when a receive takes it.
  *
  * Hardware-prefix policy: a receive goes to the card only if (a) no
  * software-held posted receive could accept a message it accepts (the
@@ -81,6 +103,7 @@
 enum tm_ctrl {
 	TM_CTRL_ACK = 1,        /* synchronous send matched */
 	/* reserved: TM_CTRL_CANCEL_REQ = 2, TM_CTRL_CANCEL_REP = 3 */
+	TM_CTRL_KEEPALIVE = 4,  /* probes the peer; ignored on arrival */
 };
 
 /* Rendezvous metadata after the RVH. */
@@ -127,6 +150,8 @@ struct tm_engine_config {
 	uint32_t max_card_entries; /* 0: the device's list size */
 	int offload;             /* 0: keep every receive in software */
 	unsigned faults;         /* enum tm_fault, tests only */
+	/* a send waiting this long for FIN/ACK probes its peer (0: 1000) */
+	uint32_t keepalive_ms;
 	void (*arrival_hook)(void *arg, const struct tm_arrival *a);
 	void *hook_arg;
 };
@@ -161,6 +186,10 @@ struct tm_engine_stats {
 	uint64_t fin_unknown;      /* FIN/ACK naming no outstanding send */
 	uint64_t malformed;
 	uint64_t errors;
+	uint64_t keepalives_sent;
+	uint64_t keepalives_recv;  /* ... from peers, ignored */
+	uint64_t peer_failures;    /* peers marked dead */
+	uint64_t sends_failed;     /* sends completed TM_REQ_ERROR */
 	/* current state */
 	uint32_t card_entries;
 	uint32_t ops_outstanding;
@@ -217,8 +246,9 @@ struct tm_send {
 	int status;
 	uint32_t seq;            /* out: the send's identity on its peer */
 	/* private */
-	ucs_list_link_t link;    /* peer's tx queue */
+	ucs_list_link_t wait_link; /* peer's sends waiting for FIN/ACK */
 	ucs_list_link_t done_link;
+	uint64_t wait_ns;        /* when it started waiting */
 	int kind;
 	uint32_t peer;
 	uint64_t tag;
@@ -247,7 +277,12 @@ void tm_engine_destroy(struct tm_engine *eng);
 int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
 		       uint32_t *peer);
 
-/* Sends: flags TM_SEND_SYNC (complete when matched). mr may be NULL. */
+/*
+ * Sends: flags TM_SEND_SYNC (complete when matched). mr may be NULL.
+ * A send to a dead peer completes TM_REQ_ERROR at once (callback inside
+ * this call); a peer that dies later fails it within about keepalive_ms
+ * plus the transport's retry time (see "Dead peers").
+ */
 #define TM_SEND_SYNC 1u
 int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 		    uint32_t ctx, int32_t src, int32_t tag, const void *buf,
@@ -271,12 +306,18 @@ int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
 		     struct tm_msg *msg, void *buf, size_t len,
 		     struct ibv_mr *mr);
 
-/* Processes completions and queued work; returns events done or < 0. */
+/* Processes completions and queued work, and runs the keepalive timer
+ * (so a caller waiting on a send must keep calling it); returns events
+ * done or < 0. */
 int tm_engine_progress(struct tm_engine *eng);
 
 void tm_engine_get_stats(struct tm_engine *eng, struct tm_engine_stats *st);
 
-/* Nothing in flight: no list op, send, read or queued work outstanding. */
+/*
+ * Nothing in flight: no list op, read or queued work outstanding, and no
+ * send incomplete (a send waiting for its FIN/ACK counts: its peer may
+ * still read the buffer, and the keepalive needs progress to fail it).
+ */
 int tm_engine_idle(struct tm_engine *eng);
 
 #endif /* TM_ENGINE_H */

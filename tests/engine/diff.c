@@ -610,6 +610,9 @@ static void world_open(const struct dcfg *c, uint64_t seed)
 	o.ecfg.n_send_slots = 64;
 	o.ecfg.faults = c->faults;
 	o.ecfg.arrival_hook = arrival_hook;
+	/* no timer-driven keepalives: a seed must replay the same schedule
+	 * (test_peer_fail covers keepalives) */
+	o.ecfg.keepalive_ms = UINT32_MAX;
 	if (eu_world_init(&S.w, 1 + c->k, &o))
 		tap_bail("cannot open the soft HCA world");
 	S.k = c->k;

@@ -1,0 +1,594 @@
+/*
+ * test_peer_fail.c - a dead peer becomes an error in bounded time, never a
+ * silent hang (tm_engine.h, "Dead peers").
+ *
+ * Each node is a process of its own (the soft HCA tells a dead peer by its
+ * pid), forked before any device is opened; the parent connects to each
+ * child over a socketpair (QP addresses, then one-byte commands).  A child
+ * that is to die SIGKILLs itself, so nothing of it says goodbye: the
+ * parent learns only from its own QP.  Every process runs under alarm():
+ * a hang fails the test instead of stalling it.
+ *
+ * Checked: a rendezvous send and a synchronous eager send whose request
+ * reached the receiver fail (TM_REQ_ERROR) once the receiver dies, through
+ * the keepalive; sends to a receiver that died before anything arrived fail
+ * (also a burst that overflows the send queue); later sends fail at once;
+ * an unexpected rendezvous from a dead sender fails its receive while an
+ * eager message from it is still delivered; another peer keeps working in
+ * both directions; tm_engine_idle() is 0 while a send waits for its reply
+ * and 1 once everything failed; every request completes exactly once; a
+ * live receiver that is slow gets keepalives and ignores them.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "tap.h"
+#include "eng_util.h"
+
+#define KA_MS 20          /* keepalive threshold in these tests */
+#define BIG (1u << 20)    /* a rendezvous send */
+#define MAXP 3
+
+struct pnode {
+	struct tm_dev *dev;
+	struct tm_engine *eng;
+	struct ibv_qp *qp[MAXP];
+	uint32_t peer[MAXP];
+	int sock[MAXP];
+	uint8_t *arena;
+	struct ibv_mr *mr;
+};
+
+struct trecv {
+	struct tm_recv r;
+	int done;
+};
+
+struct tsend {
+	struct tm_send s;
+	int done;
+};
+
+static void recv_cb(struct tm_recv *r)
+{
+	((struct trecv *)r)->done++;
+}
+
+static void send_cb(struct tm_send *s)
+{
+	((struct tsend *)s)->done++;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint8_t pat(size_t i, uint8_t seed)
+{
+	return (uint8_t)(seed + i * 13);
+}
+
+static void fill(uint8_t *p, size_t n, uint8_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = pat(i, seed);
+}
+
+static int check(const uint8_t *p, size_t n, uint8_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != pat(i, seed))
+			return 0;
+	return 1;
+}
+
+/* ---- set-up: one device and engine per process ----------------------- */
+
+static int node_open(struct pnode *nd, size_t arena)
+{
+	struct tm_dev_config dc;
+	struct tm_engine_config ec;
+
+	memset(nd, 0, sizeof(*nd));
+	tm_dev_config_default(&dc);
+	dc.provider = "soft";
+	tm_engine_config_default(&ec);
+	ec.eager_limit = 1024;
+	ec.keepalive_ms = KA_MS;
+	if (tm_dev_open(&dc, &nd->dev) != TM_OK ||
+	    tm_engine_create(nd->dev, &ec, &nd->eng) != TM_OK)
+		return -1;
+	nd->arena = calloc(1, arena);
+	if (!nd->arena)
+		return -1;
+	return tm_dev_reg(nd->dev, nd->arena, arena, IBV_ACCESS_REMOTE_READ,
+			  &nd->mr) == TM_OK ? 0 : -1;
+}
+
+static void node_close(struct pnode *nd)
+{
+	tm_engine_destroy(nd->eng);
+	for (int i = 0; i < MAXP; i++)
+		if (nd->qp[i])
+			tm_dev_qp_destroy(nd->dev, nd->qp[i]);
+	if (nd->mr)
+		tm_dev_dereg(nd->dev, nd->mr);
+	free(nd->arena);
+	tm_dev_close(nd->dev);
+}
+
+static int xfer(int fd, void *p, size_t n, int out)
+{
+	ssize_t k = out ? write(fd, p, n) : read(fd, p, n);
+
+	return k == (ssize_t)n ? 0 : -1;
+}
+
+/* Both sides: make a QP, swap addresses over fd, connect, add the peer. */
+static int link_peer(struct pnode *nd, int slot, int fd)
+{
+	struct tm_dev_addr mine, theirs;
+
+	nd->sock[slot] = fd;
+	if (tm_dev_qp_create(nd->dev, &nd->qp[slot]))
+		return -1;
+	tm_dev_qp_addr(nd->dev, nd->qp[slot], &mine);
+	if (xfer(fd, &mine, sizeof(mine), 1) ||
+	    xfer(fd, &theirs, sizeof(theirs), 0) ||
+	    tm_dev_qp_connect(nd->dev, nd->qp[slot], &theirs) ||
+	    tm_engine_add_peer(nd->eng, nd->qp[slot], &nd->peer[slot]))
+		return -1;
+	return 0;
+}
+
+/* Progresses eng until a byte arrives on fd (returned) or EOF (-1). */
+static int wait_byte(struct tm_engine *eng, int fd)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	uint8_t b;
+
+	for (;;) {
+		tm_engine_progress(eng);
+		if (poll(&pf, 1, 1) > 0)
+			return read(fd, &b, 1) == 1 ? b : -1;
+	}
+}
+
+static void say(int fd, uint8_t b)
+{
+	if (write(fd, &b, 1) != 1)
+		_exit(90);
+}
+
+static struct tm_engine_stats stats(struct tm_engine *eng)
+{
+	struct tm_engine_stats st;
+
+	tm_engine_get_stats(eng, &st);
+	return st;
+}
+
+/* ---- children -------------------------------------------------------- */
+
+enum child_kind {
+	C_DIE_AFTER_ARRIVAL, /* progress until a tagged message arrived */
+	C_DIE_AT_ONCE,       /* die right after connecting */
+	C_SEND_THEN_DIE,     /* send a rendezvous and an eager, then die */
+	C_LIVE,              /* receive, answer, exit cleanly */
+};
+
+static void child_live(struct pnode *nd)
+{
+	struct trecv r1, r2;
+	struct tsend s1, s2;
+	int ok;
+
+	memset(&r1, 0, sizeof(r1));
+	memset(&r2, 0, sizeof(r2));
+	memset(&s1, 0, sizeof(s1));
+	memset(&s2, 0, sizeof(s2));
+	r1.r.cb = r2.r.cb = recv_cb;
+	s1.s.cb = s2.s.cb = send_cb;
+	tm_engine_irecv(nd->eng, &r1.r, 1, 0, 1, nd->arena, BIG, nd->mr);
+	tm_engine_irecv(nd->eng, &r2.r, 1, 0, 2, nd->arena + BIG, 64, nd->mr);
+	while (!r1.done || !r2.done)
+		tm_engine_progress(nd->eng);
+	ok = r1.r.status == TM_REQ_OK && check(nd->arena, BIG, 1) &&
+	     r2.r.status == TM_REQ_OK && check(nd->arena + BIG, 64, 2);
+	if (wait_byte(nd->eng, nd->sock[0]) != 'g')
+		_exit(91);
+	fill(nd->arena + 2 * BIG, 200000, 3);
+	fill(nd->arena + 3 * BIG, 100, 4);
+	tm_engine_isend(nd->eng, &s1.s, nd->peer[0], 1, 1, 3,
+			nd->arena + 2 * BIG, 200000, nd->mr, 0);
+	tm_engine_isend(nd->eng, &s2.s, nd->peer[0], 1, 1, 4,
+			nd->arena + 3 * BIG, 100, nd->mr, TM_SEND_SYNC);
+	while (!s1.done || !s2.done)
+		tm_engine_progress(nd->eng);
+	ok = ok && s1.s.status == TM_REQ_OK && s2.s.status == TM_REQ_OK;
+	/* serve until the parent is done (it may still need our FINs) */
+	wait_byte(nd->eng, nd->sock[0]);
+	node_close(nd);
+	_exit(ok ? 0 : 92);
+}
+
+static void child_send_then_die(struct pnode *nd)
+{
+	struct tsend s1, s2;
+
+	memset(&s1, 0, sizeof(s1));
+	memset(&s2, 0, sizeof(s2));
+	s2.s.cb = send_cb;
+	fill(nd->arena, BIG, 5);
+	fill(nd->arena + BIG, 100, 6);
+	tm_engine_isend(nd->eng, &s1.s, nd->peer[0], 1, 1, 7, nd->arena, BIG,
+			nd->mr, 0);
+	tm_engine_isend(nd->eng, &s2.s, nd->peer[0], 1, 1, 8, nd->arena + BIG,
+			100, nd->mr, 0);
+	/* the eager one's completion says both are in the parent's ring */
+	while (!s2.done)
+		tm_engine_progress(nd->eng);
+	kill(getpid(), SIGKILL);
+}
+
+static void child_main(enum child_kind kind, int fd)
+{
+	struct pnode nd;
+
+	alarm(20);
+	if (node_open(&nd, 4 * BIG) || link_peer(&nd, 0, fd))
+		_exit(80);
+	switch (kind) {
+	case C_DIE_AFTER_ARRIVAL:
+		while (stats(nd.eng).unexpected < 1)
+			tm_engine_progress(nd.eng);
+		kill(getpid(), SIGKILL);
+		break;
+	case C_DIE_AT_ONCE:
+		kill(getpid(), SIGKILL);
+		break;
+	case C_SEND_THEN_DIE:
+		child_send_then_die(&nd);
+		break;
+	case C_LIVE:
+		child_live(&nd);
+		break;
+	}
+	_exit(81);
+}
+
+/* Forks a child of this kind and links it to the parent's slot. */
+static pid_t spawn(struct pnode *nd, int slot, enum child_kind kind)
+{
+	int sv[2];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		tap_bail("socketpair");
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		tap_bail("fork");
+	if (pid == 0) {
+		close(sv[0]);
+		child_main(kind, sv[1]);
+	}
+	close(sv[1]);
+	if (link_peer(nd, slot, sv[0]))
+		tap_bail("cannot connect to the child");
+	return pid;
+}
+
+/* The child's exit: its exit code, or 128 + the signal that ended it. */
+static int reap(pid_t pid)
+{
+	int st;
+
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A hang is the failure this file is about: say so instead of dying mute. */
+static void on_alarm(int sig)
+{
+	static const char msg[] = "Bail out! timed out: a request never completed\n";
+
+	(void)sig;
+	if (write(1, msg, sizeof(msg) - 1) < 0)
+		_exit(2);
+	_exit(1);
+}
+
+static void parent_open(struct pnode *nd)
+{
+	alarm(10);
+	if (node_open(nd, 4 * BIG))
+		tap_bail("cannot open the soft HCA");
+}
+
+static void parent_close(struct pnode *nd)
+{
+	for (int i = 0; i < MAXP; i++)
+		if (nd->sock[i] > 0)
+			close(nd->sock[i]);
+	node_close(nd);
+	alarm(0);
+}
+
+static int isend(struct pnode *nd, struct tsend *t, int slot, int tag,
+		 size_t off, size_t len, unsigned flags)
+{
+	memset(t, 0, sizeof(*t));
+	t->s.cb = send_cb;
+	fill(nd->arena + off, len, (uint8_t)tag);
+	return tm_engine_isend(nd->eng, &t->s, nd->peer[slot], 1, 0, tag,
+			       nd->arena + off, len, nd->mr, flags);
+}
+
+/*
+ * Progresses until t completes; returns seconds taken.  *honest stays 1
+ * unless tm_engine_idle() said 1 while t was still outstanding.
+ */
+static double wait_send(struct pnode *nd, struct tsend *t, int *honest)
+{
+	double t0 = now_s();
+
+	while (!t->done) {
+		if (tm_engine_idle(nd->eng))
+			*honest = 0;
+		tm_engine_progress(nd->eng);
+	}
+	return now_s() - t0;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+/* The receiver dies after the request (rendezvous or sync) arrived. */
+static void test_dies_after_arrival(int sync)
+{
+	const char *what = sync ? "synchronous 64 B send" : "1 MiB rendezvous send";
+	struct tm_engine_stats st;
+	struct pnode nd;
+	struct tsend s, later;
+	int honest = 1, code;
+	double dt;
+	pid_t pid;
+
+	parent_open(&nd);
+	pid = spawn(&nd, 0, C_DIE_AFTER_ARRIVAL);
+	isend(&nd, &s, 0, 1, 0, sync ? 64 : BIG, sync ? TM_SEND_SYNC : 0);
+	dt = wait_send(&nd, &s, &honest);
+	st = stats(nd.eng);
+	tap_check(s.done == 1 && s.s.status == TM_REQ_ERROR,
+		  "receiver died after the request arrived: %s fails (%.3f s)",
+		  what, dt);
+	tap_check(st.keepalives_sent >= 1 && st.peer_failures == 1,
+		  "%s: found by a keepalive (%lu sent), peer marked dead once",
+		  what, (unsigned long)st.keepalives_sent);
+	tap_check(honest && tm_engine_idle(nd.eng),
+		  "%s: not idle while it waited, idle after it failed", what);
+	isend(&nd, &later, 0, 2, 0, 100, 0);
+	tap_check(later.done == 1 && later.s.status == TM_REQ_ERROR,
+		  "%s: a later send to the dead peer fails at once", what);
+	tm_engine_progress(nd.eng);
+	tap_check(s.done == 1 && later.done == 1,
+		  "%s: each request completed exactly once", what);
+	code = reap(pid);
+	tap_check(code == 128 + SIGKILL, "%s: the child died as planned (%d)",
+		  what, code);
+	parent_close(&nd);
+}
+
+/* The receiver is gone before anything was sent: every kind fails. */
+static void test_dies_before(void)
+{
+	enum { NB = 300 };
+	static struct tsend burst[NB];
+	struct tsend e, y, r;
+	struct pnode nd;
+	uint8_t b;
+	int i, once = 1, err = 1, honest = 1;
+	pid_t pid;
+
+	parent_open(&nd);
+	pid = spawn(&nd, 0, C_DIE_AT_ONCE);
+	/* EOF: the child is dead (a zombie until reaped) */
+	if (read(nd.sock[0], &b, 1) != 0)
+		tap_bail("child said something");
+	usleep(5000); /* past the soft HCA's 1 ms liveness cache */
+	isend(&nd, &e, 0, 1, 0, 100, 0);
+	isend(&nd, &y, 0, 2, 200, 64, TM_SEND_SYNC);
+	isend(&nd, &r, 0, 3, BIG, BIG, 0);
+	for (i = 0; i < NB; i++) /* more than the send queue takes */
+		isend(&nd, &burst[i], 0, 4, 2 * BIG + 64 * (size_t)i, 64, 0);
+	wait_send(&nd, &r, &honest);
+	for (i = 0; i < NB; i++)
+		wait_send(&nd, &burst[i], &honest);
+	wait_send(&nd, &e, &honest);
+	wait_send(&nd, &y, &honest);
+	tm_engine_progress(nd.eng);
+	for (i = 0; i < NB; i++) {
+		once &= burst[i].done == 1;
+		err &= burst[i].s.status == TM_REQ_ERROR;
+	}
+	tap_check(e.s.status == TM_REQ_ERROR && y.s.status == TM_REQ_ERROR &&
+		  r.s.status == TM_REQ_ERROR,
+		  "receiver dead before anything arrived: eager, sync and rendezvous sends fail");
+	tap_check(err && once && e.done == 1 && y.done == 1 && r.done == 1,
+		  "a burst of %d sends (queued behind a full send queue) fails, each once",
+		  NB);
+	tap_check(honest && tm_engine_idle(nd.eng) &&
+		  stats(nd.eng).peer_failures == 1,
+		  "idle afterwards, one peer failure");
+	reap(pid);
+	parent_close(&nd);
+}
+
+/* A sender dies after its messages arrived unexpected. */
+static void test_sender_dies(void)
+{
+	struct trecv rr, re;
+	struct pnode nd;
+	uint8_t b;
+	pid_t pid;
+
+	parent_open(&nd);
+	pid = spawn(&nd, 0, C_SEND_THEN_DIE);
+	while (stats(nd.eng).unexpected < 2)
+		tm_engine_progress(nd.eng);
+	if (read(nd.sock[0], &b, 1) != 0)
+		tap_bail("child said something");
+	usleep(5000);
+	memset(&rr, 0, sizeof(rr));
+	memset(&re, 0, sizeof(re));
+	rr.r.cb = re.r.cb = recv_cb;
+	tm_engine_irecv(nd.eng, &rr.r, 1, 1, 7, nd.arena, BIG, nd.mr);
+	while (!rr.done)
+		tm_engine_progress(nd.eng);
+	tap_check(rr.done == 1 && rr.r.status == TM_REQ_ERROR,
+		  "unexpected rendezvous from a dead sender: the receive fails");
+	tm_engine_irecv(nd.eng, &re.r, 1, 1, 8, nd.arena + BIG, 200, nd.mr);
+	while (!re.done)
+		tm_engine_progress(nd.eng);
+	tap_check(re.r.status == TM_REQ_OK && re.r.msg_len == 100 &&
+		  check(nd.arena + BIG, 100, 6),
+		  "an eager message that arrived whole before it died is still delivered");
+	tm_engine_progress(nd.eng);
+	tap_check(rr.done == 1 && re.done == 1 && tm_engine_idle(nd.eng),
+		  "each receive completed once; idle");
+	reap(pid);
+	parent_close(&nd);
+}
+
+/* Peer A dies holding a rendezvous request; peer B keeps working. */
+static void test_other_peer(void)
+{
+	struct tsend sa, sb1, sb2;
+	struct trecv r3, r4;
+	struct pnode nd;
+	int honest = 1, code;
+	pid_t pa, pb;
+
+	parent_open(&nd);
+	pa = spawn(&nd, 0, C_DIE_AFTER_ARRIVAL);
+	pb = spawn(&nd, 1, C_LIVE);
+	isend(&nd, &sa, 0, 1, 0, BIG, 0);
+	isend(&nd, &sb1, 1, 1, BIG, BIG, 0);
+	isend(&nd, &sb2, 1, 2, 2 * BIG, 64, TM_SEND_SYNC);
+	wait_send(&nd, &sa, &honest);
+	tap_check(sa.s.status == TM_REQ_ERROR && stats(nd.eng).peer_failures == 1,
+		  "two peers: the dead one's rendezvous send fails");
+	wait_send(&nd, &sb1, &honest);
+	wait_send(&nd, &sb2, &honest);
+	tap_check(sb1.s.status == TM_REQ_OK && sb2.s.status == TM_REQ_OK,
+		  "two peers: rendezvous and sync sends to the live one succeed");
+	memset(&r3, 0, sizeof(r3));
+	memset(&r4, 0, sizeof(r4));
+	r3.r.cb = r4.r.cb = recv_cb;
+	tm_engine_irecv(nd.eng, &r3.r, 1, 1, 3, nd.arena + 3 * BIG, 300000,
+			nd.mr);
+	tm_engine_irecv(nd.eng, &r4.r, 1, TM_ANY_SRC, TM_ANY_TAG,
+			nd.arena + 3 * BIG + 300000, 200, nd.mr);
+	say(nd.sock[1], 'g'); /* after the failure: B sends to us now */
+	while (!r3.done || !r4.done)
+		tm_engine_progress(nd.eng);
+	tap_check(r3.r.status == TM_REQ_OK && r3.r.msg_len == 200000 &&
+		  check(nd.arena + 3 * BIG, 200000, 3) &&
+		  r4.r.status == TM_REQ_OK && r4.r.env.src == 1 &&
+		  check(nd.arena + 3 * BIG + 300000, 100, 4),
+		  "two peers: after the failure the live peer's rendezvous and sync messages arrive");
+	while (!tm_engine_idle(nd.eng))
+		tm_engine_progress(nd.eng);
+	say(nd.sock[1], 'q');
+	code = reap(pb);
+	tap_check(code == 0, "two peers: the live peer saw all its data right and exited cleanly (%d)",
+		  code);
+	tap_check(sa.done == 1 && sb1.done == 1 && sb2.done == 1 &&
+		  r3.done == 1 && r4.done == 1 && stats(nd.eng).peer_failures == 1,
+		  "two peers: every request completed exactly once");
+	reap(pa);
+	parent_close(&nd);
+}
+
+/* In one process: a slow but live receiver gets keepalives and ignores them. */
+static void test_slow_receiver(void)
+{
+	struct eu_world w;
+	struct eu_opts o;
+	struct tm_engine_stats s0, s1;
+	struct tsend sr, sy;
+	struct trecv rr, ry;
+	struct tm_engine *e0, *e1;
+	double t0;
+	int idle_while_waiting = 0;
+
+	alarm(10);
+	eu_opts_default(&o);
+	o.arena_len = 4 * BIG;
+	o.ecfg.eager_limit = 1024;
+	o.ecfg.keepalive_ms = 5;
+	if (eu_world_init(&w, 2, &o))
+		tap_bail("cannot open the soft HCA world");
+	e0 = w.node[0].eng;
+	e1 = w.node[1].eng;
+	memset(&sr, 0, sizeof(sr));
+	memset(&sy, 0, sizeof(sy));
+	sr.s.cb = sy.s.cb = send_cb;
+	fill(w.node[1].arena, BIG, 9);
+	tm_engine_isend(e1, &sr.s, w.node[1].peer[0], 2, 1, 5,
+			w.node[1].arena, BIG, w.node[1].mr, 0);
+	tm_engine_isend(e1, &sy.s, w.node[1].peer[0], 2, 1, 6,
+			w.node[1].arena + BIG, 10, w.node[1].mr, TM_SEND_SYNC);
+	for (t0 = now_s(); now_s() - t0 < 0.06;) {
+		eu_pump(&w);
+		idle_while_waiting |= tm_engine_idle(e1);
+		usleep(1000);
+	}
+	s0 = stats(e0);
+	s1 = stats(e1);
+	tap_check(!sr.done && !sy.done && !idle_while_waiting,
+		  "slow receiver: sends keep waiting, the sender is never idle");
+	tap_check(s1.keepalives_sent >= 2 && s0.keepalives_recv >= 1 &&
+		  s0.malformed == 0 && s1.peer_failures == 0 && !s1.sends_failed,
+		  "slow receiver: keepalives go out (%lu) and are ignored (%lu)",
+		  (unsigned long)s1.keepalives_sent,
+		  (unsigned long)s0.keepalives_recv);
+	memset(&rr, 0, sizeof(rr));
+	memset(&ry, 0, sizeof(ry));
+	rr.r.cb = ry.r.cb = recv_cb;
+	tm_engine_irecv(e0, &rr.r, 2, 1, 5, w.node[0].arena, BIG, w.node[0].mr);
+	tm_engine_irecv(e0, &ry.r, 2, 1, 6, w.node[0].arena + BIG, 64,
+			w.node[0].mr);
+	eu_pump(&w);
+	tap_check(sr.done == 1 && sy.done == 1 && sr.s.status == TM_REQ_OK &&
+		  sy.s.status == TM_REQ_OK && rr.r.status == TM_REQ_OK &&
+		  check(w.node[0].arena, BIG, 9) && eu_quiet(&w),
+		  "slow receiver: both sends complete normally once it receives");
+	eu_world_fini(&w);
+	alarm(0);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGALRM, on_alarm);
+	test_dies_after_arrival(0);
+	test_dies_after_arrival(1);
+	test_dies_before();
+	test_sender_dies();
+	test_other_peer();
+	test_slow_receiver();
+	return tap_done();
+}
