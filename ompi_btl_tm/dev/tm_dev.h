@@ -24,8 +24,14 @@
  * Its address (struct tm_dev_addr: gid, lid, qp_num) is exchanged out of
  * band; tm_dev_qp_connect() moves it to RTR and RTS towards the peer.
  *
+ * MRs: tm_dev_reg()/tm_dev_dereg() are plain ibv_reg_mr()/ibv_dereg_mr(),
+ * for long-lived buffers.  Per-message buffers go through
+ * tm_dev_mem_get()/tm_dev_mem_put() instead, which by default use a
+ * registration cache (libucs's rcache; see "Registration cache" below).
+ *
  * All functions return enum tm_status (tm_status.h); nothing here prints
- * except tm_dev_open() failures, which say why on stderr.
+ * except tm_dev_open(), on failure (why, on stderr) or when it cannot set
+ * up the registration cache (one line; it then registers per call).
  */
 #ifndef TM_DEV_H
 #define TM_DEV_H
@@ -43,6 +49,11 @@ struct tm_dev_config {
 	uint32_t srq_max_wr;   /* plain buffers the TM-SRQ can hold */
 	uint32_t qp_max_send_wr;
 	uint32_t cq_size;
+	int rcache;                  /* cache tm_dev_mem_get() MRs (default 1);
+				      * TM_DEV_RCACHE=0/1 overrides */
+	uint32_t rcache_max_regions; /* unused regions kept: 0 = default
+				      * (1024), at most half the device's
+				      * max_mr */
 };
 
 struct tm_dev_caps {
@@ -51,6 +62,16 @@ struct tm_dev_caps {
 	uint32_t max_rndv_hdr_size;
 	uint32_t max_sge;
 };
+
+/* Counters of tm_dev_mem_get()/put(); regs - deregs = MRs it holds. */
+struct tm_dev_mem_stats {
+	uint64_t gets;   /* successful tm_dev_mem_get() calls */
+	uint64_t regs;   /* registrations they needed (misses) */
+	uint64_t deregs; /* registrations released */
+	uint64_t fails;  /* tm_dev_mem_get() calls that failed */
+};
+
+struct ucs_rcache;
 
 struct tm_dev {
 	const struct tm_verbs *verbs;
@@ -66,6 +87,8 @@ struct tm_dev {
 	union ibv_gid gid;
 	uint32_t qp_max_send_wr;
 	char name[64];            /* provider:device, for messages */
+	struct ucs_rcache *rcache; /* NULL: tm_dev_mem_get() registers */
+	struct tm_dev_mem_stats mem_st; /* updated atomically (relaxed) */
 };
 
 struct tm_dev_addr {
@@ -90,5 +113,35 @@ int tm_dev_qp_destroy(struct tm_dev *dev, struct ibv_qp *qp);
 int tm_dev_reg(struct tm_dev *dev, void *addr, size_t len, int access,
 	       struct ibv_mr **out);
 int tm_dev_dereg(struct tm_dev *dev, struct ibv_mr *mr);
+
+/*
+ * Registration cache
+ * ------------------
+ * tm_dev_mem_get() returns in *mr an MR whose lkey/rkey cover
+ * [addr, addr + len) (len > 0), holding it until tm_dev_mem_put(dev, mr).
+ * With the cache (dev->rcache) the MR is a view of a cached region: its
+ * addr/length are the region's (page-aligned, possibly larger than asked),
+ * it must not be passed to tm_dev_dereg() or to the verbs, and it stays
+ * registered after the put until the memory is unmapped (munmap, a free()
+ * that returns memory to the system, ...: libucm's VM_UNMAPPED event), the
+ * cache evicts it, or the device closes.  Memory freed and mapped again at
+ * the same address is therefore registered again, never served from a
+ * stale entry.  Without the cache the calls are tm_dev_reg()/dereg().
+ *
+ * access: IBV_ACCESS_* flags.  Unlike tm_dev_reg(), LOCAL_WRITE is not
+ * implied: a request without any write access (e.g. REMOTE_READ only, a
+ * rendezvous send buffer) is registered read-only, so that read-only memory
+ * can be sent; one with LOCAL_WRITE, REMOTE_WRITE or REMOTE_ATOMIC is
+ * registered LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ.  The cache can hand
+ * out an MR with more access than asked (a writable region also serves a
+ * read-only request).
+ *
+ * Both calls are thread-safe.  Deregistrations may also happen in whichever
+ * thread next calls into the cache, in libucs's async thread (after 64 MB
+ * of unmapped-but-registered memory), and in fork()'s prepare handler.
+ */
+int tm_dev_mem_get(struct tm_dev *dev, void *addr, size_t len, int access,
+		   struct ibv_mr **mr);
+void tm_dev_mem_put(struct tm_dev *dev, struct ibv_mr *mr);
 
 #endif /* TM_DEV_H */
