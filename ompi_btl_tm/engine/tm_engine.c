@@ -9,7 +9,9 @@
  *   R_WAIT_DATA the card matched it; waiting for its data completion
  *   R_SW_READ   software rendezvous read in flight
  *   R_DONE      finished; completes once no list op naming it is pending
- * Only R_SW and R_CARD receives are in the shadow queues (tm_mq).
+ * Only R_SW and R_CARD receives are in the shadow queues (tm_mq); every
+ * R_SW receive is also in its context's FIFO (struct tm_swq) until it
+ * matches, is cancelled or is promoted to R_CARD.
  */
 #include <endian.h>
 #include <errno.h>
@@ -29,6 +31,8 @@ enum {
 	RF_ENTRY_LIVE = 1 << 3, /* counts against the card's list */
 	RF_FINISHED = 1 << 4,
 	RF_RNDV = 1 << 5,
+	RF_SWQ = 1 << 6,    /* in its context's software-held FIFO */
+	RF_PINNED = 1 << 7, /* can never go to the card */
 };
 
 /* wr_id low bits: what a TM-CQ completion is about. */
@@ -87,7 +91,15 @@ struct tm_peer {
 	int dead;                  /* its QP failed: nothing goes to it again */
 };
 
+/* The software-held receives of one context, in post order. */
+struct tm_swq {
+	ucs_list_link_t fifo;       /* tm_recv.sw_link */
+	ucs_list_link_t ready_link; /* in eng->promo_ready */
+	int ready;                  /* the head can go once the card has room */
+};
+
 KHASH_MAP_INIT_INT(tm_qpn, uint32_t)
+KHASH_MAP_INIT_INT(tm_swq, struct tm_swq *)
 KHASH_MAP_INIT_INT64(tm_sends, struct tm_send *)
 
 struct tm_cqe {
@@ -134,6 +146,8 @@ struct tm_engine {
 	uint32_t npeers;
 	khash_t(tm_qpn) *qpn;
 	khash_t(tm_sends) *sends;
+	khash_t(tm_swq) *swq;       /* context id -> its software-held FIFO */
+	ucs_list_link_t promo_ready; /* FIFOs whose head may be promoted */
 
 	ucs_list_link_t done_recv;
 	ucs_list_link_t done_send;
@@ -215,7 +229,7 @@ static void recv_try_done(struct tm_engine *eng, struct tm_recv *r)
 		return;
 	r->state = R_DONE;
 	if (r->own_mr) {
-		tm_dev_dereg(eng->dev, r->mr);
+		tm_dev_mem_put(eng->dev, r->mr);
 		r->own_mr = 0;
 		r->mr = NULL;
 	}
@@ -238,7 +252,7 @@ static void send_try_done(struct tm_engine *eng, struct tm_send *s)
 	if (s->waiting)
 		return;
 	if (s->own_mr) {
-		tm_dev_dereg(eng->dev, s->mr);
+		tm_dev_mem_put(eng->dev, s->mr);
 		s->own_mr = 0;
 		s->mr = NULL;
 	}
@@ -730,7 +744,8 @@ static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r)
 	r->msg_len = r->rd_len;
 	eng->st.rndv_sw++;
 	if (r->rd_len && r->len && !r->mr) {
-		if (tm_dev_reg(eng->dev, r->buf, r->len, 0, &r->mr) == TM_OK)
+		if (tm_dev_mem_get(eng->dev, r->buf, r->len,
+				   IBV_ACCESS_LOCAL_WRITE, &r->mr) == TM_OK)
 			r->own_mr = 1;
 	}
 	if (!r->rd_len || !r->len || !r->mr) {
@@ -1385,8 +1400,8 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 	if (s->kind == TX_RNDV) {
 		s->app_ctx |= TM_APP_RNDV;
 		if (!mr) {
-			ret = tm_dev_reg(eng->dev, (void *)buf, len,
-					 IBV_ACCESS_REMOTE_READ, &s->mr);
+			ret = tm_dev_mem_get(eng->dev, (void *)buf, len,
+					     IBV_ACCESS_REMOTE_READ, &s->mr);
 			if (ret != TM_OK)
 				return ret;
 			s->own_mr = 1;
@@ -1395,14 +1410,14 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 	tx = tx_new(eng, s->kind, peer);
 	if (!tx) {
 		if (s->own_mr)
-			tm_dev_dereg(eng->dev, s->mr);
+			tm_dev_mem_put(eng->dev, s->mr);
 		return TM_ERR_NO_MEMORY;
 	}
 	tx->send = s;
 	if (reply && wait_reply_start(eng, s) != TM_OK) {
 		tx_free(tx);
 		if (s->own_mr)
-			tm_dev_dereg(eng->dev, s->mr);
+			tm_dev_mem_put(eng->dev, s->mr);
 		return TM_ERR_NO_MEMORY;
 	}
 	eng->sends_waiting++;
@@ -1427,8 +1442,11 @@ static uint64_t *offload_refusal(struct tm_engine *eng, struct tm_recv *r,
 		return &eng->st.sw_list_full;
 	if (!ucs_list_is_empty(&eng->opq) || eng->ops_out >= eng->max_ops)
 		return &eng->st.sw_ops_full;
+	/* Per-message MRs come from the dev layer's registration cache:
+	 * released with tm_dev_mem_put() when the request is done. */
 	if (!r->mr) {
-		if (tm_dev_reg(eng->dev, r->buf, r->len, 0, &r->mr) != TM_OK)
+		if (tm_dev_mem_get(eng->dev, r->buf, r->len,
+				   IBV_ACCESS_LOCAL_WRITE, &r->mr) != TM_OK)
 			return &eng->st.sw_reg_fail;
 		r->own_mr = 1;
 	}
