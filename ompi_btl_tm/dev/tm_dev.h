@@ -65,7 +65,8 @@ struct tm_dev_caps {
 
 /* Counters of tm_dev_mem_get()/put(); regs - deregs = MRs it holds. */
 struct tm_dev_mem_stats {
-	uint64_t gets;   /* successful tm_dev_mem_get() calls */
+	uint64_t gets;   /* successful tm_dev_mem_get() calls (approximate
+			  * when several threads call it at once) */
 	uint64_t regs;   /* registrations they needed (misses) */
 	uint64_t deregs; /* registrations released */
 	uint64_t fails;  /* tm_dev_mem_get() calls that failed */
@@ -88,7 +89,7 @@ struct tm_dev {
 	uint32_t qp_max_send_wr;
 	char name[64];            /* provider:device, for messages */
 	struct ucs_rcache *rcache; /* NULL: tm_dev_mem_get() registers */
-	struct tm_dev_mem_stats mem_st; /* updated atomically (relaxed) */
+	struct tm_dev_mem_stats mem_st; /* relaxed atomics: read them so */
 };
 
 struct tm_dev_addr {
