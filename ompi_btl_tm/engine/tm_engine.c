@@ -730,6 +730,170 @@ static void entry_gone(struct tm_engine *eng, struct tm_recv *r)
 	}
 }
 
+/* ---- software-held FIFOs and promotion ------------------------------ */
+
+static struct tm_swq *swq_of(struct tm_engine *eng, uint32_t ctx, int create)
+{
+	khiter_t it = kh_get(tm_swq, eng->swq, ctx);
+	struct tm_swq *q;
+	int ret;
+
+	if (it != kh_end(eng->swq))
+		return kh_value(eng->swq, it);
+	if (!create)
+		return NULL;
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return NULL;
+	it = kh_put(tm_swq, eng->swq, ctx, &ret);
+	if (ret < 0) {
+		free(q);
+		return NULL;
+	}
+	ucs_list_head_init(&q->fifo);
+	kh_value(eng->swq, it) = q;
+	return q;
+}
+
+/* Keeps q on promo_ready exactly while its head could be promoted. */
+static void swq_update(struct tm_engine *eng, struct tm_swq *q)
+{
+	struct tm_recv *h;
+	int ready = 0;
+
+	if (!ucs_list_is_empty(&q->fifo)) {
+		h = ucs_list_head(&q->fifo, struct tm_recv, sw_link);
+		ready = !(h->flags & RF_PINNED);
+	}
+	if (ready == q->ready)
+		return;
+	q->ready = ready;
+	if (ready)
+		ucs_list_add_tail(&eng->promo_ready, &q->ready_link);
+	else
+		ucs_list_del(&q->ready_link);
+}
+
+/*
+ * r becomes software-held: into q in post order.  A new receive is the
+ * latest post, so this is O(1) except after a failed ADD (never seen).
+ */
+static void swq_insert(struct tm_engine *eng, struct tm_swq *q,
+		       struct tm_recv *r)
+{
+	ucs_list_link_t *pos = q->fifo.prev;
+
+	while (pos != &q->fifo &&
+	       ucs_container_of(pos, struct tm_recv, sw_link)->post_stamp >
+	       r->post_stamp)
+		pos = pos->prev;
+	ucs_list_insert_after(pos, &r->sw_link);
+	r->flags |= RF_SWQ;
+	swq_update(eng, q);
+}
+
+static void swq_del(struct tm_engine *eng, struct tm_recv *r)
+{
+	struct tm_swq *q;
+
+	if (!(r->flags & RF_SWQ))
+		return;
+	r->flags &= ~RF_SWQ;
+	ucs_list_del(&r->sw_link);
+	q = swq_of(eng, tm_tag_ctx(r->mq.tag), 0);
+	if (q)
+		swq_update(eng, q);
+}
+
+/* Receives no card could take (whatever its state): never promoted. */
+static int never_on_card(struct tm_engine *eng, const struct tm_recv *r)
+{
+	return !eng->cfg.offload || r->len < TMH_LEN + RVH_LEN ||
+	       r->len > UINT32_MAX;
+}
+
+/* Resources for one more ADD: tests (b) and (c) of the contract. */
+static int card_has_room(struct tm_engine *eng)
+{
+	return eng->card_entries < eng->max_entries &&
+	       ucs_list_is_empty(&eng->opq) && eng->ops_out < eng->max_ops;
+}
+
+/* Posts r's ADD with the current count; 0 if the card took it. */
+static int card_add(struct tm_engine *eng, struct tm_recv *r)
+{
+	eng->reported = count_now(eng);
+	if (op_post(eng, WR_ADD, r, eng->reported))
+		return -1;
+	r->ops_pending++;
+	r->flags |= RF_ENTRY_LIVE;
+	eng->card_entries++;
+	return 0;
+}
+
+/* The receive of q to promote: its head (see promote()). */
+static struct tm_recv *promo_pick(struct tm_engine *eng, struct tm_swq *q)
+{
+	struct tm_recv *t = ucs_list_tail(&q->fifo, struct tm_recv, sw_link);
+
+	/* the fault: the latest first, past earlier ones it may overlap */
+	if ((eng->cfg.faults & TM_FAULT_PREFIX) && !(t->flags & RF_PINNED))
+		return t;
+	return ucs_list_head(&q->fifo, struct tm_recv, sw_link);
+}
+
+/* Promotes one receive of q; 0 if it went to the card. */
+static int promote_one(struct tm_engine *eng, struct tm_swq *q)
+{
+	struct tm_recv *r = promo_pick(eng, q);
+
+	if (!r->mr) {
+		/* from the registration cache, like a receive posted to the
+		 * card (released with tm_dev_mem_put) */
+		if (tm_dev_mem_get(eng->dev, r->buf, r->len,
+				   IBV_ACCESS_LOCAL_WRITE, &r->mr) != TM_OK) {
+			r->mr = NULL;
+			r->flags |= RF_PINNED;
+			swq_update(eng, q);
+			return -1;
+		}
+		r->own_mr = 1;
+	}
+	if (card_add(eng, r))
+		return -1;
+	swq_del(eng, r);
+	tm_mq_set_held(&eng->mq, &r->mq, 0); /* cannot fail when clearing */
+	r->state = R_CARD;
+	eng->st.promoted++;
+	return 0;
+}
+
+/*
+ * Hands software-held receives to the card while it has room.  Only FIFO
+ * heads are taken (see the contract: the prefix rule holds for them), and
+ * contexts take turns so that one long FIFO does not starve the others.
+ */
+static int promote(struct tm_engine *eng)
+{
+	struct tm_swq *q;
+	int n = 0;
+
+	while (!ucs_list_is_empty(&eng->promo_ready) && card_has_room(eng)) {
+		q = ucs_list_head(&eng->promo_ready, struct tm_swq, ready_link);
+		if (promote_one(eng, q)) {
+			if (q->ready)
+				break; /* the card refused the ADD: later */
+			continue;      /* pinned now: next context */
+		}
+		n++;
+		if (q->ready && eng->promo_ready.prev != &q->ready_link) {
+			ucs_list_del(&q->ready_link);
+			ucs_list_add_tail(&eng->promo_ready, &q->ready_link);
+		}
+	}
+	return n;
+}
+
 /* ---- software rendezvous -------------------------------------------- */
 
 /* r->hdr holds the request's TMH+RVH; reads min(len, buffer) then FINs. */
@@ -811,6 +975,7 @@ static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
 
 static void recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
 {
+	swq_del(eng, r);
 	tm_mq_recv_remove(&eng->mq, &r->mq);
 }
 
@@ -1056,6 +1221,22 @@ static void on_recv_cqe(struct tm_engine *eng, struct tm_recv *r,
 		on_card_data(eng, r, c);
 }
 
+/*
+ * The card refused r's ADD: software-held again, in place (post order in
+ * its bucket and FIFO), and pinned so that it is not offered again.
+ */
+static void recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
+{
+	struct tm_swq *q = swq_of(eng, tm_tag_ctx(r->mq.tag), 1);
+
+	if (!q || tm_mq_set_held(&eng->mq, &r->mq, 1) != TM_OK)
+		eng->st.errors++;
+	r->state = R_SW;
+	r->flags |= RF_PINNED;
+	if (q)
+		swq_insert(eng, q, r);
+}
+
 static void on_op_cqe(struct tm_engine *eng, int type, struct tm_recv *r,
 		      const struct tm_cqe *c)
 {
@@ -1069,12 +1250,8 @@ static void on_op_cqe(struct tm_engine *eng, int type, struct tm_recv *r,
 		/* never on the list: behave as software-held from now on */
 		eng->st.errors++;
 		entry_gone(eng, r);
-		if (r->state == R_CARD) {
-			tm_mq_recv_remove(&eng->mq, &r->mq);
-			tm_mq_post(&eng->mq, &r->mq, r->mq.tag, r->mq.mask,
-				   r->mq.seq, 1);
-			r->state = R_SW;
-		}
+		if (r->state == R_CARD)
+			recv_back_to_sw(eng, r);
 	} else if (type == WR_DEL && c->status == IBV_WC_SUCCESS) {
 		entry_gone(eng, r);
 		if (r->state == R_CLAIM) {
@@ -1222,6 +1399,7 @@ static int flush_work(struct tm_engine *eng)
 		post_plain(eng, eng->repost[i]);
 	int n = flush_ops(eng);
 
+	n += promote(eng); /* before maybe_sync: an ADD carries the count */
 	maybe_sync(eng);
 	n += flush_tx(eng);
 	return n;
@@ -1297,8 +1475,10 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 	ucs_list_head_init(&eng->all_tx);
 	eng->qpn = kh_init(tm_qpn);
 	eng->sends = kh_init(tm_sends);
+	eng->swq = kh_init(tm_swq);
+	ucs_list_head_init(&eng->promo_ready);
 	rc = tm_mq_init(&eng->mq);
-	if (rc == TM_OK && (!eng->qpn || !eng->sends))
+	if (rc == TM_OK && (!eng->qpn || !eng->sends || !eng->swq))
 		rc = TM_ERR_NO_MEMORY;
 	if (rc == TM_OK)
 		rc = setup_buffers(eng);
@@ -1340,6 +1520,12 @@ void tm_engine_destroy(struct tm_engine *eng)
 		kh_destroy(tm_qpn, eng->qpn);
 	if (eng->sends)
 		kh_destroy(tm_sends, eng->sends);
+	if (eng->swq) {
+		struct tm_swq *q;
+
+		kh_foreach_value(eng->swq, q, free(q));
+		kh_destroy(tm_swq, eng->swq);
+	}
 	free(eng);
 }
 
@@ -1478,6 +1664,7 @@ int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		    struct ibv_mr *mr)
 {
 	struct tm_mq_msg *q;
+	struct tm_swq *swq;
 	uint64_t rtag, mask, *why;
 	int rc;
 
@@ -1498,24 +1685,31 @@ int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 	}
 	r->mq.tag = rtag;
 	r->mq.mask = mask;
+	promote(eng); /* older software-held receives before this one */
 	why = offload_refusal(eng, r, rtag, mask);
-	if (!why) {
-		eng->reported = count_now(eng);
-		if (op_post(eng, WR_ADD, r, eng->reported) == 0) {
-			r->ops_pending++;
-			r->flags |= RF_ENTRY_LIVE;
-			eng->card_entries++;
-			eng->st.recv_to_card++;
-		} else {
-			why = &eng->st.sw_list_full;
-		}
+	if (!why && card_add(eng, r))
+		why = &eng->st.sw_list_full;
+	/* a software-held receive must be in its FIFO, or a later one of
+	 * its context could be promoted past it: no FIFO, no receive */
+	swq = why ? swq_of(eng, ctx, 1) : NULL;
+	if (why && !swq) {
+		if (r->own_mr)
+			tm_dev_mem_put(eng->dev, r->mr);
+		return TM_ERR_NO_MEMORY;
 	}
 	if (why)
 		(*why)++;
+	else
+		eng->st.recv_to_card++;
 	rc = tm_mq_post(&eng->mq, &r->mq, rtag, mask, r->post_stamp, !!why);
 	if (rc != TM_OK)
 		return rc;
 	r->state = why ? R_SW : R_CARD;
+	if (why) {
+		if (never_on_card(eng, r) || why == &eng->st.sw_reg_fail)
+			r->flags |= RF_PINNED;
+		swq_insert(eng, swq, r);
+	}
 out:
 	flush_work(eng);
 	fire_done(eng);
@@ -1625,6 +1819,7 @@ void tm_engine_get_stats(struct tm_engine *eng, struct tm_engine_stats *st)
 	st->ops_outstanding = eng->ops_out;
 	st->ops_in_queue = eng->opq_len;
 	st->posted = eng->mq.nrecvs;
+	st->sw_held = eng->mq.nsw_held;
 	st->uq_len = eng->mq.nmsgs;
 	st->sends_waiting = eng->sends_waiting;
 	st->tx_queued = eng->tx_queued;

@@ -68,7 +68,26 @@
  * least TMH+RVH (so a truncated rendezvous can be finished in software),
  * (e) it is registered (caller MR or engine registration).  Each refusal is
  * counted in tm_engine_stats.  Wildcards (ANY_SOURCE, ANY_TAG) go to the
- * card as masks.  There is no later promotion of software-held receives.
+ * card as masks.
+ *
+ * Promotion: a software-held receive goes to the card later, when what
+ * kept it off goes away (a card slot frees, ops drain, an earlier
+ * software-held receive of its context matches, is cancelled or is
+ * promoted itself).  Each context keeps its software-held receives in a
+ * FIFO in post order, and only the head of a FIFO is promoted: it is the
+ * earliest software-held receive of its context, and receives of other
+ * contexts accept none of its messages, so the prefix rule holds for it
+ * with no check at all.  Promotion runs while (b) and (c) hold, from every
+ * engine call (amortised O(1): each receive is promoted at most once), and
+ * before a new receive is placed, so older receives come first.  A
+ * receive that can never go to the card ((d), (e), offload off, or its
+ * ADD failed) stays at the head of its FIFO and holds back the later ones
+ * of its context until it matches or is cancelled (conservative: a later
+ * receive that it could not conflict with might have gone).  A promoted
+ * receive's ADD carries the unexpected count like any other (below), so
+ * the claim race is handled the same way; its post stamp stays its post.
+ * Counted in tm_engine_stats.promoted (not in recv_to_card, which counts
+ * receives placed on the card when posted).
  *
  * Sync protocol: the engine counts unexpected tagged completions it has
  * processed; every list op (ADD/DEL/SYNC, all signalled, all with
@@ -120,7 +139,8 @@ enum tm_req_status {
 
 /* Faults for tests that prove the tests catch them (never set otherwise). */
 enum tm_fault {
-	TM_FAULT_PREFIX = 1 << 0,     /* ignore the prefix rule */
+	TM_FAULT_PREFIX = 1 << 0,     /* ignore the prefix rule (at post;
+				       * promotion takes the latest first) */
 	TM_FAULT_SYNC_AHEAD = 1 << 1, /* report one more unexpected than seen */
 	TM_FAULT_SYNC_ORDER = 1 << 2, /* queued ops carry the count at post */
 };
@@ -166,6 +186,7 @@ struct tm_engine_stats {
 	uint64_t sw_small_buf;
 	uint64_t sw_no_offload;
 	uint64_t sw_reg_fail;
+	uint64_t promoted;         /* software-held receives moved to the card */
 	uint64_t card_matched;     /* arrivals matched by the card */
 	uint64_t unexpected;       /* unexpected tagged arrivals */
 	uint64_t unexp_to_sw_recv; /* ... matched a software-held receive */
@@ -195,6 +216,7 @@ struct tm_engine_stats {
 	uint32_t ops_outstanding;
 	uint32_t ops_in_queue;
 	uint64_t posted;           /* receives in the shadow */
+	uint64_t sw_held;          /* ... of which software-held */
 	uint64_t uq_len;           /* unexpected messages */
 	uint64_t sends_waiting;    /* sends not yet completed */
 	uint64_t tx_queued;
@@ -224,6 +246,7 @@ struct tm_recv {
 	/* private */
 	struct tm_mq_recv mq;
 	ucs_list_link_t done_link;
+	ucs_list_link_t sw_link; /* its context's software-held FIFO */
 	void *buf;
 	size_t len;
 	struct ibv_mr *mr;

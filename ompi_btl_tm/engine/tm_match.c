@@ -245,6 +245,17 @@ void tm_mq_recv_remove(struct tm_mq *mq, struct tm_mq_recv *r)
 	mq->nrecvs--;
 }
 
+int tm_mq_set_held(struct tm_mq *mq, struct tm_mq_recv *r, int held)
+{
+	held = !!held;
+	if (held == r->sw_held)
+		return TM_OK;
+	if (sw_account(mq, r->tag, r->kind, held ? +1 : -1) != TM_OK)
+		return TM_ERR_NO_MEMORY;
+	r->sw_held = (uint8_t)held;
+	return TM_OK;
+}
+
 static struct tm_mq_recv *head_recv(struct tm_mq *mq, int kind, uint64_t key)
 {
 	struct tm_mq_bucket *b = bucket_find(mq, kind, key);

@@ -151,6 +151,12 @@ void tm_mq_fini(struct tm_mq *mq);
 int tm_mq_post(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
 	       uint64_t mask, uint64_t seq, int sw_held);
 void tm_mq_recv_remove(struct tm_mq *mq, struct tm_mq_recv *r);
+/*
+ * Marks a posted receive software-held or not, in place: it keeps its
+ * position (post order) in its bucket.  Fails only to allocate a bucket
+ * when marking held.
+ */
+int tm_mq_set_held(struct tm_mq *mq, struct tm_mq_recv *r, int held);
 
 /* The earliest posted receive accepting mtag, or NULL; not removed. */
 struct tm_mq_recv *tm_mq_find_recv(struct tm_mq *mq, uint64_t mtag);

@@ -137,7 +137,7 @@ struct dstate {
 	uint64_t events;
 	/* totals over runs, to show the schedules exercise the engine */
 	uint64_t t_recvs, t_sends, t_card, t_claim, t_cancel, t_conflict,
-		 t_full, t_late, t_rndv_sw, t_syncs;
+		 t_full, t_late, t_rndv_sw, t_syncs, t_promoted, t_matched;
 };
 
 static struct dstate S;
@@ -718,6 +718,9 @@ static void finish_and_check(void)
 	S.t_late += st.cancel_late;
 	S.t_rndv_sw += st.rndv_sw;
 	S.t_syncs += st.syncs;
+	S.t_promoted += st.promoted;
+	for (i = 0; i < S.nrecvs; i++)
+		S.t_matched += S.recvs[i]->r.status != TM_REQ_CANCELLED;
 	softhca_query_stats(S.w.node[0].dev->ctx, &hs);
 	if (hs.list_entries)
 		fail("the card still holds %u entries", hs.list_entries);
@@ -783,6 +786,9 @@ static __attribute__((unused)) void totals(void)
 		 (unsigned long)S.t_cancel, (unsigned long)S.t_late,
 		 (unsigned long)S.t_conflict, (unsigned long)S.t_full,
 		 (unsigned long)S.t_rndv_sw, (unsigned long)S.t_syncs);
+	tap_diag("promoted %lu; of %lu receives that matched, %.1f%% matched on the card",
+		 (unsigned long)S.t_promoted, (unsigned long)S.t_matched,
+		 S.t_matched ? 100.0 * (double)S.t_card / (double)S.t_matched : 0.0);
 }
 
 static __attribute__((unused)) uint64_t run_many(const struct dcfg *c, uint64_t seed0, int n)

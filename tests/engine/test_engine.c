@@ -65,13 +65,19 @@ static int check(const uint8_t *p, size_t n, uint8_t seed)
 	return 1;
 }
 
-static int post_recv(struct trecv *t, int node, uint32_t ctx, int src,
-		     int tag, size_t off, size_t len)
+static int post_recv_mr(struct trecv *t, int node, uint32_t ctx, int src,
+			int tag, size_t off, size_t len, struct ibv_mr *mr)
 {
 	memset(t, 0, sizeof(*t));
 	t->r.cb = recv_cb;
 	return tm_engine_irecv(E(node), &t->r, ctx, src, tag, A(node, off),
-			       len, MR(node));
+			       len, mr);
+}
+
+static int post_recv(struct trecv *t, int node, uint32_t ctx, int src,
+		     int tag, size_t off, size_t len)
+{
+	return post_recv_mr(t, node, ctx, src, tag, off, len, MR(node));
 }
 
 static int send_msg(struct tsend *t, int from, int to, uint32_t ctx, int tag,
@@ -362,14 +368,17 @@ static void test_prefix(void)
 		tm_engine_cancel_recv(E(0), &t->r);
 	}
 	eu_pump(&W);
+	st = stats(0);
+	tap_check(st.promoted == 2 && st.card_entries == 2 && st.sw_held == 2,
+		  "freed slots go to the earliest software-held receive of each context");
 	post_recv(&r[6], 0, 1, 2, 1, 0, 100);
 	st = stats(0);
 	tap_check(st.sw_conflict == 2,
 		  "an earlier software-held receive keeps a later one off the card");
 	post_recv(&r[7], 0, 1, 2, 2, 100, 100);
-	post_recv(&r[8], 0, 1, 2, 2, 600, 8);
+	post_recv(&r[8], 0, 1, 3, 3, 600, 8);
 	st = stats(0);
-	tap_check(st.recv_to_card == 3, "a non-conflicting receive still goes to the card");
+	tap_check(st.sw_list_full == 4, "a non-conflicting receive meets the full list");
 	tap_check(st.sw_small_buf == 1, "too-small buffer is counted");
 	send_msg(&s[0], 2, 0, 1, 1, 0, 10, 1, 0);
 	send_msg(&s[1], 2, 0, 1, 1, 0, 11, 2, 0);
@@ -378,6 +387,124 @@ static void test_prefix(void)
 	tap_check(r[2].done && r[2].r.msg_len == 10 && r[3].done &&
 		  r[3].r.msg_len == 11 && r[6].done && r[6].r.msg_len == 12,
 		  "software-held receives match in post order");
+	eu_world_fini(&W);
+}
+
+/* Promotion: software-held receives move to the card when they can. */
+static struct trecv pr[8];
+
+static int all_on_card(int from, int to)
+{
+	int i, ok = 1;
+
+	for (i = from; i <= to; i++)
+		ok &= pr[i].done == 1 && pr[i].r.on_card;
+	return ok;
+}
+
+/* A wildcard waits for room; the receives it held back follow it. */
+static void test_promote_wildcard(void)
+{
+	struct tsend s[8];
+	struct tm_engine_stats st;
+
+	open_world(2, 1, 0, SOFTHCA_SCHED_AUTO);
+	post_recv(&pr[0], 0, 1, 1, 1, 0, 100);                  /* card */
+	post_recv(&pr[1], 0, 1, TM_ANY_SRC, TM_ANY_TAG, 100, 100); /* full */
+	post_recv(&pr[2], 0, 1, 1, 2, 200, 100);                /* conflict */
+	post_recv(&pr[3], 0, 1, 1, 2, 300, 100);                /* conflict */
+	post_recv(&pr[4], 0, 1, 1, 3, 400, 100);                /* conflict */
+	st = stats(0);
+	tap_check(st.recv_to_card == 1 && st.sw_list_full == 1 &&
+		  st.sw_conflict == 3 && st.promoted == 0,
+		  "promotion: ANY_SOURCE/ANY_TAG held in software (list full) holds back the rest");
+	send_msg(&s[0], 1, 0, 1, 1, 0, 10, 1, 0);
+	eu_pump(&W);
+	st = stats(0);
+	tap_check(pr[0].done && pr[0].r.on_card && st.promoted == 1 &&
+		  st.card_entries == 1,
+		  "promotion: the slot the match freed goes to the wildcard");
+	send_msg(&s[1], 1, 0, 1, 9, 0, 11, 2, 0);
+	eu_pump(&W);
+	tap_check(all_on_card(1, 1) && pr[1].r.env.tag == 9,
+		  "promotion: the promoted wildcard matches on the card");
+	send_msg(&s[2], 1, 0, 1, 2, 0, 12, 3, 0);
+	eu_pump(&W);
+	send_msg(&s[3], 1, 0, 1, 2, 0, 13, 4, 0);
+	eu_pump(&W);
+	send_msg(&s[4], 1, 0, 1, 3, 0, 14, 5, 0);
+	eu_pump(&W);
+	st = stats(0);
+	tap_check(all_on_card(2, 4) && pr[2].r.msg_len == 12 &&
+		  pr[3].r.msg_len == 13 && st.promoted == 4 && st.sw_held == 0,
+		  "promotion: the held-back receives follow in post order, each matched on the card");
+	tap_check(st.card_matched == 5 && eu_quiet(&W),
+		  "promotion: every message matched on the card, nothing left");
+	eu_world_fini(&W);
+}
+
+/* The conflicting receive leaves software: cancelled, or matched there. */
+static void test_promote_conflict_gone(void)
+{
+	struct tsend s[3];
+	struct tm_engine_stats st;
+
+	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
+	/* 8-byte buffers can never go to the card: they stay in software */
+	post_recv(&pr[0], 0, 1, TM_ANY_SRC, TM_ANY_TAG, 0, 8);
+	post_recv(&pr[1], 0, 1, 1, 5, 100, 100);
+	post_recv(&pr[2], 0, 2, 1, 5, 200, 100);
+	st = stats(0);
+	tap_check(st.sw_small_buf == 1 && st.sw_conflict == 1 &&
+		  st.recv_to_card == 1,
+		  "promotion: a receive that can never go to the card holds back its context only");
+	tm_engine_cancel_recv(E(0), &pr[0].r);
+	st = stats(0);
+	tap_check(pr[0].done && st.promoted == 1 && st.card_entries == 2,
+		  "promotion: cancelling it promotes the receive it held back");
+	post_recv(&pr[3], 0, 1, 1, TM_ANY_TAG, 300, 8);
+	post_recv(&pr[4], 0, 1, 1, 6, 400, 100);
+	send_msg(&s[0], 1, 0, 1, 7, 0, 4, 1, 0);
+	eu_pump(&W);
+	st = stats(0);
+	tap_check(pr[3].done && !pr[3].r.on_card && st.promoted == 2,
+		  "promotion: it matching in software promotes the receive it held back");
+	send_msg(&s[1], 1, 0, 1, 5, 0, 20, 2, 0);
+	send_msg(&s[2], 1, 0, 1, 6, 0, 21, 3, 0);
+	eu_pump(&W);
+	tap_check(pr[1].done && pr[1].r.on_card && pr[4].done &&
+		  pr[4].r.on_card && eu_quiet(&W),
+		  "promotion: the promoted receives match on the card");
+	tm_engine_cancel_recv(E(0), &pr[2].r);
+	eu_pump(&W);
+	eu_world_fini(&W);
+}
+
+/* max_ops = 1, MANUAL card: receives refused for a busy op slot follow. */
+static void test_promote_ops(void)
+{
+	struct tsend s[8];
+	struct tm_engine_stats st;
+	int i;
+
+	open_world(2, 0, 1, SOFTHCA_SCHED_MANUAL);
+	/* odd ones without an MR: the engine registers them at promotion */
+	for (i = 0; i < 8; i++)
+		post_recv_mr(&pr[i], 0, 1, 1, i, 100 * (size_t)i, 100,
+			     (i & 1) ? NULL : MR(0));
+	st = stats(0);
+	tap_check(st.recv_to_card == 1 && st.sw_ops_full == 7,
+		  "promotion: one op slot, seven receives wait in software");
+	eu_pump(&W);
+	st = stats(0);
+	tap_check(st.promoted == 7 && st.card_entries == 8 && st.sw_held == 0,
+		  "promotion: as the ops drain, each goes to the card");
+	for (i = 7; i >= 0; i--)
+		send_msg(&s[i], 1, 0, 1, i, 100 * (size_t)i, 10, (uint8_t)i, 0);
+	eu_pump(&W);
+	tap_check(all_on_card(0, 7) && eu_quiet(&W) &&
+		  check(A(0, 700), 10, 7),
+		  "promotion: all eight match on the card (also those registered at promotion)");
 	eu_world_fini(&W);
 }
 
@@ -437,6 +564,9 @@ int main(void)
 	test_claim();
 	test_prefix();
 	test_ops_limit();
+	test_promote_wildcard();
+	test_promote_conflict_gone();
+	test_promote_ops();
 	test_wrap();
 	return tap_done();
 }
