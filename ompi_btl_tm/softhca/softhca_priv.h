@@ -172,12 +172,32 @@ struct sh_rq {
 struct sh_tag {
 	uint64_t tag, mask;
 	uint64_t recv_wr_id;
+	uint64_t seq;           /* list order: when the card appended it */
 	struct ibv_sge sge[SH_MAX_SGE];
 	uint32_t num_sge;
 	uint32_t refs;          /* 0: free */
 	int32_t prev, next;     /* list links, -1 at the ends */
+	int32_t bprev, bnext;   /* links in its bucket (or the overflow list) */
+	int8_t group;           /* its mask group, -1: overflow list */
 	bool on_list;
 	bool active;
+};
+
+/*
+ * The card's index of its tag list (taglist.c), so that a match costs the
+ * same with 1 or 1023 entries, as on hardware that compares in parallel.
+ * Entries are grouped by mask (MPI uses a handful: exact, any source, any
+ * tag, both); within a group they hash by tag & mask into buckets kept in
+ * list order.  A match takes the earliest active entry over the groups'
+ * buckets for the tag; masks beyond SH_MASK_GROUPS go to an overflow list
+ * that is scanned.
+ */
+#define SH_MASK_GROUPS 8
+
+struct sh_mask_group {
+	uint64_t mask;
+	uint32_t entries;
+	void *buckets;          /* khash: tag & mask -> struct sh_bucket */
 };
 
 struct sh_op {
@@ -203,6 +223,9 @@ struct sh_srq {
 	int32_t free_head;           /* free slots chained through .next */
 	int32_t list_head, list_tail;
 	uint32_t list_len, list_inactive;
+	uint64_t list_seq;
+	struct sh_mask_group groups[SH_MASK_GROUPS];
+	int32_t over_head, over_tail; /* entries whose mask has no group */
 	struct sh_op *ops;           /* FIFO of posted, unprocessed ops */
 	uint32_t ops_first, ops_count;
 	uint64_t ops_posted, ops_retired;
@@ -425,6 +448,13 @@ bool sh_srq_op_step(struct sh_srq *srq);
 void sh_srq_retire(struct sh_srq *srq, int32_t handle, uint64_t retire_seq);
 int sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt);
 void sh_rx_more(struct sh_qp *qp, const struct sh_pkt *pkt);
+
+/* taglist.c */
+int sh_tl_init(struct sh_srq *srq);
+void sh_tl_fini(struct sh_srq *srq);
+int sh_tl_insert(struct sh_srq *srq, int32_t h);
+void sh_tl_remove(struct sh_srq *srq, int32_t h);
+int32_t sh_tl_match(struct sh_srq *srq, uint64_t tag);
 
 /* qp.c */
 struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);

@@ -72,6 +72,7 @@ static void list_append(struct sh_srq *srq, int32_t h, bool active)
 	srq->list_tail = h;
 	t->on_list = true;
 	t->active = active;
+	sh_tl_insert(srq, h);
 	srq->list_len++;
 	if (!active)
 		srq->list_inactive++;
@@ -90,6 +91,7 @@ static void list_remove(struct sh_srq *srq, int32_t h)
 	else
 		srq->list_tail = t->prev;
 	t->on_list = false;
+	sh_tl_remove(srq, h);
 	srq->list_len--;
 	if (!t->active)
 		srq->list_inactive--;
@@ -104,18 +106,6 @@ static void list_activate_all(struct sh_srq *srq)
 			srq->list_inactive--;
 		}
 	}
-}
-
-/* First active entry, in list order, whose tag & mask accept tag. */
-static int32_t list_match(struct sh_srq *srq, uint64_t tag)
-{
-	for (int32_t h = srq->list_head; h >= 0; h = srq->tags[h].next) {
-		struct sh_tag *t = &srq->tags[h];
-
-		if (t->active && !((t->tag ^ tag) & t->mask))
-			return h;
-	}
-	return -1;
 }
 
 static uint32_t sync_flag(const struct sh_srq *srq)
@@ -144,7 +134,7 @@ static int srq_init_tm(struct sh_srq *srq, const struct ibv_tm_cap *cap)
 	srq->max_ops = cap->max_ops;
 	srq->tags = calloc(srq->max_num_tags, sizeof(*srq->tags));
 	srq->ops = calloc(srq->max_ops, sizeof(*srq->ops));
-	if (!srq->tags || !srq->ops)
+	if (!srq->tags || !srq->ops || sh_tl_init(srq))
 		return ENOMEM;
 	for (uint32_t i = 0; i < srq->max_num_tags; i++)
 		srq->tags[i].next = i + 1 < srq->max_num_tags ? (int32_t)i + 1
@@ -188,6 +178,7 @@ struct ibv_srq *sh_create_srq_ex(struct ibv_context *c,
 	if (type == IBV_SRQT_TM) {
 		err = srq_init_tm(srq, &attr->tm_cap);
 		if (err) {
+			sh_tl_fini(srq);
 			free(srq->tags);
 			free(srq->ops);
 			free(srq);
@@ -249,6 +240,8 @@ int sh_destroy_srq(struct ibv_srq *ibsrq)
 		srq->cq->users--;
 	pthread_mutex_unlock(&ctx->lock);
 	sh_rq_free(&srq->rq);
+	if (srq->tm)
+		sh_tl_fini(srq);
 	free(srq->tags);
 	free(srq->ops);
 	free(srq);
@@ -627,7 +620,8 @@ int sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt)
 	if (tmh->opcode == IBV_TMH_NO_TAG || tmh->opcode == IBV_TMH_FIN)
 		return rx_plain(qp, pkt, IBV_WC_TM_NO_TAG, false);
 
-	h = list_match(srq, be64toh(tmh->tag));
+	/* the first active entry, in list order, whose tag & mask accept */
+	h = sh_tl_match(srq, be64toh(tmh->tag));
 	if (h < 0)
 		return rx_plain(qp, pkt, IBV_WC_TM_RECV, true);
 	if (tmh->opcode == IBV_TMH_EAGER)

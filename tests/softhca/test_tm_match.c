@@ -268,6 +268,36 @@ static void test_tag_mask(void)
 	sh_env_close(&env);
 }
 
+/*
+ * More distinct masks than the card indexes by group (softhca_priv.h,
+ * SH_MASK_GROUPS): list order must still decide, across groups and the
+ * overflow list alike.
+ */
+static void test_many_masks(void)
+{
+	enum { N = 12 };
+	struct sh_wc wc;
+	char *b[N];
+	int i, n, ok = 1;
+
+	open_env(0, 1);
+	/* Entry i keeps the low 8 + i bits of 0x7777: all accept tag 0x7777. */
+	for (i = 0; i < N; i++) {
+		b[i] = guarded(64);
+		add(0x7777, (1ULL << (8 + i)) - 1, b[i], 64, 100 + i);
+	}
+	for (i = 0; i < N; i++) {
+		eager(0, 0x7777, 0, 8, 20 + i);
+		sh_flush(&env);
+		n = sh_poll(env.b.cq, &wc);
+		if (n != 1 || wc.wr_id != (uint64_t)(100 + i))
+			ok = 0;
+	}
+	tap_check(ok, "%d entries with %d distinct masks are taken in list order",
+		  N, N);
+	sh_env_close(&env);
+}
+
 static void test_unexpected_notag_malformed(void)
 {
 	struct softhca_stats st0, st;
@@ -650,6 +680,7 @@ int main(void)
 	test_eager_single();
 	test_eager_multi();
 	test_tag_mask();
+	test_many_masks();
 	test_unexpected_notag_malformed();
 	test_truncation();
 	test_unexpected_multi();
