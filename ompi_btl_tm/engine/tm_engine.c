@@ -78,11 +78,29 @@ struct tm_op {
 	uint32_t count;
 };
 
+/*
+ * One posted send-queue WR, in post order.  Eager sends, ACKs and FINs are
+ * posted unsignalled (see "Selective signalling"): their slots come back
+ * when a later signalled WR of the same QP completes, since an RC QP
+ * completes its WRs in order.
+ */
+struct tm_wr {
+	int32_t slot;        /* send slot to free, or -1 */
+	int sig;             /* signalled: a completion will name it */
+	struct tm_tx *tx;    /* what to do at its completion, or NULL */
+};
+
 struct tm_peer {
 	struct ibv_qp *qp;
 	uint32_t id;
 	uint32_t next_seq;
-	uint32_t sq_out;
+	uint32_t sq_out;     /* posted and not yet retired: wr_head - wr_tail */
+	struct tm_wr *wrs;   /* [wr_mask + 1], indexed by post count */
+	uint32_t wr_mask;
+	uint32_t wr_head;    /* WRs posted */
+	uint32_t wr_tail;    /* WRs retired */
+	uint32_t unsig;      /* unsignalled WRs since the last signalled one */
+	uint32_t sig_out;    /* signalled WRs not yet completed */
 	ucs_list_link_t txq;
 	ucs_list_link_t waitq;     /* sends waiting for FIN/ACK, oldest first */
 	ucs_list_link_t wait_link; /* in eng->wait_peers while waitq is not empty */
@@ -141,6 +159,11 @@ struct tm_engine {
 	uint32_t *free_slots;
 	uint32_t n_free_slots;
 	uint32_t sq_limit;
+	uint32_t sig_every;  /* signal at least every sig_every-th WR of a QP */
+	uint32_t slot_low;   /* fewer free slots than this: signal every WR */
+	uint32_t sig_out;    /* signalled send WRs outstanding (all peers) */
+	uint32_t sq_out;     /* send WRs not retired (all peers) */
+	uint32_t poll_skip;  /* drains since the send CQ was last polled */
 
 	struct tm_peer **peers;
 	uint32_t npeers;
@@ -423,69 +446,128 @@ static void peer_fail(struct tm_engine *eng, uint32_t peer)
 	}
 }
 
-/* Posts one queued item; returns 0, or EAGAIN to retry later. */
+/*
+ * Selective signalling.  A WR is posted signalled when something must
+ * happen at its completion (a rendezvous request, a read, a keepalive), or
+ * every sig_every-th WR of its QP, or when the send queue or the slots run
+ * low; the others are unsignalled, and are retired (their slots freed) by
+ * the next signalled completion of their QP, as RC completes in order.  An
+ * eager send completes as soon as its data is in its slot (the slot is a
+ * buffered copy).  Bounds: sig_every <= n_slots / (2 * npeers), so
+ * unsignalled tails hold at most half the slots and an empty free list
+ * always has a signalled completion coming; the last WR below sq_limit is
+ * signalled, so a full send queue always drains.  An error completes even
+ * an unsignalled WR, and retires everything up to it.
+ */
+static int sq_post(struct tm_engine *eng, struct tm_peer *p,
+		   struct ibv_send_wr *wr, int32_t slot, struct tm_tx *keep)
+{
+	struct ibv_send_wr *bad;
+	struct tm_wr *w;
+	int sig = keep || p->unsig + 1 >= eng->sig_every ||
+		  p->sq_out + 1 >= eng->sq_limit ||
+		  eng->n_free_slots < eng->slot_low;
+
+	wr->wr_id = ((uint64_t)p->id << 32) | p->wr_head;
+	wr->send_flags = sig ? IBV_SEND_SIGNALED : 0;
+	if (ibv_post_send(p->qp, wr, &bad))
+		return EAGAIN;
+	w = &p->wrs[p->wr_head++ & p->wr_mask];
+	w->slot = slot;
+	w->sig = sig;
+	w->tx = keep;
+	p->sq_out++;
+	eng->sq_out++;
+	if (sig) {
+		p->unsig = 0;
+		p->sig_out++;
+		eng->sig_out++;
+	} else {
+		p->unsig++;
+	}
+	return 0;
+}
+
+/* Takes a send slot; fills it with hdr (hdr_len) and data (len). */
+static int32_t slot_fill(struct tm_engine *eng, const void *hdr,
+			 uint32_t hdr_len, const void *data, size_t len,
+			 struct ibv_send_wr *wr, struct ibv_sge *sge)
+{
+	int32_t slot = (int32_t)eng->free_slots[--eng->n_free_slots];
+	uint8_t *buf = eng->slots + (size_t)slot * eng->slot_size;
+
+	memcpy(buf, hdr, hdr_len);
+	if (len)
+		memcpy(buf + hdr_len, data, len);
+	sge->addr = (uintptr_t)buf;
+	sge->length = hdr_len + (uint32_t)len;
+	sge->lkey = eng->slots_mr->lkey;
+	wr->next = NULL;
+	wr->sg_list = sge;
+	wr->num_sge = 1;
+	wr->opcode = IBV_WR_SEND;
+	return slot;
+}
+
+/* Posts one queued item; returns 0, or EAGAIN to retry later.  A tx with
+ * nothing to do at its completion is done once posted (tx_posted). */
 static int tx_post(struct tm_engine *eng, struct tm_peer *p, struct tm_tx *tx)
 {
-	struct ibv_send_wr wr, *bad;
+	struct ibv_send_wr wr;
 	struct ibv_sge sge;
-	uint8_t *buf = NULL;
-	uint32_t len = 0;
 	struct tm_send *s = tx->send;
+	uint8_t hdr[RNDV_HDR_LEN] __attribute__((aligned(8)));
 	struct ibv_rvh *rvh;
 	struct tm_rndv_md *md;
+	const void *data = NULL;
+	uint32_t hdr_len;
+	size_t len = 0;
+	int32_t slot;
 
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = (uintptr_t)tx;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.send_flags = IBV_SEND_SIGNALED;
 	if (tx->type == TX_READ) {
 		struct tm_recv *r = tx->recv;
 
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
 		wr.opcode = IBV_WR_RDMA_READ;
 		wr.wr.rdma.remote_addr = r->rd_va;
 		wr.wr.rdma.rkey = r->rd_rkey;
 		sge.addr = (uintptr_t)r->buf;
 		sge.length = r->rd_len < r->len ? r->rd_len : (uint32_t)r->len;
 		sge.lkey = r->mr->lkey;
-	} else {
-		if (!eng->n_free_slots)
-			return EAGAIN;
-		tx->slot = eng->free_slots[--eng->n_free_slots];
-		buf = eng->slots + (size_t)tx->slot * eng->slot_size;
-		wr.opcode = IBV_WR_SEND;
-		switch (tx->type) {
-		case TX_EAGER:
-			tmh_fill(buf, IBV_TMH_EAGER, s->app_ctx, s->tag);
-			memcpy(buf + TMH_LEN, s->buf, s->len);
-			len = TMH_LEN + s->len;
-			break;
-		case TX_RNDV:
-			tmh_fill(buf, IBV_TMH_RNDV, s->app_ctx, s->tag);
-			rvh = (struct ibv_rvh *)(buf + TMH_LEN);
-			rvh->va = htobe64((uintptr_t)s->buf);
-			rvh->rkey = htobe32(s->mr->rkey);
-			rvh->len = htobe32((uint32_t)s->len);
-			md = (struct tm_rndv_md *)(buf + TMH_LEN + RVH_LEN);
-			md->len = htobe64(s->len);
-			len = RNDV_HDR_LEN;
-			break;
-		default: /* ACK, FIN: prepared header */
-			memcpy(buf, tx->hdr, tx->hdr_len);
-			len = tx->hdr_len;
-			break;
-		}
-		sge.addr = (uintptr_t)buf;
-		sge.length = len;
-		sge.lkey = eng->slots_mr->lkey;
+		return sq_post(eng, p, &wr, -1, tx) ? EAGAIN : 0;
 	}
-	if (ibv_post_send(p->qp, &wr, &bad)) {
-		if (tx->slot >= 0)
-			eng->free_slots[eng->n_free_slots++] = tx->slot;
-		tx->slot = -1;
+	if (!eng->n_free_slots)
+		return EAGAIN;
+	switch (tx->type) {
+	case TX_EAGER:
+		tmh_fill(hdr, IBV_TMH_EAGER, s->app_ctx, s->tag);
+		hdr_len = TMH_LEN;
+		data = s->buf;
+		len = s->len;
+		break;
+	case TX_RNDV:
+		tmh_fill(hdr, IBV_TMH_RNDV, s->app_ctx, s->tag);
+		rvh = (struct ibv_rvh *)(hdr + TMH_LEN);
+		rvh->va = htobe64((uintptr_t)s->buf);
+		rvh->rkey = htobe32(s->mr->rkey);
+		rvh->len = htobe32((uint32_t)s->len);
+		md = (struct tm_rndv_md *)(hdr + TMH_LEN + RVH_LEN);
+		md->len = htobe64(s->len);
+		hdr_len = RNDV_HDR_LEN;
+		break;
+	default: /* ACK, FIN, KEEPALIVE: prepared header */
+		memcpy(hdr, tx->hdr, tx->hdr_len);
+		hdr_len = tx->hdr_len;
+		break;
+	}
+	slot = slot_fill(eng, hdr, hdr_len, data, len, &wr, &sge);
+	if (sq_post(eng, p, &wr, slot, tx->type == TX_RNDV ||
+		    tx->type == TX_KEEPALIVE ? tx : NULL)) {
+		eng->free_slots[eng->n_free_slots++] = (uint32_t)slot;
 		return EAGAIN;
 	}
-	p->sq_out++;
 	if (tx->type == TX_FIN)
 		eng->st.fins_sent++;
 	if (tx->type == TX_ACK)
@@ -493,6 +575,19 @@ static int tx_post(struct tm_engine *eng, struct tm_peer *p, struct tm_tx *tx)
 	if (tx->type == TX_KEEPALIVE)
 		eng->st.keepalives_sent++;
 	return 0;
+}
+
+/* tx was posted: an eager send is complete, ACK/FIN need nothing more. */
+static void tx_posted(struct tm_engine *eng, struct tm_tx *tx)
+{
+	if (tx->type == TX_RNDV || tx->type == TX_KEEPALIVE ||
+	    tx->type == TX_READ)
+		return; /* kept until its completion */
+	if (tx->type == TX_EAGER) {
+		tx->send->waiting &= ~S_WAIT_CQE;
+		send_try_done(eng, tx->send);
+	}
+	tx_free(tx);
 }
 
 static int flush_peer(struct tm_engine *eng, struct tm_peer *p)
@@ -506,6 +601,7 @@ static int flush_peer(struct tm_engine *eng, struct tm_peer *p)
 			break;
 		ucs_list_del(&tx->link);
 		eng->tx_queued--;
+		tx_posted(eng, tx);
 		n++;
 	}
 	return n;
@@ -1299,6 +1395,8 @@ static void on_tm_cqe(struct tm_engine *eng, const struct tm_cqe *c)
 }
 
 #define CQE_BATCH 32
+/* signal at least every TM_SIG_EVERY-th send WR of a QP */
+#define TM_SIG_EVERY 16
 
 /* Copies up to CQE_BATCH completions out, so that handlers may post. */
 static int poll_tm_batch(struct tm_engine *eng, struct tm_cqe *out)
@@ -1325,29 +1423,23 @@ static int poll_tm_batch(struct tm_engine *eng, struct tm_cqe *out)
 	return n;
 }
 
-static void on_send_cqe(struct tm_engine *eng, const struct ibv_wc *wc)
+/* What a kept tx does when its WR completed with status. */
+static void tx_complete(struct tm_engine *eng, struct tm_peer *p,
+			struct tm_tx *tx, int status)
 {
-	struct tm_tx *tx = (struct tm_tx *)(uintptr_t)wc->wr_id;
-	struct tm_peer *p = eng->peers[tx->peer];
 	struct tm_send *s = tx->send;
 
-	p->sq_out--;
-	if (tx->slot >= 0)
-		eng->free_slots[eng->n_free_slots++] = tx->slot;
-	if (wc->status != IBV_WC_SUCCESS)
-		eng->st.errors++;
 	switch (tx->type) {
-	case TX_EAGER:
 	case TX_RNDV:
 		s->waiting &= ~S_WAIT_CQE;
-		if (wc->status != IBV_WC_SUCCESS) {
+		if (status != IBV_WC_SUCCESS) {
 			s->status = TM_REQ_ERROR;
 			wait_reply_end(eng, s);
 		}
 		send_try_done(eng, s);
 		break;
 	case TX_READ:
-		sw_rndv_done(eng, tx->recv, wc->status);
+		sw_rndv_done(eng, tx->recv, status);
 		break;
 	case TX_KEEPALIVE:
 		p->ka_out = 0;
@@ -1356,6 +1448,47 @@ static void on_send_cqe(struct tm_engine *eng, const struct ibv_wc *wc)
 		break;
 	}
 	tx_free(tx);
+}
+
+/* Retires p's oldest WR (it completed with status). */
+static void wr_retire(struct tm_engine *eng, struct tm_peer *p, int status)
+{
+	struct tm_wr *w = &p->wrs[p->wr_tail++ & p->wr_mask];
+
+	p->sq_out--;
+	eng->sq_out--;
+	if (w->slot >= 0)
+		eng->free_slots[eng->n_free_slots++] = (uint32_t)w->slot;
+	if (w->sig) {
+		p->sig_out--;
+		eng->sig_out--;
+	}
+	if (w->tx)
+		tx_complete(eng, p, w->tx, status);
+}
+
+/*
+ * A completion names its WR by (peer, post count); every earlier WR of
+ * that QP completed before it (in order; the unsignalled ones silently).
+ */
+static void on_send_cqe(struct tm_engine *eng, const struct ibv_wc *wc)
+{
+	uint32_t peer = (uint32_t)(wc->wr_id >> 32);
+	uint32_t n = (uint32_t)wc->wr_id;
+	struct tm_peer *p;
+
+	if (peer >= eng->npeers)
+		return;
+	p = eng->peers[peer];
+	/* not outstanding: an unsignalled WR of a dead peer that
+	 * tm_engine_idle() already gave up on */
+	if (n - p->wr_tail >= p->sq_out)
+		return;
+	while (p->wr_tail != n)
+		wr_retire(eng, p, IBV_WC_SUCCESS);
+	if (wc->status != IBV_WC_SUCCESS)
+		eng->st.errors++;
+	wr_retire(eng, p, wc->status);
 	/* any error on an RC QP leaves it in the error state */
 	if (wc->status != IBV_WC_SUCCESS)
 		peer_fail(eng, p->id);
@@ -1364,11 +1497,23 @@ static void on_send_cqe(struct tm_engine *eng, const struct ibv_wc *wc)
 static int poll_send(struct tm_engine *eng)
 {
 	struct ibv_wc wc[CQE_BATCH];
-	int i, n = ibv_poll_cq(eng->dev->send_cq, CQE_BATCH, wc);
+	int i, n;
 
+	eng->poll_skip = 0;
+	n = ibv_poll_cq(eng->dev->send_cq, CQE_BATCH, wc);
 	for (i = 0; i < n; i++)
 		on_send_cqe(eng, &wc[i]);
 	return n > 0 ? n : 0;
+}
+
+/*
+ * The send CQ is worth a look while a signalled WR is outstanding; with
+ * only unsignalled ones out, nothing comes but an error, which can wait a
+ * few calls (a waiting send is covered by the keepalive anyway).
+ */
+static int want_poll_send(struct tm_engine *eng)
+{
+	return eng->sig_out || (eng->sq_out && ++eng->poll_skip >= 16);
 }
 
 /* Processes every completion already in both CQs. */
@@ -1382,7 +1527,7 @@ static int drain(struct tm_engine *eng)
 		for (i = 0; i < n; i++)
 			on_tm_cqe(eng, &c[i]);
 		total += n;
-		i = poll_send(eng);
+		i = want_poll_send(eng) ? poll_send(eng) : 0;
 		total += i;
 		n += i;
 	} while (n);
@@ -1465,6 +1610,7 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 		eng->max_entries = cfg->max_card_entries;
 	eng->max_ops = dev->caps.max_ops;
 	eng->sq_limit = dev->qp_max_send_wr > 4 ? dev->qp_max_send_wr / 2 : 1;
+	eng->slot_low = eng->n_slots / 4;
 	eng->ka_ns = (uint64_t)(cfg->keepalive_ms ? cfg->keepalive_ms : 1000) *
 		     1000000ULL;
 	ucs_list_head_init(&eng->wait_peers);
@@ -1513,8 +1659,10 @@ void tm_engine_destroy(struct tm_engine *eng)
 	free(eng->repost);
 	free(eng->slots);
 	free(eng->free_slots);
-	for (uint32_t i = 0; i < eng->npeers; i++)
+	for (uint32_t i = 0; i < eng->npeers; i++) {
+		free(eng->peers[i]->wrs);
 		free(eng->peers[i]);
+	}
 	free(eng->peers);
 	if (eng->qpn)
 		kh_destroy(tm_qpn, eng->qpn);
@@ -1534,7 +1682,8 @@ int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
 {
 	struct tm_peer **np, *p;
 	khiter_t it;
-	int ret;
+	uint32_t n;
+	int ret = 0;
 
 	np = realloc(eng->peers, sizeof(*np) * (eng->npeers + 1));
 	if (!np)
@@ -1547,15 +1696,58 @@ int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
 	p->id = eng->npeers;
 	ucs_list_head_init(&p->txq);
 	ucs_list_head_init(&p->waitq);
-	it = kh_put(tm_qpn, eng->qpn, qp->qp_num, &ret);
-	if (ret < 0) {
+	/* at most sq_limit WRs outstanding: a power of two above it */
+	for (n = 1; n <= eng->sq_limit; n <<= 1)
+		;
+	p->wrs = calloc(n, sizeof(*p->wrs));
+	p->wr_mask = n - 1;
+	it = p->wrs ? kh_put(tm_qpn, eng->qpn, qp->qp_num, &ret) : 0;
+	if (!p->wrs || ret < 0) {
+		free(p->wrs);
 		free(p);
 		return TM_ERR_NO_MEMORY;
 	}
 	kh_value(eng->qpn, it) = eng->npeers;
 	np[eng->npeers] = p;
 	*peer = eng->npeers++;
+	/* see "Selective signalling" (sq_post) for the bounds */
+	n = eng->n_slots / (2 * eng->npeers);
+	eng->sig_every = n < 1 ? 1 : n > TM_SIG_EVERY ? TM_SIG_EVERY : n;
+	if (eng->sig_every > eng->sq_limit)
+		eng->sig_every = eng->sq_limit;
 	return TM_OK;
+}
+
+/*
+ * The eager fast path: nothing queued ahead on a live peer, a slot and a
+ * send-queue entry free: copy into the slot, post, and the send is done
+ * (or waits for its ACK only), with no tx allocated.  0: take the queue.
+ */
+static int eager_now(struct tm_engine *eng, struct tm_send *s)
+{
+	struct tm_peer *p = eng->peers[s->peer];
+	uint8_t hdr[TMH_LEN] __attribute__((aligned(8)));
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
+	int32_t slot;
+
+	if (p->dead || !ucs_list_is_empty(&p->txq) ||
+	    p->sq_out >= eng->sq_limit || !eng->n_free_slots)
+		return 0;
+	if ((s->app_ctx & TM_APP_SYNC) && wait_reply_start(eng, s) != TM_OK)
+		return 0;
+	tmh_fill(hdr, IBV_TMH_EAGER, s->app_ctx, s->tag);
+	slot = slot_fill(eng, hdr, TMH_LEN, s->buf, s->len, &wr, &sge);
+	if (sq_post(eng, p, &wr, slot, NULL)) {
+		eng->free_slots[eng->n_free_slots++] = (uint32_t)slot;
+		if (s->app_ctx & TM_APP_SYNC)
+			wait_reply_end(eng, s);
+		return 0;
+	}
+	eng->sends_waiting++;
+	s->waiting &= ~S_WAIT_CQE;
+	send_try_done(eng, s);
+	return 1;
 }
 
 int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
@@ -1592,6 +1784,11 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 				return ret;
 			s->own_mr = 1;
 		}
+	}
+	if (s->kind == TX_EAGER && eager_now(eng, s)) {
+		flush_work(eng);
+		fire_done(eng);
+		return TM_OK;
 	}
 	tx = tx_new(eng, s->kind, peer);
 	if (!tx) {
@@ -1829,13 +2026,35 @@ void tm_engine_get_stats(struct tm_engine *eng, struct tm_engine_stats *st)
 
 int tm_engine_idle(struct tm_engine *eng)
 {
+	struct tm_peer *p;
 	uint32_t i;
 
 	if (eng->ops_out || eng->opq_len || eng->tx_queued ||
 	    eng->reads_active || eng->sends_waiting)
 		return 0;
-	for (i = 0; i < eng->npeers; i++)
-		if (eng->peers[i]->sq_out)
-			return 0;
-	return 1;
+	if (!eng->sq_out)
+		return 1;
+	/*
+	 * Only unsignalled WRs may be left: nothing would ever retire them
+	 * (and an ACK or FIN among them may not have left yet).  A live
+	 * peer gets a signalled keepalive behind them; a dead peer's are
+	 * given up (its QP completes nothing more).  Idle on a later call.
+	 */
+	if (poll_send(eng) && !eng->sq_out)
+		return 1;
+	if (eng->sig_out)
+		return 0;
+	for (i = 0; i < eng->npeers; i++) {
+		p = eng->peers[i];
+		if (!p->sq_out)
+			continue;
+		if (p->dead) {
+			while (p->sq_out)
+				wr_retire(eng, p, IBV_WC_WR_FLUSH_ERR);
+		} else if (!p->ka_out) {
+			send_keepalive(eng, p, now_ns());
+		}
+	}
+	flush_tx(eng);
+	return !eng->sq_out;
 }

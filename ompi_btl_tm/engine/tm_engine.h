@@ -89,6 +89,15 @@
  * Counted in tm_engine_stats.promoted (not in recv_to_card, which counts
  * receives placed on the card when posted).
  *
+ * Send completion: an eager standard send completes as soon as its data
+ * is copied into a registered send slot and posted (a buffered copy); a
+ * synchronous one when its ACK arrives, a rendezvous one when its FIN
+ * arrives (and its request's WR completed).  Send WRs are signalled only
+ * when something must happen at their completion, or every few WRs of a
+ * QP (and when slots or the send queue run low), to recycle the slots of
+ * the unsignalled ones (see sq_post in tm_engine.c).  So an eager send
+ * posted before its peer's death was known completes TM_REQ_OK.
+ *
  * Sync protocol: the engine counts unexpected tagged completions it has
  * processed; every list op (ADD/DEL/SYNC, all signalled, all with
  * IBV_OPS_TM_SYNC) carries that count as of the moment the op was decided,
@@ -339,7 +348,10 @@ void tm_engine_get_stats(struct tm_engine *eng, struct tm_engine_stats *st);
 /*
  * Nothing in flight: no list op, read or queued work outstanding, and no
  * send incomplete (a send waiting for its FIN/ACK counts: its peer may
- * still read the buffer, and the keepalive needs progress to fail it).
+ * still read the buffer, and the keepalive needs progress to fail it), and
+ * no send WR outstanding.  When only unsignalled send WRs are left, it
+ * posts a signalled keepalive behind them (nothing else would ever retire
+ * them) and says 0: call tm_engine_progress() and ask again.
  */
 int tm_engine_idle(struct tm_engine *eng);
 
