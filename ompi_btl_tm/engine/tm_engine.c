@@ -33,11 +33,14 @@ enum {
 	RF_RNDV = 1 << 5,
 	RF_SWQ = 1 << 6,    /* in its context's software-held FIFO */
 	RF_PINNED = 1 << 7, /* can never go to the card */
+	RF_ADD_UNSIG = 1 << 8, /* its ADD went unsignalled */
 };
 
 /* wr_id low bits: what a TM-CQ completion is about. */
 enum { WR_RECV = 0, WR_PLAIN = 1, WR_ADD = 2, WR_DEL = 3, WR_SYNC = 4 };
 #define WR_TYPE_MASK 7ULL
+/* signal at least every TM_ADD_SIG_EVERY-th ADD (see op_post) */
+#define TM_ADD_SIG_EVERY 16
 
 enum { TX_EAGER, TX_RNDV, TX_ACK, TX_FIN, TX_READ, TX_KEEPALIVE };
 enum { S_WAIT_CQE = 1, S_WAIT_REPLY = 2 };
@@ -141,7 +144,12 @@ struct tm_engine {
 	uint32_t max_entries;
 	uint32_t max_ops;
 	uint32_t card_entries;
-	uint32_t ops_out;
+	uint32_t ops_out;    /* list ops the card still counts as outstanding */
+	uint32_t ops_sig_out; /* ... of which signalled (a completion comes) */
+	uint32_t ops_unsig;  /* unsignalled ADDs since the last signalled op */
+	uint32_t *op_unsig;  /* [max_ops]: unsignalled ops before each
+			      * outstanding signalled op, in post order */
+	uint32_t op_unsig_head, op_unsig_tail;
 	ucs_list_link_t opq;
 	uint32_t opq_len;
 
@@ -697,15 +705,30 @@ static void keepalive_scan(struct tm_engine *eng)
 
 /* ---- list operations ------------------------------------------------ */
 
+/*
+ * Selective signalling of ADDs.  Nothing waits for an ADD's completion
+ * (the entry's handle is known at post; the receive completes from its
+ * match), so ADDs go unsignalled except every TM_ADD_SIG_EVERY-th and the
+ * one that would fill the last op slot: the card retires unsignalled ops
+ * when a later signalled one is polled, so the op slots always come back.
+ * DELs and SYNCs stay signalled: their completions drive claims, cancels
+ * and the sync protocol.  The count and order rules are unchanged (every
+ * op carries IBV_OPS_TM_SYNC and its count).  An ADD never fails at the
+ * card once posted on the soft HCA; should one fail unsignalled (a real
+ * card reports errors of unsignalled ops), on_op_cqe puts its receive
+ * back in software if it is still posted.
+ */
 static int op_post(struct tm_engine *eng, int type, struct tm_recv *r,
 		   uint32_t count)
 {
 	struct ibv_ops_wr wr, *bad;
 	struct ibv_sge sge;
-	int ret;
+	int ret, sig;
 
+	sig = type != WR_ADD || eng->ops_unsig + 1 >= TM_ADD_SIG_EVERY ||
+	      eng->ops_out + 1 >= eng->max_ops;
 	memset(&wr, 0, sizeof(wr));
-	wr.flags = IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC;
+	wr.flags = (sig ? IBV_OPS_SIGNALED : 0) | IBV_OPS_TM_SYNC;
 	wr.tm.unexpected_cnt = count;
 	wr.wr_id = (uintptr_t)r | (uint64_t)type;
 	switch (type) {
@@ -731,12 +754,23 @@ static int op_post(struct tm_engine *eng, int type, struct tm_recv *r,
 	ret = ibv_post_srq_ops(eng->dev->srq, &wr, &bad);
 	if (ret)
 		return ret;
-	if (type == WR_ADD)
+	if (type == WR_ADD) {
 		r->handle = wr.tm.handle;
+		if (!sig)
+			r->flags |= RF_ADD_UNSIG;
+	}
 	if (type == WR_SYNC)
 		eng->st.syncs++;
 	eng->ops_out++;
 	eng->st.ops_posted++;
+	if (sig) {
+		eng->op_unsig[eng->op_unsig_head++ % eng->max_ops] =
+			eng->ops_unsig;
+		eng->ops_unsig = 0;
+		eng->ops_sig_out++;
+	} else {
+		eng->ops_unsig++;
+	}
 	return 0;
 }
 
@@ -773,13 +807,15 @@ static void op_decide(struct tm_engine *eng, int type, struct tm_recv *r)
 static void on_op_cqe(struct tm_engine *eng, int type, struct tm_recv *r,
 		      const struct tm_cqe *c);
 
+static void on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
+			 const struct tm_cqe *c);
+
 /* A queued DEL that must not be posted: as if it failed (IBV_WC_TM_ERR). */
 static void op_dropped(struct tm_engine *eng, struct tm_recv *r)
 {
 	struct tm_cqe c = { .status = IBV_WC_TM_ERR };
 
-	eng->ops_out++; /* on_op_cqe retires one */
-	on_op_cqe(eng, WR_DEL, r, &c);
+	on_op_result(eng, WR_DEL, r, &c);
 }
 
 static int flush_ops(struct tm_engine *eng)
@@ -921,7 +957,8 @@ static int card_add(struct tm_engine *eng, struct tm_recv *r)
 	eng->reported = count_now(eng);
 	if (op_post(eng, WR_ADD, r, eng->reported))
 		return -1;
-	r->ops_pending++;
+	if (!(r->flags & RF_ADD_UNSIG))
+		r->ops_pending++;
 	r->flags |= RF_ENTRY_LIVE;
 	eng->card_entries++;
 	return 0;
@@ -1336,9 +1373,27 @@ static void recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
 static void on_op_cqe(struct tm_engine *eng, int type, struct tm_recv *r,
 		      const struct tm_cqe *c)
 {
+	if (type == WR_ADD && (r->flags & RF_ADD_UNSIG)) {
+		/* an unsignalled ADD's error: it retires nothing, and r is
+		 * still posted (a failed ADD cannot have matched) unless a
+		 * cancel or claim finished it meanwhile */
+		if (c->status != IBV_WC_SUCCESS && r->state != R_DONE) {
+			r->ops_pending++; /* on_op_result drops one */
+			on_op_result(eng, type, r, c);
+		}
+		return;
+	}
+	/* a signalled op: it and every unsignalled op before it retired */
+	eng->ops_out -= 1 + eng->op_unsig[eng->op_unsig_tail++ % eng->max_ops];
+	eng->ops_sig_out--;
+	on_op_result(eng, type, r, c);
+}
+
+static void on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
+			 const struct tm_cqe *c)
+{
 	struct tm_msg *m;
 
-	eng->ops_out--;
 	if (!r)
 		return;
 	r->ops_pending--;
@@ -1609,6 +1664,11 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 	if (cfg->max_card_entries && cfg->max_card_entries < eng->max_entries)
 		eng->max_entries = cfg->max_card_entries;
 	eng->max_ops = dev->caps.max_ops;
+	if (!eng->max_ops) {
+		free(eng);
+		return TM_ERR_INVALID;
+	}
+	eng->op_unsig = calloc(eng->max_ops, sizeof(*eng->op_unsig));
 	eng->sq_limit = dev->qp_max_send_wr > 4 ? dev->qp_max_send_wr / 2 : 1;
 	eng->slot_low = eng->n_slots / 4;
 	eng->ka_ns = (uint64_t)(cfg->keepalive_ms ? cfg->keepalive_ms : 1000) *
@@ -1624,7 +1684,8 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 	eng->swq = kh_init(tm_swq);
 	ucs_list_head_init(&eng->promo_ready);
 	rc = tm_mq_init(&eng->mq);
-	if (rc == TM_OK && (!eng->qpn || !eng->sends || !eng->swq))
+	if (rc == TM_OK && (!eng->qpn || !eng->sends || !eng->swq ||
+			    !eng->op_unsig))
 		rc = TM_ERR_NO_MEMORY;
 	if (rc == TM_OK)
 		rc = setup_buffers(eng);
@@ -1659,6 +1720,7 @@ void tm_engine_destroy(struct tm_engine *eng)
 	free(eng->repost);
 	free(eng->slots);
 	free(eng->free_slots);
+	free(eng->op_unsig);
 	for (uint32_t i = 0; i < eng->npeers; i++) {
 		free(eng->peers[i]->wrs);
 		free(eng->peers[i]);
@@ -2029,7 +2091,9 @@ int tm_engine_idle(struct tm_engine *eng)
 	struct tm_peer *p;
 	uint32_t i;
 
-	if (eng->ops_out || eng->opq_len || eng->tx_queued ||
+	/* unsignalled ADDs may stay outstanding on the card: their entries
+	 * are either still posted receives or consumed */
+	if (eng->ops_sig_out || eng->opq_len || eng->tx_queued ||
 	    eng->reads_active || eng->sends_waiting)
 		return 0;
 	if (!eng->sq_out)
