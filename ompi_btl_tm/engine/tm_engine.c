@@ -1571,21 +1571,24 @@ static int want_poll_send(struct tm_engine *eng)
 	return eng->sig_out || (eng->sq_out && ++eng->poll_skip >= 16);
 }
 
-/* Processes every completion already in both CQs. */
+/*
+ * Processes every completion already in both CQs.  A poll that returned
+ * less than a full batch emptied its CQ (the poll runs the card first);
+ * what the handlers' own posts complete meanwhile is new, and waits for
+ * the next call, so one round is enough unless a batch was full.
+ */
 static int drain(struct tm_engine *eng)
 {
 	struct tm_cqe c[CQE_BATCH];
-	int i, n, total = 0;
+	int i, n, ns, total = 0;
 
 	do {
 		n = poll_tm_batch(eng, c);
 		for (i = 0; i < n; i++)
 			on_tm_cqe(eng, &c[i]);
-		total += n;
-		i = want_poll_send(eng) ? poll_send(eng) : 0;
-		total += i;
-		n += i;
-	} while (n);
+		ns = want_poll_send(eng) ? poll_send(eng) : 0;
+		total += n + ns;
+	} while (n == CQE_BATCH || ns == CQE_BATCH);
 	return total;
 }
 
