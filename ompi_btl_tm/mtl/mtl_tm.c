@@ -235,6 +235,7 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 	ecfg.n_send_slots = p->send_slots;
 	ecfg.max_card_entries = p->max_tags;
 	ecfg.offload = p->offload;
+	ecfg.keepalive_ms = p->keepalive_ms;
 	rc = tm_engine_create(mtl_tm.dev, &ecfg, &mtl_tm.eng);
 	if (rc != TM_OK) {
 		opal_output(0, "mtl tm: %s: cannot create the matching engine: %s",
@@ -382,7 +383,7 @@ static void log_stats(void)
 		return;
 	tm_engine_get_stats(mtl_tm.eng, &st);
 	opal_output(mtl_tm_output,
-		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, syncs %llu, errors %llu",
+		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, syncs %llu, promoted %llu, errors %llu",
 		    mtl_tm.my_vpid, (unsigned long long)st.recv_posted,
 		    (unsigned long long)st.recv_to_card,
 		    (unsigned long long)st.sw_matched_uq,
@@ -397,6 +398,7 @@ static void log_stats(void)
 		    (unsigned long long)st.truncated,
 		    (unsigned long long)st.cancel_ok,
 		    (unsigned long long)st.syncs,
+		    (unsigned long long)st.promoted,
 		    (unsigned long long)st.errors);
 }
 

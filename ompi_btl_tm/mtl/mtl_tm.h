@@ -67,6 +67,7 @@ struct mtl_tm_params {
 	size_t plain_size;
 	unsigned int send_slots;
 	bool offload;
+	unsigned int keepalive_ms; /* engine keepalive_ms (0: engine default) */
 	/* the soft HCA's limits, given to softhca_set_config() before open */
 	unsigned int sh_mtu;
 	unsigned int sh_ring_depth;

@@ -130,6 +130,7 @@ static int mtl_tm_component_register(void)
 	p->plain_size = 8192 + 64;
 	p->send_slots = 256;
 	p->offload = true;
+	p->keepalive_ms = 1000;
 	p->sh_mtu = sh.mtu;
 	p->sh_ring_depth = sh.ring_depth;
 	p->sh_max_num_tags = sh.max_num_tags;
@@ -180,6 +181,10 @@ static int mtl_tm_component_register(void)
 	reg("offload",
 	    "Post receives to the card (false: keep every receive in software, for comparison)",
 	    MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_5, &p->offload);
+	reg("keepalive_ms",
+	    "A send waiting this many milliseconds for its peer's reply (rendezvous FIN, synchronous-send ACK) probes the peer, so that a dead peer fails it instead of hanging (0: the engine's default, 1000)",
+	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, OPAL_INFO_LVL_5,
+	    &p->keepalive_ms);
 
 	reg("softhca_mtu",
 	    "Soft HCA: path MTU in bytes (packet payload size; eager messages above it complete in two steps as on a card)",
