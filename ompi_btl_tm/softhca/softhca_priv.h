@@ -193,6 +193,8 @@ struct sh_tag {
  * that is scanned.
  */
 #define SH_MASK_GROUPS 8
+/* Short lists are scanned: hashing costs more than a few compares. */
+#define SH_INDEX_FROM 16
 
 struct sh_mask_group {
 	uint64_t mask;
@@ -226,6 +228,7 @@ struct sh_srq {
 	uint64_t list_seq;
 	struct sh_mask_group groups[SH_MASK_GROUPS];
 	int32_t over_head, over_tail; /* entries whose mask has no group */
+	bool indexed;                 /* the index covers the whole list */
 	struct sh_op *ops;           /* FIFO of posted, unprocessed ops */
 	uint32_t ops_first, ops_count;
 	uint64_t ops_posted, ops_retired;

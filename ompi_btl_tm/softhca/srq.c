@@ -72,8 +72,8 @@ static void list_append(struct sh_srq *srq, int32_t h, bool active)
 	srq->list_tail = h;
 	t->on_list = true;
 	t->active = active;
-	sh_tl_insert(srq, h);
 	srq->list_len++;
+	sh_tl_insert(srq, h);
 	if (!active)
 		srq->list_inactive++;
 }
@@ -91,8 +91,8 @@ static void list_remove(struct sh_srq *srq, int32_t h)
 	else
 		srq->list_tail = t->prev;
 	t->on_list = false;
-	sh_tl_remove(srq, h);
 	srq->list_len--;
+	sh_tl_remove(srq, h);
 	if (!t->active)
 		srq->list_inactive--;
 }

@@ -2,6 +2,9 @@
  * taglist.c - the card's index of its tag list: mask groups of hashed
  * buckets (see struct sh_mask_group in softhca_priv.h).
  *
+ * The index is built when the list reaches SH_INDEX_FROM entries and
+ * dropped when it empties; below that, matching scans the list.
+ *
  * The list itself (order, activity) stays in srq.c; this file only answers
  * "the first active entry, in list order, whose tag & mask accept tag"
  * without walking the list.  Within a bucket every entry accepts the same
@@ -90,15 +93,13 @@ static void chain_remove(struct sh_srq *srq, int32_t *head, int32_t *tail,
 		*tail = t->bprev;
 }
 
-/* Indexes entry h, which the card just appended to its list. */
-int sh_tl_insert(struct sh_srq *srq, int32_t h)
+static int index_entry(struct sh_srq *srq, int32_t h)
 {
 	struct sh_tag *t = &srq->tags[h];
 	struct sh_mask_group *g;
 	khiter_t it;
 	int ret;
 
-	t->seq = srq->list_seq++;
 	t->group = (int8_t)group_for(srq, t->mask);
 	if (t->group < 0) {
 		chain_append(srq, &srq->over_head, &srq->over_tail, h);
@@ -120,6 +121,26 @@ int sh_tl_insert(struct sh_srq *srq, int32_t h)
 	return 0;
 }
 
+/*
+ * Entry h was just appended to the list (srq->list_len counts it); index it,
+ * or the whole list if it has just grown long enough.
+ */
+int sh_tl_insert(struct sh_srq *srq, int32_t h)
+{
+	int err = 0;
+
+	srq->tags[h].seq = srq->list_seq++;
+	if (srq->indexed)
+		return index_entry(srq, h);
+	if (srq->list_len < SH_INDEX_FROM)
+		return 0;
+	for (int32_t i = srq->list_head; i >= 0; i = srq->tags[i].next)
+		err |= index_entry(srq, i);
+	srq->indexed = true;
+	return err;
+}
+
+/* Entry h is leaving the list (already unlinked from it). */
 void sh_tl_remove(struct sh_srq *srq, int32_t h)
 {
 	struct sh_tag *t = &srq->tags[h];
@@ -127,6 +148,10 @@ void sh_tl_remove(struct sh_srq *srq, int32_t h)
 	struct sh_bucket *b;
 	khiter_t it;
 
+	if (!srq->indexed)
+		return;
+	if (!srq->list_len)
+		srq->indexed = false; /* every bucket empties with this one */
 	if (t->group < 0) {
 		chain_remove(srq, &srq->over_head, &srq->over_tail, h);
 		return;
@@ -162,9 +187,24 @@ static int32_t earlier(struct sh_srq *srq, int32_t a, int32_t b)
 	return srq->tags[a].seq < srq->tags[b].seq ? a : b;
 }
 
+static int32_t scan_list(struct sh_srq *srq, uint64_t tag)
+{
+	for (int32_t h = srq->list_head; h >= 0; h = srq->tags[h].next) {
+		struct sh_tag *t = &srq->tags[h];
+
+		if (t->active && !((t->tag ^ tag) & t->mask))
+			return h;
+	}
+	return -1;
+}
+
 int32_t sh_tl_match(struct sh_srq *srq, uint64_t tag)
 {
-	int32_t best = chain_first(srq, srq->over_head, tag, true);
+	int32_t best;
+
+	if (!srq->indexed)
+		return scan_list(srq, tag);
+	best = chain_first(srq, srq->over_head, tag, true);
 
 	for (int i = 0; i < SH_MASK_GROUPS; i++) {
 		struct sh_mask_group *g = &srq->groups[i];

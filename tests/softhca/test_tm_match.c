@@ -281,6 +281,10 @@ static void test_many_masks(void)
 	int i, n, ok = 1;
 
 	open_env(0, 1);
+	/* Entries that never match, so that the list is long enough to be
+	 * indexed (softhca_priv.h, SH_INDEX_FROM) rather than scanned. */
+	for (i = 0; i < 10; i++)
+		add(0x1000 + i, ALL, guarded(64), 64, 900 + i);
 	/* Entry i keeps the low 8 + i bits of 0x7777: all accept tag 0x7777. */
 	for (i = 0; i < N; i++) {
 		b[i] = guarded(64);
