@@ -34,6 +34,7 @@ enum {
 	RF_SWQ = 1 << 6,    /* in its context's software-held FIFO */
 	RF_PINNED = 1 << 7, /* can never go to the card */
 	RF_ADD_UNSIG = 1 << 8, /* its ADD went unsignalled */
+	RF_UNCONF = 1 << 9, /* live entry on eng->unconf (may be inactive) */
 };
 
 /* wr_id low bits: what a TM-CQ completion is about. */
@@ -41,6 +42,9 @@ enum { WR_RECV = 0, WR_PLAIN = 1, WR_ADD = 2, WR_DEL = 3, WR_SYNC = 4 };
 #define WR_TYPE_MASK 7ULL
 /* signal at least every TM_ADD_SIG_EVERY-th ADD (see op_post) */
 #define TM_ADD_SIG_EVERY 16
+/* report the count at least every TM_SYNC_LAG_MAX unexpected arrivals (a
+ * real card flags SYNC_REQ when software is more than 0x3fff behind) */
+#define TM_SYNC_LAG_MAX 0x2000u
 
 enum { TX_EAGER, TX_RNDV, TX_ACK, TX_FIN, TX_READ, TX_KEEPALIVE };
 enum { S_WAIT_CQE = 1, S_WAIT_REPLY = 2 };
@@ -72,6 +76,13 @@ struct tm_tx {
 	struct tm_recv *recv;
 	uint32_t hdr_len;
 	uint8_t hdr[32] __attribute__((aligned(8))); /* read as ibv_tmh */
+};
+
+/* One outstanding signalled list op, in post order (see on_op_cqe). */
+struct tm_sig_op {
+	uint64_t seq;        /* its place in post order (eng->op_seq) */
+	uint32_t unsig;      /* unsignalled ops posted just before it */
+	uint32_t count;      /* the unexpected count it carried */
 };
 
 struct tm_op {
@@ -141,14 +152,19 @@ struct tm_engine {
 	uint32_t uq_count;   /* unexpected tagged completions processed */
 	uint32_t reported;   /* count carried by the last op decided */
 	int sync_req;
+	int sync_out;        /* an explicit SYNC is queued or posted */
+	uint64_t op_seq;     /* list ops posted */
+	uint64_t sync_seq;   /* latest op known processed in sync (0: none) */
+	ucs_list_link_t unconf; /* live entries added after sync_seq, in
+				 * post order: only these may be inactive */
 	uint32_t max_entries;
 	uint32_t max_ops;
 	uint32_t card_entries;
 	uint32_t ops_out;    /* list ops the card still counts as outstanding */
 	uint32_t ops_sig_out; /* ... of which signalled (a completion comes) */
 	uint32_t ops_unsig;  /* unsignalled ADDs since the last signalled op */
-	uint32_t *op_unsig;  /* [max_ops]: unsignalled ops before each
-			      * outstanding signalled op, in post order */
+	struct tm_sig_op *op_unsig; /* [max_ops]: each outstanding signalled
+				     * op, in post order */
 	uint32_t op_unsig_head, op_unsig_tail;
 	ucs_list_link_t opq;
 	uint32_t opq_len;
@@ -766,11 +782,18 @@ static int op_post(struct tm_engine *eng, int type, struct tm_recv *r,
 	}
 	if (type == WR_SYNC)
 		eng->st.syncs++;
+	eng->op_seq++;
+	if (type == WR_ADD)
+		r->add_seq = eng->op_seq;
 	eng->ops_out++;
 	eng->st.ops_posted++;
 	if (sig) {
-		eng->op_unsig[eng->op_unsig_head++ % eng->max_ops] =
-			eng->ops_unsig;
+		struct tm_sig_op *so =
+			&eng->op_unsig[eng->op_unsig_head++ % eng->max_ops];
+
+		so->seq = eng->op_seq;
+		so->unsig = eng->ops_unsig;
+		so->count = count;
 		eng->ops_unsig = 0;
 		eng->ops_sig_out++;
 	} else {
@@ -791,6 +814,8 @@ static void op_decide(struct tm_engine *eng, int type, struct tm_recv *r)
 	eng->reported = count_now(eng);
 	if (r)
 		r->ops_pending++;
+	if (type == WR_SYNC)
+		eng->sync_out = 1;
 	if (ucs_list_is_empty(&eng->opq) && eng->ops_out < eng->max_ops &&
 	    op_post(eng, type, r, eng->reported) == 0)
 		return;
@@ -799,6 +824,8 @@ static void op_decide(struct tm_engine *eng, int type, struct tm_recv *r)
 		eng->st.errors++;
 		if (r)
 			r->ops_pending--;
+		if (type == WR_SYNC)
+			eng->sync_out = 0;
 		return;
 	}
 	op->type = type;
@@ -849,14 +876,51 @@ static int flush_ops(struct tm_engine *eng)
 	return n;
 }
 
-/* Tell the card our count when it moved and the card has entries to
- * re-activate, or when the card asked. */
+/*
+ * An explicit SYNC only when it can matter (the rule and its argument are
+ * in the contract, "Sync protocol"): the count moved since the last op was
+ * decided, and some live entry may be inactive (eng->unconf), and no SYNC
+ * is outstanding (its completion re-runs this); or the card's view lags
+ * TM_SYNC_LAG_MAX behind.  Runs after promote(): an ADD posted there
+ * carries the current count and makes the SYNC needless.
+ */
 static void maybe_sync(struct tm_engine *eng)
 {
-	if (count_now(eng) == eng->reported)
+	uint32_t lag = count_now(eng) - eng->reported;
+
+	if (!lag || eng->sync_out)
 		return;
-	if (eng->card_entries || eng->sync_req)
+	if (!ucs_list_is_empty(&eng->unconf) || lag >= TM_SYNC_LAG_MAX)
 		op_decide(eng, WR_SYNC, NULL);
+}
+
+static void unconf_del(struct tm_recv *r)
+{
+	if (r->flags & RF_UNCONF) {
+		r->flags &= ~RF_UNCONF;
+		ucs_list_del(&r->card_link);
+	}
+}
+
+/*
+ * A signalled op that carried count was processed when the card's counter
+ * stood at uq_count: every unexpected arrival the card decided before it
+ * completed before it in the same CQ, and none after.  Equal: the op was
+ * in sync and activated every entry added before it, for good.
+ */
+static void op_seen(struct tm_engine *eng, const struct tm_sig_op *so)
+{
+	struct tm_recv *h;
+
+	if (so->count != eng->uq_count || so->seq <= eng->sync_seq)
+		return;
+	eng->sync_seq = so->seq;
+	while (!ucs_list_is_empty(&eng->unconf)) {
+		h = ucs_list_head(&eng->unconf, struct tm_recv, card_link);
+		if (h->add_seq > eng->sync_seq)
+			break;
+		unconf_del(h);
+	}
 }
 
 static void entry_gone(struct tm_engine *eng, struct tm_recv *r)
@@ -865,6 +929,7 @@ static void entry_gone(struct tm_engine *eng, struct tm_recv *r)
 		r->flags &= ~RF_ENTRY_LIVE;
 		eng->card_entries--;
 	}
+	unconf_del(r);
 }
 
 /* ---- software-held FIFOs and promotion ------------------------------ */
@@ -964,7 +1029,8 @@ static int card_add(struct tm_engine *eng, struct tm_recv *r)
 		return -1;
 	if (!(r->flags & RF_ADD_UNSIG))
 		r->ops_pending++;
-	r->flags |= RF_ENTRY_LIVE;
+	r->flags |= RF_ENTRY_LIVE | RF_UNCONF;
+	ucs_list_add_tail(&eng->unconf, &r->card_link);
 	eng->card_entries++;
 	return 0;
 }
@@ -1378,6 +1444,8 @@ static void recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
 static void on_op_cqe(struct tm_engine *eng, int type, struct tm_recv *r,
 		      const struct tm_cqe *c)
 {
+	const struct tm_sig_op *so;
+
 	if (type == WR_ADD && (r->flags & RF_ADD_UNSIG)) {
 		/* an unsignalled ADD's error: it retires nothing, and r is
 		 * still posted (a failed ADD cannot have matched) unless a
@@ -1389,8 +1457,13 @@ static void on_op_cqe(struct tm_engine *eng, int type, struct tm_recv *r,
 		return;
 	}
 	/* a signalled op: it and every unsignalled op before it retired */
-	eng->ops_out -= 1 + eng->op_unsig[eng->op_unsig_tail++ % eng->max_ops];
+	so = &eng->op_unsig[eng->op_unsig_tail++ % eng->max_ops];
+	eng->ops_out -= 1 + so->unsig;
 	eng->ops_sig_out--;
+	if (c->status == IBV_WC_SUCCESS)
+		op_seen(eng, so);
+	if (type == WR_SYNC)
+		eng->sync_out = 0;
 	on_op_result(eng, type, r, c);
 }
 
@@ -1683,6 +1756,7 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 		     1000000ULL;
 	ucs_list_head_init(&eng->wait_peers);
 	ucs_list_head_init(&eng->opq);
+	ucs_list_head_init(&eng->unconf);
 	ucs_list_head_init(&eng->done_recv);
 	ucs_list_head_init(&eng->done_send);
 	ucs_list_head_init(&eng->all_msgs);

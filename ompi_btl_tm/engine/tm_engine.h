@@ -99,13 +99,52 @@
  * posted before its peer's death was known completes TM_REQ_OK.
  *
  * Sync protocol: the engine counts unexpected tagged completions it has
- * processed; every list op (ADD/DEL/SYNC, all signalled, all with
+ * processed (uq_count); every list op (ADD/DEL/SYNC, all with
  * IBV_OPS_TM_SYNC) carries that count as of the moment the op was decided,
  * and list ops are posted in the order decided (a FIFO when max_ops is
  * reached; an ADD is only posted when that FIFO is empty).  So an op with
  * count c reaches the card only after the DELs for every receive that one
- * of the first c unexpected messages claimed.  An explicit SYNC is posted
- * when the count moved and the card holds entries or asked for it.
+ * of the first c unexpected messages claimed.
+ *
+ * When an explicit SYNC is posted, and why that is enough.  Facts (card
+ * model, DESIGN.md 3): an entry is inactive only if its ADD was processed
+ * while the card's counter H differed from the count the ADD carried; an
+ * active entry stays active; any op processed with count == H activates
+ * every entry then on the list.  (1) Matching never depends on a SYNC:
+ * once an entry E is inactive, every later ADD is too until some op is in
+ * sync, which activates E as well, so the inactive entries are always a
+ * suffix of the list in post order and the card can never let a later
+ * receive overtake an inactive earlier one; a message that an inactive
+ * entry would have taken goes unexpected, software finds the receive in
+ * its shadow and claims it (DEL) - the claim race.  So SYNCs are for
+ * speed only (an inactive entry costs a claim per message for it), and
+ * the rule below needs only to keep an inactive entry from staying so
+ * for long.  (2) The engine knows which ops were in sync: the card's CQ
+ * gives completions in the order the card decided (ops and arrivals
+ * alike), so when a signalled op's completion is polled, uq_count equals
+ * H at the moment the card processed it; the op was in sync iff uq_count
+ * equals the count it carried (eng->op_unsig remembers it), and then every
+ * entry added before it is active for good (eng->sync_seq).  No SYNC_REQ
+ * flag is used (a real mlx5 card does not set it on unexpected receive
+ * completions).  (3) A live entry added after sync_seq (eng->unconf, in
+ * post order) may be inactive; one added before may not.  (4) If the
+ * count has not moved since the last op was decided (reported ==
+ * uq_count), that op carried the current count: either the card processes
+ * it in sync and activates everything, or the card had decided an
+ * unexpected message software has not polled yet, and polling it moves
+ * the count and re-runs the rule.  Rule (maybe_sync, after promotions,
+ * whose ADDs carry the current count): post a SYNC iff the count moved
+ * since the last op decided AND eng->unconf is not empty AND no SYNC is
+ * outstanding (its completion confirms or re-runs the rule: one SYNC in
+ * flight at a time).  Also post one when the card's view lags
+ * TM_SYNC_LAG_MAX (8192) unexpected messages behind, card entries or not,
+ * so a real card never gets 0x3fff behind.  So a run of unexpected
+ * messages past a list whose entries are all confirmed (e.g. a full list
+ * of receives that never match, with the matching receive held in
+ * software) posts no SYNC at all, instead of one per message.  Faults:
+ * SYNC_AHEAD never confirms anything (the count is off by one), so every
+ * moved count still syncs; SYNC_ORDER confirms with the count actually
+ * posted.
  *
  * Completion: a request's callback runs from inside an engine call (never
  * from inside CQ polling), once, after the engine is done with it; the
@@ -256,6 +295,8 @@ struct tm_recv {
 	struct tm_mq_recv mq;
 	ucs_list_link_t done_link;
 	ucs_list_link_t sw_link; /* its context's software-held FIFO */
+	ucs_list_link_t card_link; /* the engine's unconfirmed entries */
+	uint64_t add_seq;        /* its ADD's place in list-op post order */
 	void *buf;
 	size_t len;
 	struct ibv_mr *mr;

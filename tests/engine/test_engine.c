@@ -551,6 +551,76 @@ static void test_wrap(void)
 	eu_world_fini(&W);
 }
 
+/*
+ * The sync rule (tm_engine.h, "Sync protocol"): a SYNC when an entry may be
+ * inactive, none when every entry is known to be in sync.
+ */
+static void test_sync_stale(void)
+{
+	struct trecv r1, r2;
+	struct tsend s0, s1;
+	struct softhca_stats hs;
+	struct ibv_context *c0;
+	uint64_t syncs;
+
+	open_world(2, 0, 0, SOFTHCA_SCHED_MANUAL);
+	c0 = W.node[0].dev->ctx;
+	post_recv(&r1, 0, 1, 1, 4, 0, 100);            /* ADD not processed */
+	send_msg(&s0, 1, 0, 1, 5, 0, 8, 1, 0);          /* matches nothing */
+	softhca_drain(W.node[1].dev->ctx);
+	softhca_step(c0, SOFTHCA_WORK_RX, SOFTHCA_ANY_QP); /* m0 unexpected */
+	softhca_step(c0, SOFTHCA_WORK_OP, SOFTHCA_ANY_QP); /* ADD: inactive */
+	softhca_query_stats(c0, &hs);
+	syncs = stats(0).syncs;
+	eu_progress(&W);                                /* count moves */
+	tap_check(hs.list_inactive == 1 && stats(0).syncs == syncs + 1,
+		  "sync: a SYNC is posted when an entry may be inactive");
+	softhca_step(c0, SOFTHCA_WORK_OP, SOFTHCA_ANY_QP); /* the SYNC */
+	softhca_query_stats(c0, &hs);
+	eu_pump(&W);
+	send_msg(&s1, 1, 0, 1, 4, 0, 8, 2, 0);
+	eu_pump(&W);
+	tap_check(hs.list_inactive == 0 && r1.done && r1.r.on_card &&
+		  stats(0).unexp_claimed == 0,
+		  "sync: the SYNC activated the entry, the card matches it");
+	post_recv(&r2, 0, 1, 1, 5, 200, 100);
+	tap_check(r2.done && r2.r.msg_len == 8, "sync: m0 from the queue");
+	eu_world_fini(&W);
+}
+
+static void test_sync_none_in_sync(void)
+{
+	struct trecv rq[8], r;
+	struct tsend s;
+	uint64_t syncs;
+	int i, ok = 1;
+
+	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
+	for (i = 0; i < 8; i++)   /* never matched; ADDs unsignalled */
+		post_recv(&rq[i], 0, 1, 1, 100 + i, 0, 64);
+	eu_pump(&W);
+	syncs = stats(0).syncs;
+	send_msg(&s, 1, 0, 1, 1, 0, 4, 1, 0);
+	eu_pump(&W);
+	post_recv(&r, 0, 1, 1, 1, 256, 64);
+	tap_check(r.done && stats(0).syncs <= syncs + 1,
+		  "sync: at most one SYNC confirms unconfirmed entries");
+	syncs = stats(0).syncs;
+	for (i = 0; i < 50 && ok; i++) {
+		send_msg(&s, 1, 0, 1, 1, 0, 4, 1, 0);
+		eu_pump(&W);
+		post_recv(&r, 0, 1, 1, 1, 256, 64);
+		ok = r.done && !r.r.on_card;
+	}
+	tap_check(ok && stats(0).syncs == syncs && stats(0).card_entries == 8,
+		  "sync: no SYNC for unexpected messages past entries known "
+		  "in sync");
+	for (i = 0; i < 8; i++)
+		tm_engine_cancel_recv(E(0), &rq[i].r);
+	eu_pump(&W);
+	eu_world_fini(&W);
+}
+
 int main(void)
 {
 	test_eager_expected();
@@ -562,6 +632,8 @@ int main(void)
 	test_cancel();
 	test_cancel_race();
 	test_claim();
+	test_sync_stale();
+	test_sync_none_in_sync();
 	test_prefix();
 	test_ops_limit();
 	test_promote_wildcard();
