@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "softhca_priv.h"
 
@@ -81,8 +82,11 @@ static bool job_step(struct sh_context *ctx, struct sh_read_job *job)
 		return true;
 	}
 	if (sh_peer_cma(ctx, qp->peer)) {
+		if (!sh_card_read_allow(ctx))
+			return false;
 		chunk = job->len - job->done < SH_READ_CHUNK
 				? job->len - job->done : SH_READ_CHUNK;
+		sh_card_read_used(ctx, chunk);
 		st = sh_remote_read(ctx, qp->peer, job->va + job->done,
 				    job->rkey, job->sge, job->num_sge,
 				    job->done, chunk);
@@ -157,6 +161,60 @@ void sh_card_drop_jobs(struct sh_context *ctx, struct sh_qp *qp)
 		if (job->qp == qp)
 			job_finish(ctx, job, IBV_WC_WR_FLUSH_ERR);
 	}
+}
+
+/* ---- read pacing ----------------------------------------------------- */
+
+/*
+ * A real card reads while the CPU goes on; the soft card reads inside the
+ * application's verbs calls, so a long read in the poll an application
+ * makes while it posts a batch of sends delays those sends, and the peer
+ * (which would read them) waits: in bi-directional streams the two
+ * processes then take turns instead of reading at the same time.  So in
+ * AUTO a verbs call reads at most SH_READ_CHUNK, a post never reads, and
+ * a poll reads only once the posts have stopped for SH_READ_POST_GAP_NS
+ * (or reads have waited SH_READ_DEFER_NS).  The clock is read only when
+ * there is something to read.
+ */
+static bool read_now(struct sh_context *ctx)
+{
+	struct timespec ts;
+	uint64_t now;
+
+	if (ctx->read_post)
+		return false;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (ctx->post_seen != ctx->post_seq) {
+		ctx->post_seen = ctx->post_seq;
+		ctx->post_ns = now;
+	}
+	if (now - ctx->post_ns < SH_READ_POST_GAP_NS) {
+		if (!ctx->defer_ns)
+			ctx->defer_ns = now;
+		if (now - ctx->defer_ns < SH_READ_DEFER_NS)
+			return false;
+	}
+	ctx->defer_ns = 0;
+	return true;
+}
+
+/* Bytes this card run may still read (unlimited outside AUTO runs). */
+uint32_t sh_card_read_allow(struct sh_context *ctx)
+{
+	if (!ctx->read_limited)
+		return UINT32_MAX;
+	if (!ctx->read_decided) {
+		ctx->read_decided = true;
+		ctx->read_left = read_now(ctx) ? SH_READ_CHUNK : 0;
+	}
+	return ctx->read_left;
+}
+
+void sh_card_read_used(struct sh_context *ctx, uint32_t n)
+{
+	if (ctx->read_limited)
+		ctx->read_left = n < ctx->read_left ? ctx->read_left - n : 0;
 }
 
 /* ---- scheduling ------------------------------------------------------ */
@@ -341,13 +399,18 @@ static bool card_has_work(struct sh_context *ctx)
 
 /* The card's work after a post or poll; called with ctx->lock held. */
 static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
-		     bool only_ops)
+		     bool only_ops, bool post)
 {
 	uint64_t db;
 
+	if (post)
+		ctx->post_seq++;
 	if (ctx->in_progress)
 		return;
 	ctx->in_progress = true;
+	ctx->read_limited = ctx->sched == SOFTHCA_SCHED_AUTO;
+	ctx->read_decided = false;
+	ctx->read_post = post;
 	db = atomic_load_explicit(&ctx->seg->doorbell, memory_order_acquire);
 	check_liveness(ctx);
 	switch (ctx->sched) {
@@ -375,22 +438,28 @@ static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
 		__atomic_store_n(&ctx->rx_seen, db, __ATOMIC_RELAXED);
 		atomic_store_explicit(&ctx->quiet, true, memory_order_release);
 	}
+	ctx->read_limited = false;
 	ctx->in_progress = false;
 }
 
 void sh_card_progress(struct sh_context *ctx)
 {
-	card_run(ctx, NULL, false);
+	card_run(ctx, NULL, false, false);
+}
+
+void sh_card_progress_post(struct sh_context *ctx)
+{
+	card_run(ctx, NULL, false, true);
 }
 
 void sh_card_progress_tx(struct sh_qp *qp)
 {
-	card_run(qp->ctx, qp, false);
+	card_run(qp->ctx, qp, false, true);
 }
 
 void sh_card_progress_ops(struct sh_context *ctx)
 {
-	card_run(ctx, NULL, true);
+	card_run(ctx, NULL, true, true);
 }
 
 /*

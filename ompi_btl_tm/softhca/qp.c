@@ -233,22 +233,32 @@ static bool tx_read(struct sh_qp *qp, struct sh_swr *w)
 
 	if (w->started)
 		return false; /* waiting for READ_RESP packets */
-	if (!peer_alive(qp))
-		return true;
-	if (sh_local_check(qp->ctx, w->sge, w->num_sge,
-			   IBV_ACCESS_LOCAL_WRITE)) {
-		sq_complete(qp, IBV_WC_LOC_PROT_ERR);
-		return true;
+	if (!w->done) {
+		if (!peer_alive(qp))
+			return true;
+		if (sh_local_check(qp->ctx, w->sge, w->num_sge,
+				   IBV_ACCESS_LOCAL_WRITE)) {
+			sq_complete(qp, IBV_WC_LOC_PROT_ERR);
+			return true;
+		}
 	}
 	if (sh_peer_cma(qp->ctx, qp->peer)) {
-		st = sh_remote_read(qp->ctx, qp->peer, w->remote_addr, w->rkey,
-				    w->sge, w->num_sge, 0, w->len);
+		/* SH_READ_CHUNK at a time, paced as card reads are */
+		uint32_t chunk = w->len - w->done < SH_READ_CHUNK
+					 ? w->len - w->done : SH_READ_CHUNK;
+
+		if (w->len && !sh_card_read_allow(qp->ctx))
+			return false;
+		sh_card_read_used(qp->ctx, chunk);
+		st = sh_remote_read(qp->ctx, qp->peer, w->remote_addr + w->done,
+				    w->rkey, w->sge, w->num_sge, w->done, chunk);
 		if (st != IBV_WC_SUCCESS) {
 			sh_qp_error(qp, st);
 			return true;
 		}
-		w->done = w->len;
-		sq_complete(qp, IBV_WC_SUCCESS);
+		w->done += chunk;
+		if (w->done == w->len)
+			sq_complete(qp, IBV_WC_SUCCESS);
 		return true;
 	}
 	pkt = out_slot(qp);
@@ -517,7 +527,7 @@ int sh_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	}
 	err = sh_rq_post(&qp->rq, qp->max_recv_wr, SH_MAX_SGE, wr, bad);
 	sh_card_kick(qp->ctx);
-	sh_card_progress(qp->ctx);
+	sh_card_progress_post(qp->ctx);
 	pthread_mutex_unlock(&qp->ctx->lock);
 	return err;
 }

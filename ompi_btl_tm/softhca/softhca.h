@@ -77,7 +77,11 @@
  * Where the card's work happens: each soft context has a "card" that runs
  * inside verbs calls on that context (post_*, poll), under one lock per
  * context, so the provider is thread safe.  The scheduling mode decides how
- * much it does per call: AUTO runs it to quiescence, RANDOM does a random
+ * much it does per call: AUTO runs it to quiescence, except that rendezvous
+ * reads (card reads and IBV_WR_RDMA_READ) move at most 256 KiB per call and
+ * only in polls, once the application has stopped posting for a few
+ * microseconds (so a process posting a batch of sends is not held up by
+ * reads its peer could overlap with its own), RANDOM does a random
  * amount of randomly chosen work (at least one item when any is ready),
  * MANUAL does nothing until softhca_step() is called (tests).
  */

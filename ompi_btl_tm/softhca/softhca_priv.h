@@ -39,6 +39,13 @@
 #define SH_SEG_VERSION   1u
 #define SH_READ_CHUNK    (256u * 1024u) /* bytes one READ step moves */
 #define SH_LIVENESS_NS   (100ull * 1000 * 1000)
+/*
+ * AUTO: rendezvous reads run in polls, at most SH_READ_CHUNK per verbs
+ * call, and not while the application is posting (a poll within
+ * SH_READ_POST_GAP_NS of a post) unless they have waited SH_READ_DEFER_NS.
+ */
+#define SH_READ_POST_GAP_NS (2ull * 1000)
+#define SH_READ_DEFER_NS    (100ull * 1000)
 #define SH_WR_LIVENESS_NS (1000ull * 1000) /* before starting a WR */
 /* (measured on CLOCK_MONOTONIC_COARSE: a tick is 1-10 ms) */
 
@@ -361,6 +368,16 @@ struct sh_context {
 	 */
 	_Atomic bool quiet;
 	uint64_t rx_seen;
+	/*
+	 * Read pacing (AUTO card runs only; see SH_READ_CHUNK): read_limited
+	 * while a run is under way, read_left the bytes it may still read,
+	 * decided (with the clock) at its first read.  post_seq counts posts;
+	 * post_ns is when a poll first saw the latest, defer_ns when reads
+	 * began to wait for the posts to stop (0: not waiting).
+	 */
+	bool read_limited, read_decided, read_post;
+	uint32_t read_left;
+	uint64_t post_seq, post_seen, post_ns, defer_ns;
 };
 
 static inline struct sh_context *to_sh_ctx(struct ibv_context *c)
@@ -489,9 +506,13 @@ static inline void sh_card_kick(struct sh_context *ctx)
 	atomic_store_explicit(&ctx->quiet, false, memory_order_relaxed);
 }
 bool sh_card_read_step(struct sh_context *ctx);
+uint32_t sh_card_read_allow(struct sh_context *ctx);
+void sh_card_read_used(struct sh_context *ctx, uint32_t n);
+void sh_card_progress_post(struct sh_context *ctx);
 void sh_card_read_done(struct sh_context *ctx, uint64_t req_id,
 		       struct sh_qp *qp, const struct sh_pkt *pkt);
 void sh_card_queue_read(struct sh_context *ctx, struct sh_read_job *job);
 void sh_card_drop_jobs(struct sh_context *ctx, struct sh_qp *qp);
+
 
 #endif /* SOFTHCA_PRIV_H */

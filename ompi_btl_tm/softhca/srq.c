@@ -257,7 +257,7 @@ int sh_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	pthread_mutex_lock(&srq->ctx->lock);
 	err = sh_rq_post(&srq->rq, srq->max_wr, srq->max_sge, wr, bad);
 	sh_card_kick(srq->ctx);
-	sh_card_progress(srq->ctx);
+	sh_card_progress_post(srq->ctx);
 	pthread_mutex_unlock(&srq->ctx->lock);
 	return err;
 }
