@@ -15,20 +15,8 @@
 # SYS_DEFAULT and to name only directories that exist, or mpirun breaks.)
 set -euo pipefail
 
-top=$(cd "$(dirname "$0")/.." && pwd)
-dir=$top/build/normal
-
-if [ ! -x "$top/configure" ]; then
-	(cd "$top" && ./autogen.sh)
-fi
-mkdir -p "$dir"
-if [ ! -f "$dir/Makefile" ]; then
-	(cd "$dir" && "$top/configure" > configure.out 2>&1) || {
-		tail -n 30 "$dir/configure.out" >&2
-		echo "install-component: configure failed (scripts/install-deps.sh installs what it needs)" >&2
-		exit 1
-	}
-fi
+. "$(dirname "$0")/build-dir.sh"
+ensure_build_dir install-component
 
 if [ "${1:-}" = --uninstall ]; then
 	exec make -C "$dir" --no-print-directory uninstall-mtltmLTLIBRARIES

@@ -10,21 +10,9 @@
 #   MPIRUN_ARGS="--mca mtl_tm_softhca_max_num_tags 1" scripts/mpi-demo.sh
 set -euo pipefail
 
-top=$(cd "$(dirname "$0")/.." && pwd)
-dir=$top/build/normal
+. "$(dirname "$0")/build-dir.sh"
 np=${1:-4}
-
-if [ ! -x "$top/configure" ]; then
-	(cd "$top" && ./autogen.sh)
-fi
-mkdir -p "$dir"
-if [ ! -f "$dir/Makefile" ]; then
-	(cd "$dir" && "$top/configure" > configure.out 2>&1) || {
-		tail -n 30 "$dir/configure.out" >&2
-		echo "mpi-demo: configure failed (scripts/install-deps.sh installs what it needs)" >&2
-		exit 1
-	}
-fi
+ensure_build_dir mpi-demo
 make -C "$dir" -j2 --no-print-directory tests/mtl/mpi_ring > /dev/null
 
 args=(--oversubscribe -np "$np" --mca pml cm --mca mtl tm
