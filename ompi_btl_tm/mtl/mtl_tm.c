@@ -375,7 +375,12 @@ static double now_sec(void)
 }
 
 /* What the card did for this process, for mtl_tm_verbose >= 10. */
-static void log_stats(void)
+/*
+ * errors_run: the engine's error count when finalize began.  Errors after
+ * that are teardown races (a peer that finished first destroyed its QPs
+ * while this rank still drained) and are reported apart.
+ */
+static void log_stats(uint64_t errors_run)
 {
 	struct tm_engine_stats st;
 
@@ -383,7 +388,7 @@ static void log_stats(void)
 		return;
 	tm_engine_get_stats(mtl_tm.eng, &st);
 	opal_output(mtl_tm_output,
-		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, syncs %llu, promoted %llu, errors %llu",
+		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown)",
 		    mtl_tm.my_vpid, (unsigned long long)st.recv_posted,
 		    (unsigned long long)st.recv_to_card,
 		    (unsigned long long)st.sw_matched_uq,
@@ -399,7 +404,8 @@ static void log_stats(void)
 		    (unsigned long long)st.cancel_ok,
 		    (unsigned long long)st.syncs,
 		    (unsigned long long)st.promoted,
-		    (unsigned long long)st.errors);
+		    (unsigned long long)errors_run,
+		    (unsigned long long)(st.errors - errors_run));
 }
 
 /* How long finalize keeps driving the engine for work still in flight. */
@@ -414,6 +420,9 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 		mtl_tm.progress_registered = false;
 	}
 	if (mtl_tm.eng) {
+		struct tm_engine_stats st;
+
+		tm_engine_get_stats(mtl_tm.eng, &st);
 		/*
 		 * An ACK, FIN or read a peer still waits for may be queued or
 		 * on the wire: keep going until nothing is in flight, but
@@ -432,7 +441,7 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 			opal_output_verbose(10, mtl_tm_output,
 					    "mtl tm: rank %u: finalize with work still in flight after %.0f s",
 					    mtl_tm.my_vpid, MTL_TM_DRAIN_SECONDS);
-		log_stats();
+		log_stats(st.errors);
 		/* before the QPs go: the engine holds MRs and posts on them */
 		tm_engine_destroy(mtl_tm.eng);
 		mtl_tm.eng = NULL;
