@@ -11,6 +11,7 @@
 #include <ucm/api/ucm.h>
 #include <ucs/memory/rcache.h>
 #include "dev/tm_dev.h"
+#include "dev/tm_near.h"
 #include "softhca/softhca.h"
 
 /*
@@ -62,31 +63,46 @@ void tm_dev_config_default(struct tm_dev_config *cfg)
 	cfg->rcache = 1;
 }
 
-/* Opens the first device of table v that has RC tag matching. */
+/*
+ * Opens the device of table v that has RC tag matching; with several, the
+ * one nearest to this process (tm_near.h: only libibverbs devices have
+ * a place in the machine's topology).
+ */
 static struct ibv_context *open_tm_device(const struct tm_verbs *v,
 					  struct ibv_device_attr_ex *attr,
 					  const char **devname)
 {
-	struct ibv_device **list;
-	struct ibv_context *ctx = NULL;
-	int i, n = 0;
+	struct ibv_device **list, **tm_devs;
+	struct ibv_context *ctx;
+	int i, n = 0, ntm = 0, pick;
 
 	list = v->get_device_list(&n);
 	if (!list)
 		return NULL;
-	for (i = 0; i < n && !ctx; i++) {
+	tm_devs = calloc((size_t)n + 1, sizeof(*tm_devs));
+	for (i = 0; i < n && tm_devs; i++) {
 		ctx = v->open_device(list[i]);
 		if (!ctx)
 			continue;
 		memset(attr, 0, sizeof(*attr));
-		if (ibv_query_device_ex(ctx, NULL, attr) ||
-		    !(attr->tm_caps.flags & IBV_TM_CAP_RC)) {
+		if (!ibv_query_device_ex(ctx, NULL, attr) &&
+		    (attr->tm_caps.flags & IBV_TM_CAP_RC))
+			tm_devs[ntm++] = list[i];
+		v->close_device(ctx);
+	}
+	ctx = NULL;
+	if (ntm) {
+		pick = v == &tm_verbs_ibv ? tm_near_device(ntm, tm_devs) : 0;
+		ctx = v->open_device(tm_devs[pick]);
+		memset(attr, 0, sizeof(*attr));
+		if (ctx && ibv_query_device_ex(ctx, NULL, attr)) {
 			v->close_device(ctx);
 			ctx = NULL;
-			continue;
 		}
-		*devname = v->get_device_name(list[i]);
+		if (ctx)
+			*devname = v->get_device_name(tm_devs[pick]);
 	}
+	free(tm_devs);
 	v->free_device_list(list);
 	return ctx;
 }
