@@ -78,7 +78,7 @@
  * inside verbs calls on that context (post_*, poll), under one lock per
  * context, so the provider is thread safe.  The scheduling mode decides how
  * much it does per call: AUTO runs it to quiescence, except that rendezvous
- * reads (card reads and IBV_WR_RDMA_READ) move at most 256 KiB per call and
+ * reads (card reads and IBV_WR_RDMA_READ) move at most 1 MiB per call and
  * only in polls, once the application has stopped posting for a few
  * microseconds (so a process posting a batch of sends is not held up by
  * reads its peer could overlap with its own), RANDOM does a random

@@ -37,7 +37,12 @@
 #define SH_RVH_LEN       ((uint32_t)sizeof(struct ibv_rvh))
 #define SH_SEG_MAGIC     0x534f46544d484341ull /* "SOFTMHCA" */
 #define SH_SEG_VERSION   1u
-#define SH_READ_CHUNK    (256u * 1024u) /* bytes one READ step moves */
+/*
+ * Bytes one READ step moves.  1 MiB measured better than 256 KiB for both
+ * one-way (0.93 -> ~1.0x ucx) and two-way streams: fewer returns to the
+ * engine and fewer process_vm_readv calls, each pinning pages afresh.
+ */
+#define SH_READ_CHUNK    (1024u * 1024u)
 #define SH_LIVENESS_NS   (100ull * 1000 * 1000)
 /*
  * AUTO: rendezvous reads run in polls, at most SH_READ_CHUNK per verbs
