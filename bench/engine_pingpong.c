@@ -21,26 +21,6 @@
 
 #include "../tests/engine/eng_util.h"
 
-struct flag_recv {
-	struct tm_recv r;
-	int done;
-};
-
-struct flag_send {
-	struct tm_send s;
-	int done;
-};
-
-static void recv_done(struct tm_recv *r)
-{
-	((struct flag_recv *)r)->done = 1;
-}
-
-static void send_done(struct tm_send *s)
-{
-	((struct flag_send *)s)->done = 1;
-}
-
 static double now_ns(void)
 {
 	struct timespec ts;
@@ -54,8 +34,8 @@ static int one_way(struct eu_world *w, int from, int to, uint8_t *sbuf,
 		   uint8_t *rbuf, size_t len)
 {
 	struct eu_node *a = &w->node[from], *b = &w->node[to];
-	struct flag_recv fr = { .r.cb = recv_done };
-	struct flag_send fs = { .s.cb = send_done };
+	struct eu_recv fr = { .r.cb = eu_recv_cb };
+	struct eu_send fs = { .s.cb = eu_send_cb };
 
 	if (tm_engine_irecv(b->eng, &fr.r, 1, from, 7, rbuf, len, NULL))
 		return -1;

@@ -39,6 +39,20 @@ struct eu_opts {
 	struct tm_engine_config ecfg;
 };
 
+/* Requests that count their completions (a test checks exactly once). */
+struct eu_recv {
+	struct tm_recv r;
+	int done;
+};
+
+struct eu_send {
+	struct tm_send s;
+	int done;
+};
+
+void eu_recv_cb(struct tm_recv *r);
+void eu_send_cb(struct tm_send *s);
+
 void eu_opts_default(struct eu_opts *o);
 int eu_world_init(struct eu_world *w, int n, const struct eu_opts *o);
 void eu_world_fini(struct eu_world *w);

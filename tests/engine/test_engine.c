@@ -10,25 +10,6 @@
 #include "tap.h"
 #include "eng_util.h"
 
-struct trecv {
-	struct tm_recv r;
-	int done;
-};
-
-struct tsend {
-	struct tm_send s;
-	int done;
-};
-
-static void recv_cb(struct tm_recv *r)
-{
-	((struct trecv *)r)->done++;
-}
-
-static void send_cb(struct tm_send *s)
-{
-	((struct tsend *)s)->done++;
-}
 
 static struct eu_world W;
 
@@ -65,26 +46,26 @@ static int check(const uint8_t *p, size_t n, uint8_t seed)
 	return 1;
 }
 
-static int post_recv_mr(struct trecv *t, int node, uint32_t ctx, int src,
+static int post_recv_mr(struct eu_recv *t, int node, uint32_t ctx, int src,
 			int tag, size_t off, size_t len, struct ibv_mr *mr)
 {
 	memset(t, 0, sizeof(*t));
-	t->r.cb = recv_cb;
+	t->r.cb = eu_recv_cb;
 	return tm_engine_irecv(E(node), &t->r, ctx, src, tag, A(node, off),
 			       len, mr);
 }
 
-static int post_recv(struct trecv *t, int node, uint32_t ctx, int src,
+static int post_recv(struct eu_recv *t, int node, uint32_t ctx, int src,
 		     int tag, size_t off, size_t len)
 {
 	return post_recv_mr(t, node, ctx, src, tag, off, len, MR(node));
 }
 
-static int send_msg(struct tsend *t, int from, int to, uint32_t ctx, int tag,
+static int send_msg(struct eu_send *t, int from, int to, uint32_t ctx, int tag,
 		    size_t off, size_t len, uint8_t seed, unsigned flags)
 {
 	memset(t, 0, sizeof(*t));
-	t->s.cb = send_cb;
+	t->s.cb = eu_send_cb;
 	fill(A(from, off), len, seed);
 	return tm_engine_isend(E(from), &t->s, W.node[from].peer[to], ctx,
 			       from, tag, A(from, off), len, MR(from), flags);
@@ -114,8 +95,8 @@ static void open_world(int n, uint32_t tags, uint32_t ops,
 
 static void test_eager_expected(void)
 {
-	struct trecv r;
-	struct tsend s;
+	struct eu_recv r;
+	struct eu_send s;
 
 	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
 	post_recv(&r, 0, 3, 1, 42, 0, 512);
@@ -134,8 +115,8 @@ static void test_eager_expected(void)
 
 static void test_eager_unexpected(void)
 {
-	struct trecv r;
-	struct tsend s;
+	struct eu_recv r;
+	struct eu_send s;
 
 	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
 	send_msg(&s, 1, 0, 3, -5, 0, 300, 1, 0);
@@ -151,8 +132,8 @@ static void test_eager_unexpected(void)
 
 static void test_rndv(void)
 {
-	struct trecv r1, r2;
-	struct tsend s1, s2;
+	struct eu_recv r1, r2;
+	struct eu_send s1, s2;
 
 	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
 	post_recv(&r1, 0, 1, 1, 7, 0, 100000);
@@ -177,8 +158,8 @@ static void test_rndv(void)
 
 static void test_truncation(void)
 {
-	struct trecv r1, r2, r3, r4;
-	struct tsend s1, s2, s3, s4;
+	struct eu_recv r1, r2, r3, r4;
+	struct eu_send s1, s2, s3, s4;
 	int guard_ok;
 
 	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
@@ -216,8 +197,8 @@ static void test_truncation(void)
 
 static void test_ssend(void)
 {
-	struct trecv r;
-	struct tsend s1, s2;
+	struct eu_recv r;
+	struct eu_send s1, s2;
 
 	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
 	send_msg(&s1, 1, 0, 1, 5, 0, 10, 1, TM_SEND_SYNC);
@@ -238,8 +219,8 @@ static void test_probe(void)
 {
 	struct tm_probe_info pi;
 	struct tm_msg *m;
-	struct trecv r;
-	struct tsend s1, s2;
+	struct eu_recv r;
+	struct eu_send s1, s2;
 
 	open_world(3, 0, 0, SOFTHCA_SCHED_AUTO);
 	tap_check(tm_engine_iprobe(E(0), 1, TM_ANY_SRC, TM_ANY_TAG, &pi) ==
@@ -259,7 +240,7 @@ static void test_probe(void)
 	tap_check(tm_engine_iprobe(E(0), 1, 2, TM_ANY_TAG, &pi) ==
 		  TM_ERR_NOT_FOUND, "a claimed message is gone from the queue");
 	memset(&r, 0, sizeof(r));
-	r.r.cb = recv_cb;
+	r.r.cb = eu_recv_cb;
 	tm_engine_imrecv(E(0), &r.r, m, A(0, 0), 30000, MR(0));
 	eu_pump(&W);
 	tap_check(r.done && r.r.msg_len == 20000 && check(A(0, 0), 20000, 2) &&
@@ -269,8 +250,8 @@ static void test_probe(void)
 
 static void test_cancel(void)
 {
-	struct trecv r1, r2, r3;
-	struct tsend s;
+	struct eu_recv r1, r2, r3;
+	struct eu_send s;
 
 	open_world(2, 1, 0, SOFTHCA_SCHED_AUTO);
 	post_recv(&r1, 0, 1, 1, 1, 0, 100);  /* card */
@@ -297,8 +278,8 @@ static void test_cancel(void)
 /* MANUAL card: the DEL of a cancel loses against a message. */
 static void test_cancel_race(void)
 {
-	struct trecv r;
-	struct tsend s;
+	struct eu_recv r;
+	struct eu_send s;
 	struct ibv_context *c0;
 
 	open_world(2, 0, 0, SOFTHCA_SCHED_MANUAL);
@@ -319,8 +300,8 @@ static void test_cancel_race(void)
 /* MANUAL card: an unexpected message overtakes the ADD of its receive. */
 static void test_claim(void)
 {
-	struct trecv r1, r2;
-	struct tsend s1, s2;
+	struct eu_recv r1, r2;
+	struct eu_send s1, s2;
 	struct ibv_context *c0;
 
 	open_world(2, 0, 0, SOFTHCA_SCHED_MANUAL);
@@ -346,8 +327,8 @@ static void test_claim(void)
 
 static void test_prefix(void)
 {
-	struct trecv r[9];
-	struct tsend s[4];
+	struct eu_recv r[9];
+	struct eu_send s[4];
 	struct tm_engine_stats st;
 	int i;
 
@@ -363,7 +344,7 @@ static void test_prefix(void)
 	tap_check(st.sw_list_full == 3 && st.sw_conflict == 1,
 		  "list full is counted");
 	for (i = 0; i < 2; i++) {
-		struct trecv *t = &r[i];
+		struct eu_recv *t = &r[i];
 
 		tm_engine_cancel_recv(E(0), &t->r);
 	}
@@ -391,7 +372,7 @@ static void test_prefix(void)
 }
 
 /* Promotion: software-held receives move to the card when they can. */
-static struct trecv pr[8];
+static struct eu_recv pr[8];
 
 static int all_on_card(int from, int to)
 {
@@ -405,7 +386,7 @@ static int all_on_card(int from, int to)
 /* A wildcard waits for room; the receives it held back follow it. */
 static void test_promote_wildcard(void)
 {
-	struct tsend s[8];
+	struct eu_send s[8];
 	struct tm_engine_stats st;
 
 	open_world(2, 1, 0, SOFTHCA_SCHED_AUTO);
@@ -446,7 +427,7 @@ static void test_promote_wildcard(void)
 /* The conflicting receive leaves software: cancelled, or matched there. */
 static void test_promote_conflict_gone(void)
 {
-	struct tsend s[3];
+	struct eu_send s[3];
 	struct tm_engine_stats st;
 
 	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
@@ -483,7 +464,7 @@ static void test_promote_conflict_gone(void)
 /* max_ops = 1, MANUAL card: receives refused for a busy op slot follow. */
 static void test_promote_ops(void)
 {
-	struct tsend s[8];
+	struct eu_send s[8];
 	struct tm_engine_stats st;
 	int i;
 
@@ -510,8 +491,8 @@ static void test_promote_ops(void)
 
 static void test_ops_limit(void)
 {
-	struct trecv r[8];
-	struct tsend s[8];
+	struct eu_recv r[8];
+	struct eu_send s[8];
 	int i, ok = 1;
 
 	open_world(2, 0, 1, SOFTHCA_SCHED_MANUAL);
@@ -530,8 +511,8 @@ static void test_ops_limit(void)
 /* More than 65535 unexpected messages: the card's 16-bit count wraps. */
 static void test_wrap(void)
 {
-	struct trecv r;
-	struct tsend s;
+	struct eu_recv r;
+	struct eu_send s;
 	int i, ok = 1, n = 66000;
 
 	open_world(2, 4, 0, SOFTHCA_SCHED_AUTO);
@@ -557,8 +538,8 @@ static void test_wrap(void)
  */
 static void test_sync_stale(void)
 {
-	struct trecv r1, r2;
-	struct tsend s0, s1;
+	struct eu_recv r1, r2;
+	struct eu_send s0, s1;
 	struct softhca_stats hs;
 	struct ibv_context *c0;
 	uint64_t syncs;
@@ -590,8 +571,8 @@ static void test_sync_stale(void)
 
 static void test_sync_none_in_sync(void)
 {
-	struct trecv rq[8], r;
-	struct tsend s;
+	struct eu_recv rq[8], r;
+	struct eu_send s;
 	uint64_t syncs;
 	int i, ok = 1;
 

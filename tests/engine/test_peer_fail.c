@@ -48,25 +48,6 @@ struct pnode {
 	struct ibv_mr *mr;
 };
 
-struct trecv {
-	struct tm_recv r;
-	int done;
-};
-
-struct tsend {
-	struct tm_send s;
-	int done;
-};
-
-static void recv_cb(struct tm_recv *r)
-{
-	((struct trecv *)r)->done++;
-}
-
-static void send_cb(struct tm_send *s)
-{
-	((struct tsend *)s)->done++;
-}
 
 static double now_s(void)
 {
@@ -192,16 +173,16 @@ enum child_kind {
 
 static void child_live(struct pnode *nd)
 {
-	struct trecv r1, r2;
-	struct tsend s1, s2;
+	struct eu_recv r1, r2;
+	struct eu_send s1, s2;
 	int ok;
 
 	memset(&r1, 0, sizeof(r1));
 	memset(&r2, 0, sizeof(r2));
 	memset(&s1, 0, sizeof(s1));
 	memset(&s2, 0, sizeof(s2));
-	r1.r.cb = r2.r.cb = recv_cb;
-	s1.s.cb = s2.s.cb = send_cb;
+	r1.r.cb = r2.r.cb = eu_recv_cb;
+	s1.s.cb = s2.s.cb = eu_send_cb;
 	tm_engine_irecv(nd->eng, &r1.r, 1, 0, 1, nd->arena, BIG, nd->mr);
 	tm_engine_irecv(nd->eng, &r2.r, 1, 0, 2, nd->arena + BIG, 64, nd->mr);
 	while (!r1.done || !r2.done)
@@ -227,11 +208,11 @@ static void child_live(struct pnode *nd)
 
 static void child_send_then_die(struct pnode *nd)
 {
-	struct tsend s1, s2;
+	struct eu_send s1, s2;
 
 	memset(&s1, 0, sizeof(s1));
 	memset(&s2, 0, sizeof(s2));
-	s2.s.cb = send_cb;
+	s2.s.cb = eu_send_cb;
 	fill(nd->arena, BIG, 5);
 	fill(nd->arena + BIG, 100, 6);
 	tm_engine_isend(nd->eng, &s1.s, nd->peer[0], 1, 1, 7, nd->arena, BIG,
@@ -329,11 +310,11 @@ static void parent_close(struct pnode *nd)
 	alarm(0);
 }
 
-static int isend(struct pnode *nd, struct tsend *t, int slot, int tag,
+static int isend(struct pnode *nd, struct eu_send *t, int slot, int tag,
 		 size_t off, size_t len, unsigned flags)
 {
 	memset(t, 0, sizeof(*t));
-	t->s.cb = send_cb;
+	t->s.cb = eu_send_cb;
 	fill(nd->arena + off, len, (uint8_t)tag);
 	return tm_engine_isend(nd->eng, &t->s, nd->peer[slot], 1, 0, tag,
 			       nd->arena + off, len, nd->mr, flags);
@@ -343,7 +324,7 @@ static int isend(struct pnode *nd, struct tsend *t, int slot, int tag,
  * Progresses until t completes; returns seconds taken.  *honest stays 1
  * unless tm_engine_idle() said 1 while t was still outstanding.
  */
-static double wait_send(struct pnode *nd, struct tsend *t, int *honest)
+static double wait_send(struct pnode *nd, struct eu_send *t, int *honest)
 {
 	double t0 = now_s();
 
@@ -363,7 +344,7 @@ static void test_dies_after_arrival(int sync)
 	const char *what = sync ? "synchronous 64 B send" : "1 MiB rendezvous send";
 	struct tm_engine_stats st;
 	struct pnode nd;
-	struct tsend s, later;
+	struct eu_send s, later;
 	int honest = 1, code;
 	double dt;
 	pid_t pid;
@@ -397,8 +378,8 @@ static void test_dies_after_arrival(int sync)
 static void test_dies_before(void)
 {
 	enum { NB = 300 };
-	static struct tsend burst[NB];
-	struct tsend e, y, r;
+	static struct eu_send burst[NB];
+	struct eu_send e, y, r;
 	struct pnode nd;
 	uint8_t b;
 	int i, once = 1, err = 1, honest = 1;
@@ -444,7 +425,7 @@ static void test_dies_before(void)
 /* A sender dies after its messages arrived unexpected. */
 static void test_sender_dies(void)
 {
-	struct trecv rr, re;
+	struct eu_recv rr, re;
 	struct pnode nd;
 	uint8_t b;
 	pid_t pid;
@@ -458,7 +439,7 @@ static void test_sender_dies(void)
 	usleep(5000);
 	memset(&rr, 0, sizeof(rr));
 	memset(&re, 0, sizeof(re));
-	rr.r.cb = re.r.cb = recv_cb;
+	rr.r.cb = re.r.cb = eu_recv_cb;
 	tm_engine_irecv(nd.eng, &rr.r, 1, 1, 7, nd.arena, BIG, nd.mr);
 	while (!rr.done)
 		tm_engine_progress(nd.eng);
@@ -480,8 +461,8 @@ static void test_sender_dies(void)
 /* Peer A dies holding a rendezvous request; peer B keeps working. */
 static void test_other_peer(void)
 {
-	struct tsend sa, sb1, sb2;
-	struct trecv r3, r4;
+	struct eu_send sa, sb1, sb2;
+	struct eu_recv r3, r4;
 	struct pnode nd;
 	int honest = 1, code;
 	pid_t pa, pb;
@@ -501,7 +482,7 @@ static void test_other_peer(void)
 		  "two peers: rendezvous and sync sends to the live one succeed");
 	memset(&r3, 0, sizeof(r3));
 	memset(&r4, 0, sizeof(r4));
-	r3.r.cb = r4.r.cb = recv_cb;
+	r3.r.cb = r4.r.cb = eu_recv_cb;
 	tm_engine_irecv(nd.eng, &r3.r, 1, 1, 3, nd.arena + 3 * BIG, 300000,
 			nd.mr);
 	tm_engine_irecv(nd.eng, &r4.r, 1, TM_ANY_SRC, TM_ANY_TAG,
@@ -533,8 +514,8 @@ static void test_slow_receiver(void)
 	struct eu_world w;
 	struct eu_opts o;
 	struct tm_engine_stats s0, s1;
-	struct tsend sr, sy;
-	struct trecv rr, ry;
+	struct eu_send sr, sy;
+	struct eu_recv rr, ry;
 	struct tm_engine *e0, *e1;
 	double t0;
 	int idle_while_waiting = 0;
@@ -550,7 +531,7 @@ static void test_slow_receiver(void)
 	e1 = w.node[1].eng;
 	memset(&sr, 0, sizeof(sr));
 	memset(&sy, 0, sizeof(sy));
-	sr.s.cb = sy.s.cb = send_cb;
+	sr.s.cb = sy.s.cb = eu_send_cb;
 	fill(w.node[1].arena, BIG, 9);
 	tm_engine_isend(e1, &sr.s, w.node[1].peer[0], 2, 1, 5,
 			w.node[1].arena, BIG, w.node[1].mr, 0);
@@ -572,7 +553,7 @@ static void test_slow_receiver(void)
 		  (unsigned long)s0.keepalives_recv);
 	memset(&rr, 0, sizeof(rr));
 	memset(&ry, 0, sizeof(ry));
-	rr.r.cb = ry.r.cb = recv_cb;
+	rr.r.cb = ry.r.cb = eu_recv_cb;
 	tm_engine_irecv(e0, &rr.r, 2, 1, 5, w.node[0].arena, BIG, w.node[0].mr);
 	tm_engine_irecv(e0, &ry.r, 2, 1, 6, w.node[0].arena + BIG, 64,
 			w.node[0].mr);
