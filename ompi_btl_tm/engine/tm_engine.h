@@ -2,149 +2,34 @@
  * tm_engine.h - the matching engine: MPI point-to-point matching on a
  * TM-SRQ (hardware tag matching), with a software shadow of every posted
  * receive and the unexpected-message queue.  No Open MPI headers here.
+ * The design and its arguments: doc/DESIGN.md, "The matching engine".
  *
  * Contract
  * --------
- * One engine per tm_dev (tm_dev.h).  Peers are RC QPs created and connected
- * with tm_dev; tm_engine_add_peer() gives each a peer id.  The engine is
- * single-threaded: the caller serialises calls.
+ * One engine per tm_dev (tm_dev.h); peers are RC QPs connected with
+ * tm_dev, each given an id by tm_engine_add_peer().  Single-threaded: the
+ * caller serialises calls.
  *
- * Matching semantics: the pairs produced are exactly those of a plain
- * software MPI matcher fed the same receives (in post order) and arrivals
- * (in the order the card decided them, which keeps each sender's order).
- * Every request and arrival gets a stamp from one engine clock at the moment
- * it takes effect (its linearisation point); tests replay a reference
- * matcher in stamp order:
- *   - a receive is posted at tm_engine_irecv() (r->post_stamp);
- *   - an arrival takes effect when its first completion is processed
- *     (arrival_hook; r->match_stamp of the receive it matched);
- *   - a cancel takes effect when the card confirmed the removal
- *     (r->cancel_stamp), immediately for a software-held receive;
- *   - probes and claims at the call (tm_probe_info.stamp).
- * Every entry point first processes all completions already in the CQ, so
- * no arrival the card decided before the call is seen after it.
+ * Matching: the pairs are exactly those of a plain software MPI matcher fed
+ * the same receives (in post order) and arrivals (in the order the card
+ * decided them, which keeps each sender's order).  Every request and
+ * arrival takes a stamp from one engine clock at its linearisation point:
+ * a receive at tm_engine_irecv() (post_stamp), an arrival at its first
+ * completion (match_stamp of the receive it matched), a cancel when the
+ * card confirmed it or at once for a software-held receive (cancel_stamp),
+ * a probe or claim at the call (tm_probe_info.stamp).  Every entry point
+ * first processes the completions already in the CQs, so no arrival the
+ * card decided before the call is seen after it.
  *
- * Tag layout: see tm_match.h (ctx 14 bits | src 18 bits | tag 32 bits;
- * ANY_TAG excludes negative tags).
+ * Tags: tm_match.h (ctx 14 bits | src 18 bits | tag 32 bits; ANY_TAG
+ * excludes negative tags).  Wire format: tm_wire.h.
  *
- * Wire (TMH/RVH of <infiniband/tm_types.h>):
- *   EAGER  TMH | payload                 (payload <= eager_limit)
- *   RNDV   TMH | RVH | struct tm_rndv_md  (40 bytes, <= max_rndv_hdr_size)
- *   FIN    TMH copy (opcode FIN) | RVH    (card or software, to the sender)
- *   ACK    TMH(NO_TAG)                    (synchronous send matched)
- *   KEEPALIVE TMH(NO_TAG), tag 0, seq 0   (signalled; the receiver ignores
- *          it: it exists so that the RC transport acknowledges something,
- *          and fails it if the peer is gone)
- * app_ctx (32 bits, TMH):
- *   bit 31  TM_APP_SYNC   eager synchronous send: ACK on match
- *   bit 30  TM_APP_RNDV   the message is a rendezvous request
- *   29..24  control type in NO_TAG messages (TM_CTRL_*), 0 in tagged ones
- *   23..0   the sender's per-peer send sequence: the send's identity, which
- *           ACK/FIN (and a later send-cancel request/reply) name.
- * Control types: 1 ACK, 2/3 reserved (send cancel), 4 KEEPALIVE.
- *
- * Dead peers: a send waiting for its FIN (rendezvous) or ACK (synchronous
- * eager) has no WR left on the QP, so a receiver that dies after the
- * request arrived would never make anything fail.  When a send has waited
- * keepalive_ms for its reply, the engine posts a KEEPALIVE on that peer's
- * QP (again every keepalive_ms while sends wait; checked in
- * tm_engine_progress).  A dead peer fails it (a real RC QP after its retry
- * count; the soft HCA checks the peer before starting a WR:
- * IBV_WC_RETRY_EXC_ERR).  Any error completion of a WR on a peer's QP, or
- * a transport error on a receive from it (not LOC_LEN_ERR, RNDV_INCOMPLETE
- * or a refused rendezvous read, which concern one message), marks the peer
- * dead: every send to it waiting for a reply or still queued, every queued
- * software rendezvous read from it, completes with TM_REQ_ERROR (posted
- * WRs complete flushed and fail their requests the same way); later sends
- * to it complete with TM_REQ_ERROR at once; no ACK/FIN/read goes to it
- * again.  Other peers are not affected.  Messages it sent that already
- * arrived whole stay receivable; an unexpected rendezvous from it fails
- * when a receive takes it.
- *
- * Hardware-prefix policy: a receive goes to the card only if (a) no
- * software-held posted receive could accept a message it accepts (the
- * prefix rule, O(1) through tm_mq counters), (b) the card list has room,
- * (c) an op slot is free and no list op is queued, (d) its buffer holds at
- * least TMH+RVH (so a truncated rendezvous can be finished in software),
- * (e) it is registered (caller MR or engine registration).  Each refusal is
- * counted in tm_engine_stats.  Wildcards (ANY_SOURCE, ANY_TAG) go to the
- * card as masks.
- *
- * Promotion: a software-held receive goes to the card later, when what
- * kept it off goes away (a card slot frees, ops drain, an earlier
- * software-held receive of its context matches, is cancelled or is
- * promoted itself).  Each context keeps its software-held receives in a
- * FIFO in post order, and only the head of a FIFO is promoted: it is the
- * earliest software-held receive of its context, and receives of other
- * contexts accept none of its messages, so the prefix rule holds for it
- * with no check at all.  Promotion runs while (b) and (c) hold, from every
- * engine call (amortised O(1): each receive is promoted at most once), and
- * before a new receive is placed, so older receives come first.  A
- * receive that can never go to the card ((d), (e), offload off, or its
- * ADD failed) stays at the head of its FIFO and holds back the later ones
- * of its context until it matches or is cancelled (conservative: a later
- * receive that it could not conflict with might have gone).  A promoted
- * receive's ADD carries the unexpected count like any other (below), so
- * the claim race is handled the same way; its post stamp stays its post.
- * Counted in tm_engine_stats.promoted (not in recv_to_card, which counts
- * receives placed on the card when posted).
- *
- * Send completion: an eager standard send completes as soon as its data
- * is copied into a registered send slot and posted (a buffered copy); a
- * synchronous one when its ACK arrives, a rendezvous one when its FIN
- * arrives (and its request's WR completed).  Send WRs are signalled only
- * when something must happen at their completion, or every few WRs of a
- * QP (and when slots or the send queue run low), to recycle the slots of
- * the unsignalled ones (see sq_post in tm_engine.c).  So an eager send
- * posted before its peer's death was known completes TM_REQ_OK.
- *
- * Sync protocol: the engine counts unexpected tagged completions it has
- * processed (uq_count); every list op (ADD/DEL/SYNC, all with
- * IBV_OPS_TM_SYNC) carries that count as of the moment the op was decided,
- * and list ops are posted in the order decided (a FIFO when max_ops is
- * reached; an ADD is only posted when that FIFO is empty).  So an op with
- * count c reaches the card only after the DELs for every receive that one
- * of the first c unexpected messages claimed.
- *
- * When an explicit SYNC is posted, and why that is enough.  Facts (card
- * model, DESIGN.md 3): an entry is inactive only if its ADD was processed
- * while the card's counter H differed from the count the ADD carried; an
- * active entry stays active; any op processed with count == H activates
- * every entry then on the list.  (1) Matching never depends on a SYNC:
- * once an entry E is inactive, every later ADD is too until some op is in
- * sync, which activates E as well, so the inactive entries are always a
- * suffix of the list in post order and the card can never let a later
- * receive overtake an inactive earlier one; a message that an inactive
- * entry would have taken goes unexpected, software finds the receive in
- * its shadow and claims it (DEL) - the claim race.  So SYNCs are for
- * speed only (an inactive entry costs a claim per message for it), and
- * the rule below needs only to keep an inactive entry from staying so
- * for long.  (2) The engine knows which ops were in sync: the card's CQ
- * gives completions in the order the card decided (ops and arrivals
- * alike), so when a signalled op's completion is polled, uq_count equals
- * H at the moment the card processed it; the op was in sync iff uq_count
- * equals the count it carried (eng->op_unsig remembers it), and then every
- * entry added before it is active for good (eng->sync_seq).  No SYNC_REQ
- * flag is used (a real mlx5 card does not set it on unexpected receive
- * completions).  (3) A live entry added after sync_seq (eng->unconf, in
- * post order) may be inactive; one added before may not.  (4) If the
- * count has not moved since the last op was decided (reported ==
- * uq_count), that op carried the current count: either the card processes
- * it in sync and activates everything, or the card had decided an
- * unexpected message software has not polled yet, and polling it moves
- * the count and re-runs the rule.  Rule (maybe_sync, after promotions,
- * whose ADDs carry the current count): post a SYNC iff the count moved
- * since the last op decided AND eng->unconf is not empty AND no SYNC is
- * outstanding (its completion confirms or re-runs the rule: one SYNC in
- * flight at a time).  Also post one when the card's view lags
- * TM_SYNC_LAG_MAX (8192) unexpected messages behind, card entries or not,
- * so a real card never gets 0x3fff behind.  So a run of unexpected
- * messages past a list whose entries are all confirmed (e.g. a full list
- * of receives that never match, with the matching receive held in
- * software) posts no SYNC at all, instead of one per message.  Faults:
- * SYNC_AHEAD never confirms anything (the count is off by one), so every
- * moved count still syncs; SYNC_ORDER confirms with the count actually
- * posted.
+ * Sends: an eager standard send completes once its data is copied into a
+ * registered send slot and posted; a synchronous one when its ACK arrives;
+ * a rendezvous one when its FIN arrives and its request's WR completed.
+ * A send to a dead peer, or waiting on one, completes TM_REQ_ERROR
+ * (doc/DESIGN.md, "Dead peers": within about keepalive_ms plus the
+ * transport's retry time).  Other peers are not affected.
  *
  * Completion: a request's callback runs from inside an engine call (never
  * from inside CQ polling), once, after the engine is done with it; the
@@ -161,23 +46,6 @@
 #include "dev/tm_status.h"
 #include "engine/tm_match.h"
 
-#define TM_APP_SYNC (1u << 31)
-#define TM_APP_RNDV (1u << 30)
-#define TM_APP_CTRL_SHIFT 24
-#define TM_APP_CTRL_MASK (0x3fu << TM_APP_CTRL_SHIFT)
-#define TM_APP_SEQ_MASK 0xffffffu
-
-enum tm_ctrl {
-	TM_CTRL_ACK = 1,        /* synchronous send matched */
-	/* reserved: TM_CTRL_CANCEL_REQ = 2, TM_CTRL_CANCEL_REP = 3 */
-	TM_CTRL_KEEPALIVE = 4,  /* probes the peer; ignored on arrival */
-};
-
-/* Rendezvous metadata after the RVH. */
-struct tm_rndv_md {
-	uint64_t len;     /* full message length (big endian) */
-};
-
 enum tm_req_status {
 	TM_REQ_OK = 0,
 	TM_REQ_TRUNCATED,  /* msg_len > buffer: exactly the buffer delivered */
@@ -185,30 +53,13 @@ enum tm_req_status {
 	TM_REQ_ERROR,
 };
 
-/* Faults for tests that prove the tests catch them (never set otherwise). */
-enum tm_fault {
-	TM_FAULT_PREFIX = 1 << 0,     /* ignore the prefix rule (at post;
-				       * promotion takes the latest first) */
-	TM_FAULT_SYNC_AHEAD = 1 << 1, /* report one more unexpected than seen */
-	TM_FAULT_SYNC_ORDER = 1 << 2, /* queued ops carry the count at post */
-};
-
 struct tm_engine;
+struct tm_engine_test;
 
 struct tm_env {
 	uint32_t ctx;
 	int32_t src;
 	int32_t tag;
-};
-
-/* What arrival_hook reports: one message taking effect at the receiver. */
-struct tm_arrival {
-	struct tm_env env;
-	uint32_t peer;
-	uint32_t send_seq;
-	uint64_t len;
-	uint64_t stamp;
-	int on_card;   /* matched by the card */
 };
 
 struct tm_engine_config {
@@ -217,11 +68,9 @@ struct tm_engine_config {
 	uint32_t n_send_slots;   /* registered send buffers */
 	uint32_t max_card_entries; /* 0: the device's list size */
 	int offload;             /* 0: keep every receive in software */
-	unsigned faults;         /* enum tm_fault, tests only */
 	/* a send waiting this long for FIN/ACK probes its peer (0: 1000) */
 	uint32_t keepalive_ms;
-	void (*arrival_hook)(void *arg, const struct tm_arrival *a);
-	void *hook_arg;
+	const struct tm_engine_test *test; /* tests only (tm_engine_test.h) */
 };
 
 struct tm_engine_stats {

@@ -19,7 +19,7 @@
  *    including read_tm_info) and the legacy ibv_poll_cq.  CQs grow as needed:
  *    a completion is never lost to overrun.
  *  - Basic SRQs, QP receive queues, and the TM-SRQ (IBV_SRQT_TM) of
- *    DESIGN.md section 3; ibv_post_srq_ops ADD / DEL / SYNC.
+ *    doc/DESIGN.md section 3; ibv_post_srq_ops ADD / DEL / SYNC.
  *  - ibv_post_send: IBV_WR_SEND (with IBV_SEND_INLINE / SIGNALED) and
  *    IBV_WR_RDMA_READ.  Other opcodes fail with EINVAL.
  *

@@ -1,6 +1,6 @@
 /*
  * srq.c - SRQs, and the TM-SRQ: the tag list, its operations, and what the
- * card does with each message that arrives (DESIGN.md section 3).
+ * card does with each message that arrives (doc/DESIGN.md section 3).
  */
 #include <endian.h>
 #include <errno.h>

@@ -28,6 +28,7 @@
 #include <string.h>
 #include "tap.h"
 #include "eng_util.h"
+#include "engine/tm_engine_test.h"
 
 #define SLOT (32 * 1024 + 64)
 #define NSLOT 48
@@ -608,8 +609,8 @@ static void world_open(const struct dcfg *c, uint64_t seed)
 	o.ecfg.eager_limit = 1024;
 	o.ecfg.n_plain = 64;
 	o.ecfg.n_send_slots = 64;
-	o.ecfg.faults = c->faults;
-	o.ecfg.arrival_hook = arrival_hook;
+	o.ecfg.test = &(struct tm_engine_test){ .faults = c->faults,
+						.arrival_hook = arrival_hook };
 	/* no timer-driven keepalives: a seed must replay the same schedule
 	 * (test_peer_fail covers keepalives) */
 	o.ecfg.keepalive_ms = UINT32_MAX;

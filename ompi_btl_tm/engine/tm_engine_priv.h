@@ -1,0 +1,376 @@
+/*
+ * tm_engine_priv.h - the engine's shared state, for its modules only.
+ *
+ * Modules (each file's top comment gives its contract):
+ *   tm_engine.c   lifecycle, completion polling and dispatch, progress
+ *   tm_ops.c      card list ops (ADD/DEL/SYNC), their order and count,
+ *                 the sync rule, op-slot accounting
+ *   tm_offload.c  which receives go to the card: refusals, promotion
+ *   tm_recv.c     the receive state machine, software rendezvous, probes
+ *   tm_send.c     sends, replies (FIN/ACK), keepalive, peer failure
+ *   tm_tx.c       the send queues: slots, selective signalling, retiring
+ * Each module owns the fields its comment names below; another module
+ * goes through the module's tme_* functions, except for the read-only
+ * tests of the small inline helpers here.
+ *
+ * Receive states:
+ *   R_SW        posted, held in software only (counted for the prefix rule)
+ *   R_CARD      posted, ADD posted (maybe not yet processed by the card)
+ *   R_CLAIM     an unexpected message took it; waiting for our DEL to
+ *               confirm the card no longer holds it
+ *   R_WAIT_DATA the card matched it; waiting for its data completion
+ *   R_SW_READ   software rendezvous read in flight
+ *   R_DONE      finished; completes once no list op naming it is pending
+ * Only R_SW and R_CARD receives are in the shadow queues (tm_mq); every
+ * R_SW receive is also in its context's FIFO (struct tm_swq) until it
+ * matches, is cancelled or is promoted to R_CARD.
+ */
+#ifndef TM_ENGINE_PRIV_H
+#define TM_ENGINE_PRIV_H
+
+#include <infiniband/tm_types.h>
+#include <ucs/datastruct/khash.h>
+#include "engine/tm_engine.h"
+#include "engine/tm_engine_test.h"
+#include "engine/tm_wire.h"
+
+enum { R_IDLE, R_SW, R_CARD, R_CLAIM, R_WAIT_DATA, R_SW_READ, R_DONE };
+
+enum {
+	RF_CANCEL_REQ = 1 << 0,
+	RF_DEL_POSTED = 1 << 1,
+	RF_MATCH_SEEN = 1 << 2,
+	RF_ENTRY_LIVE = 1 << 3, /* counts against the card's list */
+	RF_FINISHED = 1 << 4,
+	RF_RNDV = 1 << 5,
+	RF_SWQ = 1 << 6,    /* in its context's software-held FIFO */
+	RF_PINNED = 1 << 7, /* can never go to the card */
+	RF_ADD_UNSIG = 1 << 8, /* its ADD went unsignalled */
+	RF_UNCONF = 1 << 9, /* live entry on eng->unconf (may be inactive) */
+};
+
+/* wr_id low bits: what a TM-CQ completion is about. */
+enum { WR_RECV = 0, WR_PLAIN = 1, WR_ADD = 2, WR_DEL = 3, WR_SYNC = 4 };
+#define WR_TYPE_MASK 7ULL
+/* signal at least every TM_ADD_SIG_EVERY-th ADD (see op_post) */
+#define TM_ADD_SIG_EVERY 16
+/* report the count at least every TM_SYNC_LAG_MAX unexpected arrivals (a
+ * real card flags SYNC_REQ when software is more than 0x3fff behind) */
+#define TM_SYNC_LAG_MAX 0x2000u
+
+#define CQE_BATCH 32
+/* signal at least every TM_SIG_EVERY-th send WR of a QP */
+#define TM_SIG_EVERY 16
+
+enum { TX_EAGER, TX_RNDV, TX_ACK, TX_FIN, TX_READ, TX_KEEPALIVE };
+enum { S_WAIT_CQE = 1, S_WAIT_REPLY = 2 };
+
+struct tm_msg {
+	struct tm_mq_msg mq;
+	ucs_list_link_t all;
+	uint64_t tag;
+	uint64_t len;
+	uint64_t stamp;
+	uint32_t app;
+	uint32_t peer;
+	int rndv;
+	uint8_t hdr[32] __attribute__((aligned(8))); /* TMH+RVH of a RNDV */
+	uint8_t data[];    /* eager payload */
+};
+
+struct tm_tx {
+	ucs_list_link_t link;  /* peer txq while queued */
+	ucs_list_link_t all;
+	int type;
+	int slot;
+	uint32_t peer;
+	struct tm_send *send;
+	struct tm_recv *recv;
+	uint32_t hdr_len;
+	uint8_t hdr[32] __attribute__((aligned(8))); /* read as ibv_tmh */
+};
+
+/* One outstanding signalled list op, in post order (see on_op_cqe). */
+struct tm_sig_op {
+	uint64_t seq;        /* its place in post order (eng->op_seq) */
+	uint32_t unsig;      /* unsignalled ops posted just before it */
+	uint32_t count;      /* the unexpected count it carried */
+};
+
+struct tm_op {
+	ucs_list_link_t link;
+	int type;            /* WR_ADD never queued: WR_DEL or WR_SYNC */
+	struct tm_recv *r;
+	uint32_t count;
+};
+
+/*
+ * One posted send-queue WR, in post order.  Eager sends, ACKs and FINs are
+ * posted unsignalled (see "Selective signalling"): their slots come back
+ * when a later signalled WR of the same QP completes, since an RC QP
+ * completes its WRs in order.
+ */
+struct tm_wr {
+	int32_t slot;        /* send slot to free, or -1 */
+	int sig;             /* signalled: a completion will name it */
+	struct tm_tx *tx;    /* what to do at its completion, or NULL */
+};
+
+struct tm_peer {
+	struct ibv_qp *qp;
+	uint32_t id;
+	uint32_t next_seq;
+	uint32_t sq_out;     /* posted and not yet retired: wr_head - wr_tail */
+	struct tm_wr *wrs;   /* [wr_mask + 1], indexed by post count */
+	uint32_t wr_mask;
+	uint32_t wr_head;    /* WRs posted */
+	uint32_t wr_tail;    /* WRs retired */
+	uint32_t unsig;      /* unsignalled WRs since the last signalled one */
+	uint32_t sig_out;    /* signalled WRs not yet completed */
+	ucs_list_link_t txq;
+	ucs_list_link_t waitq;     /* sends waiting for FIN/ACK, oldest first */
+	ucs_list_link_t wait_link; /* in eng->wait_peers while waitq is not empty */
+	uint64_t ka_last_ns;       /* when the last keepalive was queued */
+	int ka_out;                /* a keepalive is queued or posted */
+	int dead;                  /* its QP failed: nothing goes to it again */
+};
+
+/* The software-held receives of one context, in post order. */
+struct tm_swq {
+	ucs_list_link_t fifo;       /* tm_recv.sw_link */
+	ucs_list_link_t ready_link; /* in eng->promo_ready */
+	int ready;                  /* the head can go once the card has room */
+};
+
+KHASH_MAP_INIT_INT(tm_qpn, uint32_t)
+KHASH_MAP_INIT_INT(tm_swq, struct tm_swq *)
+KHASH_MAP_INIT_INT64(tm_sends, struct tm_send *)
+
+struct tm_cqe {
+	uint64_t wr_id;
+	int status;
+	int opcode;
+	uint32_t flags;
+	uint32_t byte_len;
+	uint32_t qp_num;
+	struct ibv_wc_tm_info tm;
+};
+
+struct tm_engine {
+	struct tm_dev *dev;
+	struct tm_engine_config cfg;
+	struct tm_engine_test test; /* cfg.test copied, or all zero */
+	struct tm_mq mq;
+	uint64_t clock;
+	uint32_t uq_count;   /* unexpected tagged completions processed */
+	uint32_t reported;   /* count carried by the last op decided */
+	int sync_req;
+	int sync_out;        /* an explicit SYNC is queued or posted */
+	uint64_t op_seq;     /* list ops posted */
+	uint64_t sync_seq;   /* latest op known processed in sync (0: none) */
+	ucs_list_link_t unconf; /* live entries added after sync_seq, in
+				 * post order: only these may be inactive */
+	uint32_t max_entries;
+	uint32_t max_ops;
+	uint32_t card_entries;
+	uint32_t ops_out;    /* list ops the card still counts as outstanding */
+	uint32_t ops_sig_out; /* ... of which signalled (a completion comes) */
+	uint32_t ops_unsig;  /* unsignalled ADDs since the last signalled op */
+	struct tm_sig_op *op_unsig; /* [max_ops]: each outstanding signalled
+				     * op, in post order */
+	uint32_t op_unsig_head, op_unsig_tail;
+	ucs_list_link_t opq;
+	uint32_t opq_len;
+
+	uint8_t *plain;
+	struct ibv_mr *plain_mr;
+	uint32_t plain_size;
+	uint32_t n_plain;
+	uint32_t *repost;
+	uint32_t n_repost;
+
+	uint8_t *slots;
+	struct ibv_mr *slots_mr;
+	uint32_t slot_size;
+	uint32_t n_slots;
+	uint32_t *free_slots;
+	uint32_t n_free_slots;
+	uint32_t sq_limit;
+	uint32_t sig_every;  /* signal at least every sig_every-th WR of a QP */
+	uint32_t slot_low;   /* fewer free slots than this: signal every WR */
+	uint32_t sig_out;    /* signalled send WRs outstanding (all peers) */
+	uint32_t sq_out;     /* send WRs not retired (all peers) */
+	uint32_t poll_skip;  /* drains since the send CQ was last polled */
+
+	struct tm_peer **peers;
+	uint32_t npeers;
+	khash_t(tm_qpn) *qpn;
+	khash_t(tm_sends) *sends;
+	khash_t(tm_swq) *swq;       /* context id -> its software-held FIFO */
+	ucs_list_link_t promo_ready; /* FIFOs whose head may be promoted */
+
+	ucs_list_link_t done_recv;
+	ucs_list_link_t done_send;
+	ucs_list_link_t all_msgs;
+	ucs_list_link_t all_tx;
+	uint64_t tx_queued;
+	uint64_t reads_active;
+	uint64_t sends_waiting;
+	ucs_list_link_t wait_peers; /* peers with sends waiting for FIN/ACK */
+	uint64_t ka_ns;             /* cfg.keepalive_ms */
+	uint64_t ka_next_ns;        /* next look at wait_peers */
+	struct tm_engine_stats st;
+};
+
+
+/* ---- small helpers shared by the modules (hot: kept inline) ---------- */
+
+static inline uint32_t tme_count_now(const struct tm_engine *eng)
+{
+	return eng->uq_count + !!(eng->test.faults & TM_FAULT_SYNC_AHEAD);
+}
+
+static inline uint32_t tme_peer_of_qpn(struct tm_engine *eng, uint32_t qpn)
+{
+	khiter_t it = kh_get(tm_qpn, eng->qpn, qpn);
+
+	return it == kh_end(eng->qpn) ? UINT32_MAX : kh_value(eng->qpn, it);
+}
+
+static inline void tme_env_from_tag(struct tm_env *env, uint64_t tag)
+{
+	env->ctx = tm_tag_ctx(tag);
+	env->src = (int32_t)tm_tag_src(tag);
+	env->tag = tm_tag_user(tag);
+}
+
+/* Resources for one more ADD: refusals (3) and (4) of tm_offload.c. */
+static inline int tme_card_has_room(struct tm_engine *eng)
+{
+	return eng->card_entries < eng->max_entries &&
+	       ucs_list_is_empty(&eng->opq) && eng->ops_out < eng->max_ops;
+}
+
+/*
+ * Does a completion say that the QP it came on failed?  Not for one
+ * message's trouble: truncation, a rendezvous too big for the buffer, a
+ * read the sender's rkey refused (the soft HCA keeps the QP usable then; a
+ * real card moves it to error, and the flushes that follow say so).
+ */
+static inline int tme_qp_failed(int status)
+{
+	switch (status) {
+	case IBV_WC_SUCCESS:
+	case IBV_WC_LOC_LEN_ERR:
+	case IBV_WC_TM_RNDV_INCOMPLETE:
+	case IBV_WC_REM_ACCESS_ERR:
+	case IBV_WC_TM_ERR:
+		return 0;
+	default:
+		return 1;
+	}
+}
+
+/* s has nothing left to wait for: done (callback queued for fire_done). */
+static inline void tme_send_try_done(struct tm_engine *eng, struct tm_send *s)
+{
+	if (s->waiting)
+		return;
+	if (s->own_mr) {
+		tm_dev_mem_put(eng->dev, s->mr);
+		s->own_mr = 0;
+		s->mr = NULL;
+	}
+	if (s->status == TM_REQ_ERROR)
+		eng->st.sends_failed++;
+	eng->sends_waiting--;
+	ucs_list_add_tail(&eng->done_send, &s->done_link);
+}
+
+/*
+ * The send CQ is worth a look while a signalled WR is outstanding; with
+ * only unsignalled ones out, nothing comes but an error, which can wait a
+ * few calls (a waiting send is covered by the keepalive anyway).
+ */
+static inline int tme_want_poll_send(struct tm_engine *eng)
+{
+	return eng->sig_out || (eng->sq_out && ++eng->poll_skip >= 16);
+}
+
+/* Runs callbacks; a callback may call back into the engine. */
+static inline void tme_fire_done(struct tm_engine *eng)
+{
+	struct tm_recv *r;
+	struct tm_send *s;
+
+	for (;;) {
+		if (!ucs_list_is_empty(&eng->done_recv)) {
+			r = ucs_list_extract_head(&eng->done_recv,
+						  struct tm_recv, done_link);
+			if (r->cb)
+				r->cb(r);
+		} else if (!ucs_list_is_empty(&eng->done_send)) {
+			s = ucs_list_extract_head(&eng->done_send,
+						  struct tm_send, done_link);
+			if (s->cb)
+				s->cb(s);
+		} else {
+			break;
+		}
+	}
+}
+
+/* ---- tm_engine.c ----------------------------------------------------- */
+int tme_drain(struct tm_engine *eng);
+int tme_flush_work(struct tm_engine *eng);
+
+/* ---- tm_ops.c -------------------------------------------------------- */
+void tme_op_decide(struct tm_engine *eng, int type, struct tm_recv *r);
+int tme_card_add(struct tm_engine *eng, struct tm_recv *r);
+int tme_flush_ops(struct tm_engine *eng);
+void tme_maybe_sync(struct tm_engine *eng);
+void tme_entry_gone(struct tm_engine *eng, struct tm_recv *r);
+void tme_on_op_cqe(struct tm_engine *eng, int type, struct tm_recv *r,
+		   const struct tm_cqe *c);
+
+/* ---- tm_offload.c ---------------------------------------------------- */
+int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
+		   uint64_t rtag, uint64_t mask);
+int tme_promote(struct tm_engine *eng);
+void tme_swq_del(struct tm_engine *eng, struct tm_recv *r);
+void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r);
+
+/* ---- tm_recv.c ------------------------------------------------------- */
+void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r, int status);
+void tme_on_recv_cqe(struct tm_engine *eng, struct tm_recv *r,
+		     const struct tm_cqe *c);
+void tme_on_unexpected(struct tm_engine *eng, const uint8_t *buf,
+		       const struct tm_cqe *c);
+void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
+		      const struct tm_cqe *c);
+void tme_sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status);
+
+/* ---- tm_send.c ------------------------------------------------------- */
+uint64_t tme_now_ns(void);
+int tme_wait_reply_start(struct tm_engine *eng, struct tm_send *s);
+void tme_wait_reply_end(struct tm_engine *eng, struct tm_send *s);
+void tme_peer_fail(struct tm_engine *eng, uint32_t peer);
+void tme_send_ack(struct tm_engine *eng, uint32_t peer, uint32_t app);
+void tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr);
+void tme_send_keepalive(struct tm_engine *eng, struct tm_peer *p,
+			uint64_t now);
+void tme_keepalive_scan(struct tm_engine *eng);
+void tme_on_control(struct tm_engine *eng, const uint8_t *buf,
+		    const struct tm_cqe *c);
+
+/* ---- tm_tx.c --------------------------------------------------------- */
+struct tm_tx *tme_tx_new(struct tm_engine *eng, int type, uint32_t peer);
+void tme_tx_free(struct tm_tx *tx);
+void tme_tx_queue(struct tm_engine *eng, struct tm_tx *tx);
+void tme_tx_abort(struct tm_engine *eng, struct tm_tx *tx);
+int tme_eager_now(struct tm_engine *eng, struct tm_send *s);
+int tme_flush_tx(struct tm_engine *eng);
+int tme_poll_send(struct tm_engine *eng);
+int tme_tx_idle(struct tm_engine *eng);
+
+#endif /* TM_ENGINE_PRIV_H */

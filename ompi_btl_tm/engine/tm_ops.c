@@ -1,0 +1,266 @@
+/*
+ * tm_ops.c - the card's list operations (ADD, DEL, SYNC) and the sync rule.
+ *
+ * Contract (argument: doc/DESIGN.md, "Sync protocol"):
+ *  - every list op carries IBV_OPS_TM_SYNC and the unexpected count as of
+ *    the moment it was decided (eng->reported), and ops reach the card in
+ *    the order decided: a FIFO (eng->opq) once max_ops are outstanding, and
+ *    an ADD only when that FIFO is empty (tme_card_has_room);
+ *  - ADDs go unsignalled except every TM_ADD_SIG_EVERY-th and the one that
+ *    takes the last op slot; DELs and SYNCs are always signalled; a
+ *    signalled completion retires the unsignalled ops before it;
+ *  - an explicit SYNC only when a live entry may be inactive (eng->unconf)
+ *    and the count moved since the last op, one at a time, or when the
+ *    card lags TM_SYNC_LAG_MAX unexpected messages behind.
+ * Owns: uq_count/reported/sync_*, op_seq, unconf, ops_*, op_unsig, opq,
+ * card_entries.  What a completed op means for its receive is tm_recv.c's
+ * (tme_on_op_result).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "engine/tm_engine_priv.h"
+
+/*
+ * Selective signalling of ADDs.  Nothing waits for an ADD's completion
+ * (the entry's handle is known at post; the receive completes from its
+ * match), so ADDs go unsignalled except every TM_ADD_SIG_EVERY-th and the
+ * one that would fill the last op slot: the card retires unsignalled ops
+ * when a later signalled one is polled, so the op slots always come back.
+ * DELs and SYNCs stay signalled: their completions drive claims, cancels
+ * and the sync protocol.  The count and order rules are unchanged (every
+ * op carries IBV_OPS_TM_SYNC and its count).  An ADD never fails at the
+ * card once posted on the soft HCA; should one fail unsignalled (a real
+ * card reports errors of unsignalled ops), tme_on_op_cqe puts its receive
+ * back in software if it is still posted.
+ */
+static int op_post(struct tm_engine *eng, int type, struct tm_recv *r,
+		   uint32_t count)
+{
+	struct ibv_ops_wr wr, *bad;
+	struct ibv_sge sge;
+	int ret, sig;
+
+	sig = type != WR_ADD || eng->ops_unsig + 1 >= TM_ADD_SIG_EVERY ||
+	      eng->ops_out + 1 >= eng->max_ops;
+	memset(&wr, 0, sizeof(wr));
+	wr.flags = (sig ? IBV_OPS_SIGNALED : 0) | IBV_OPS_TM_SYNC;
+	wr.tm.unexpected_cnt = count;
+	wr.wr_id = (uintptr_t)r | (uint64_t)type;
+	switch (type) {
+	case WR_ADD:
+		wr.opcode = IBV_WR_TAG_ADD;
+		sge.addr = (uintptr_t)r->buf;
+		sge.length = (uint32_t)r->len;
+		sge.lkey = r->mr->lkey;
+		wr.tm.add.recv_wr_id = (uintptr_t)r | WR_RECV;
+		wr.tm.add.sg_list = &sge;
+		wr.tm.add.num_sge = 1;
+		wr.tm.add.tag = r->mq.tag;
+		wr.tm.add.mask = r->mq.mask;
+		break;
+	case WR_DEL:
+		wr.opcode = IBV_WR_TAG_DEL;
+		wr.tm.handle = r->handle;
+		break;
+	default:
+		wr.opcode = IBV_WR_TAG_SYNC;
+		break;
+	}
+	ret = ibv_post_srq_ops(eng->dev->srq, &wr, &bad);
+	if (ret)
+		return ret;
+	if (type == WR_ADD) {
+		r->handle = wr.tm.handle;
+		if (!sig)
+			r->flags |= RF_ADD_UNSIG;
+	}
+	if (type == WR_SYNC)
+		eng->st.syncs++;
+	eng->op_seq++;
+	if (type == WR_ADD)
+		r->add_seq = eng->op_seq;
+	eng->ops_out++;
+	eng->st.ops_posted++;
+	if (sig) {
+		struct tm_sig_op *so =
+			&eng->op_unsig[eng->op_unsig_head++ % eng->max_ops];
+
+		so->seq = eng->op_seq;
+		so->unsig = eng->ops_unsig;
+		so->count = count;
+		eng->ops_unsig = 0;
+		eng->ops_sig_out++;
+	} else {
+		eng->ops_unsig++;
+	}
+	return 0;
+}
+
+/*
+ * Decides a DEL or SYNC now, with the current count; posts it at once if
+ * nothing is queued ahead of it and a slot is free, else queues it.  The
+ * op keeps the count it was decided with (doc/DESIGN.md, "Sync protocol").
+ */
+void tme_op_decide(struct tm_engine *eng, int type, struct tm_recv *r)
+{
+	struct tm_op *op;
+
+	eng->reported = tme_count_now(eng);
+	if (r)
+		r->ops_pending++;
+	if (type == WR_SYNC)
+		eng->sync_out = 1;
+	if (ucs_list_is_empty(&eng->opq) && eng->ops_out < eng->max_ops &&
+	    op_post(eng, type, r, eng->reported) == 0)
+		return;
+	op = malloc(sizeof(*op));
+	if (!op) {
+		eng->st.errors++;
+		if (r)
+			r->ops_pending--;
+		if (type == WR_SYNC)
+			eng->sync_out = 0;
+		return;
+	}
+	op->type = type;
+	op->r = r;
+	op->count = eng->reported;
+	ucs_list_add_tail(&eng->opq, &op->link);
+	eng->opq_len++;
+	eng->st.ops_queued++;
+}
+
+/* A queued DEL that must not be posted: as if it failed (IBV_WC_TM_ERR). */
+static void op_dropped(struct tm_engine *eng, struct tm_recv *r)
+{
+	struct tm_cqe c = { .status = IBV_WC_TM_ERR };
+
+	tme_on_op_result(eng, WR_DEL, r, &c);
+}
+
+int tme_flush_ops(struct tm_engine *eng)
+{
+	struct tm_op *op;
+	uint32_t count;
+	int n = 0;
+
+	while (!ucs_list_is_empty(&eng->opq) && eng->ops_out < eng->max_ops) {
+		op = ucs_list_head(&eng->opq, struct tm_op, link);
+		count = (eng->test.faults & TM_FAULT_SYNC_ORDER) ?
+			tme_count_now(eng) : op->count;
+		if (op->type == WR_DEL && !(op->r->flags & RF_ENTRY_LIVE)) {
+			/* The entry was consumed and its final completion
+			 * polled while the DEL waited: its handle may already
+			 * name another entry.  Drop it as a failed DEL. */
+			op_dropped(eng, op->r);
+		} else if (op_post(eng, op->type, op->r, count)) {
+			break;
+		}
+		ucs_list_del(&op->link);
+		eng->opq_len--;
+		free(op);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * An explicit SYNC only when it can matter (the rule and its argument are
+ * in doc/DESIGN.md, "Sync protocol"): the count moved since the last op was
+ * decided, and some live entry may be inactive (eng->unconf), and no SYNC
+ * is outstanding (its completion re-runs this); or the card's view lags
+ * TM_SYNC_LAG_MAX behind.  Runs after tme_promote(): an ADD posted there
+ * carries the current count and makes the SYNC needless.
+ */
+void tme_maybe_sync(struct tm_engine *eng)
+{
+	uint32_t lag = tme_count_now(eng) - eng->reported;
+
+	if (!lag || eng->sync_out)
+		return;
+	if (!ucs_list_is_empty(&eng->unconf) || lag >= TM_SYNC_LAG_MAX)
+		tme_op_decide(eng, WR_SYNC, NULL);
+}
+
+static void unconf_del(struct tm_recv *r)
+{
+	if (r->flags & RF_UNCONF) {
+		r->flags &= ~RF_UNCONF;
+		ucs_list_del(&r->card_link);
+	}
+}
+
+/*
+ * A signalled op that carried count was processed when the card's counter
+ * stood at uq_count: every unexpected arrival the card decided before it
+ * completed before it in the same CQ, and none after.  Equal: the op was
+ * in sync and activated every entry added before it, for good.
+ */
+static void op_seen(struct tm_engine *eng, const struct tm_sig_op *so)
+{
+	struct tm_recv *h;
+
+	if (so->count != eng->uq_count || so->seq <= eng->sync_seq)
+		return;
+	eng->sync_seq = so->seq;
+	while (!ucs_list_is_empty(&eng->unconf)) {
+		h = ucs_list_head(&eng->unconf, struct tm_recv, card_link);
+		if (h->add_seq > eng->sync_seq)
+			break;
+		unconf_del(h);
+	}
+}
+
+void tme_entry_gone(struct tm_engine *eng, struct tm_recv *r)
+{
+	if (r->flags & RF_ENTRY_LIVE) {
+		r->flags &= ~RF_ENTRY_LIVE;
+		eng->card_entries--;
+	}
+	unconf_del(r);
+}
+
+/* Posts r's ADD with the current count; 0 if the card took it. */
+int tme_card_add(struct tm_engine *eng, struct tm_recv *r)
+{
+	eng->reported = tme_count_now(eng);
+	if (op_post(eng, WR_ADD, r, eng->reported))
+		return -1;
+	if (!(r->flags & RF_ADD_UNSIG))
+		r->ops_pending++;
+	r->flags |= RF_ENTRY_LIVE | RF_UNCONF;
+	ucs_list_add_tail(&eng->unconf, &r->card_link);
+	eng->card_entries++;
+	return 0;
+}
+
+/*
+ * A list op's completion: op-slot and sync bookkeeping here, then the
+ * receive it names moves on (tm_recv.c).
+ */
+void tme_on_op_cqe(struct tm_engine *eng, int type, struct tm_recv *r,
+		   const struct tm_cqe *c)
+{
+	const struct tm_sig_op *so;
+
+	if (type == WR_ADD && (r->flags & RF_ADD_UNSIG)) {
+		/* an unsignalled ADD's error: it retires nothing, and r is
+		 * still posted (a failed ADD cannot have matched) unless a
+		 * cancel or claim finished it meanwhile */
+		if (c->status != IBV_WC_SUCCESS && r->state != R_DONE) {
+			r->ops_pending++; /* on_op_result drops one */
+			tme_on_op_result(eng, type, r, c);
+		}
+		return;
+	}
+	/* a signalled op: it and every unsignalled op before it retired */
+	so = &eng->op_unsig[eng->op_unsig_tail++ % eng->max_ops];
+	eng->ops_out -= 1 + so->unsig;
+	eng->ops_sig_out--;
+	if (c->status == IBV_WC_SUCCESS)
+		op_seen(eng, so);
+	if (type == WR_SYNC)
+		eng->sync_out = 0;
+	tme_on_op_result(eng, type, r, c);
+}
+

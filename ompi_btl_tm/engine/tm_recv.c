@@ -1,0 +1,474 @@
+/*
+ * tm_recv.c - the receive state machine (states: tm_engine_priv.h).
+ *
+ * Contract:
+ *  - a new receive first takes the earliest matching unexpected message;
+ *    otherwise tm_offload.c places it (card or software-held);
+ *  - an unexpected arrival takes the earliest posted receive that accepts
+ *    it; a card-held one is claimed: a DEL is decided, and the message is
+ *    delivered when the DEL's completion confirms the card let go of the
+ *    entry (the "claim race", doc/DESIGN.md "Sync protocol");
+ *  - a cancel of a card-held receive is a DEL too; it completes
+ *    TM_REQ_CANCELLED if the DEL succeeded, normally if a message won;
+ *  - a rendezvous the card could not finish (or one matched in software)
+ *    is read by software and answered with a FIN, whatever the outcome;
+ *  - a receive completes (callback queued) once finished and no list op
+ *    naming it is still pending.
+ * Owns: the tm_recv private fields, unexpected messages (tm_msg), clock.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "engine/tm_engine_priv.h"
+
+/* The arrival hook (tests only: tm_engine_test.h). */
+static void report_arrival(struct tm_engine *eng, uint64_t tag, uint32_t app,
+			   uint32_t peer, uint64_t len, uint64_t stamp,
+			   int on_card)
+{
+	struct tm_arrival a;
+
+	if (!eng->test.arrival_hook)
+		return;
+	tme_env_from_tag(&a.env, tag);
+	a.peer = peer;
+	a.send_seq = app & TM_APP_SEQ_MASK;
+	a.len = len;
+	a.stamp = stamp;
+	a.on_card = on_card;
+	eng->test.arrival_hook(eng->test.hook_arg, &a);
+}
+
+/* ---- completion of requests ----------------------------------------- */
+
+static void recv_try_done(struct tm_engine *eng, struct tm_recv *r)
+{
+	if (!(r->flags & RF_FINISHED) || r->ops_pending || r->state == R_DONE)
+		return;
+	r->state = R_DONE;
+	if (r->own_mr) {
+		tm_dev_mem_put(eng->dev, r->mr);
+		r->own_mr = 0;
+		r->mr = NULL;
+	}
+	ucs_list_add_tail(&eng->done_recv, &r->done_link);
+}
+
+void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r, int status)
+{
+	r->status = status;
+	if (status == TM_REQ_TRUNCATED)
+		eng->st.truncated++;
+	if (status == TM_REQ_ERROR)
+		eng->st.errors++;
+	r->flags |= RF_FINISHED;
+	recv_try_done(eng, r);
+}
+
+/* ---- software rendezvous -------------------------------------------- */
+
+/* r->hdr holds the request's TMH+RVH; reads min(len, buffer) then FINs. */
+static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r)
+{
+	const struct ibv_rvh *rvh = (const void *)(r->hdr + TMH_LEN);
+	struct tm_tx *tx;
+
+	r->rd_va = be64toh(rvh->va);
+	r->rd_rkey = be32toh(rvh->rkey);
+	r->rd_len = be32toh(rvh->len);
+	r->msg_len = r->rd_len;
+	eng->st.rndv_sw++;
+	if (r->rd_len && r->len && !r->mr) {
+		if (tm_dev_mem_get(eng->dev, r->buf, r->len,
+				   IBV_ACCESS_LOCAL_WRITE, &r->mr) == TM_OK)
+			r->own_mr = 1;
+	}
+	if (!r->rd_len || !r->len || !r->mr) {
+		r->recv_len = 0;
+		tme_send_fin(eng, r->peer, r->hdr);
+		tme_recv_finish(eng, r, !r->mr && r->rd_len && r->len ?
+			    TM_REQ_ERROR : r->rd_len > r->len ?
+			    TM_REQ_TRUNCATED : TM_REQ_OK);
+		return;
+	}
+	tx = tme_tx_new(eng, TX_READ, r->peer);
+	if (!tx || r->peer >= eng->npeers) {
+		if (tx)
+			tme_tx_free(tx);
+		tme_send_fin(eng, r->peer, r->hdr);
+		tme_recv_finish(eng, r, TM_REQ_ERROR);
+		return;
+	}
+	tx->recv = r;
+	r->state = R_SW_READ;
+	eng->reads_active++;
+	tme_tx_queue(eng, tx);
+}
+
+void tme_sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status)
+{
+	eng->reads_active--;
+	tme_send_fin(eng, r->peer, r->hdr);
+	r->recv_len = r->rd_len < r->len ? r->rd_len : r->len;
+	if (status != IBV_WC_SUCCESS)
+		tme_recv_finish(eng, r, TM_REQ_ERROR);
+	else
+		tme_recv_finish(eng, r, r->rd_len > r->len ? TM_REQ_TRUNCATED :
+				    TM_REQ_OK);
+}
+
+/* ---- matching in software ------------------------------------------- */
+
+/* Delivers unexpected message m into receive r (which left the queues). */
+static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
+{
+	tme_env_from_tag(&r->env, m->tag);
+	r->peer = m->peer;
+	r->send_seq = m->app & TM_APP_SEQ_MASK;
+	r->match_stamp = m->stamp;
+	r->msg_len = m->len;
+	r->on_card = 0;
+	r->state = R_IDLE; /* out of the queues; finished below */
+	ucs_list_del(&m->all);
+	if (m->rndv) {
+		memcpy(r->hdr, m->hdr, sizeof(r->hdr));
+		free(m);
+		sw_rndv_start(eng, r);
+		return;
+	}
+	if (m->app & TM_APP_SYNC)
+		tme_send_ack(eng, m->peer, m->app);
+	r->recv_len = m->len < r->len ? m->len : r->len;
+	memcpy(r->buf, m->data, r->recv_len);
+	free(m);
+	tme_recv_finish(eng, r, r->msg_len > r->len ? TM_REQ_TRUNCATED : TM_REQ_OK);
+}
+
+static void recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
+{
+	tme_swq_del(eng, r);
+	tm_mq_recv_remove(&eng->mq, &r->mq);
+}
+
+/*
+ * An unexpected message takes the earliest posted receive that accepts it.
+ * A card-held receive is claimed: DEL it and complete when the card
+ * confirms (the DEL cannot fail: see the contract).
+ */
+static void handle_unexpected_msg(struct tm_engine *eng, struct tm_msg *m)
+{
+	struct tm_mq_recv *q = tm_mq_find_recv(&eng->mq, m->tag);
+	struct tm_recv *r;
+
+	if (!q) {
+		if (tm_mq_msg_add(&eng->mq, &m->mq, m->tag, m->stamp) != TM_OK)
+			eng->st.errors++;
+		return;
+	}
+	r = ucs_container_of(q, struct tm_recv, mq);
+	recv_leave_queues(eng, r);
+	if (r->state == R_SW) {
+		eng->st.unexp_to_sw_recv++;
+		deliver(eng, r, m);
+		return;
+	}
+	eng->st.unexp_claimed++;
+	r->state = R_CLAIM;
+	r->claim = m;
+	if (!(r->flags & RF_DEL_POSTED)) {
+		r->flags |= RF_DEL_POSTED;
+		tme_op_decide(eng, WR_DEL, r);
+	}
+}
+
+/* ---- TM CQ handlers ------------------------------------------------- */
+
+/* An unexpected tagged message in a plain buffer: keep a copy, match it. */
+void tme_on_unexpected(struct tm_engine *eng, const uint8_t *buf,
+		       const struct tm_cqe *c)
+{
+	const struct ibv_tmh *tmh = (const void *)buf;
+	const struct ibv_rvh *rvh = (const void *)(buf + TMH_LEN);
+	uint32_t plen = 0;
+	struct tm_msg *m;
+	int rndv = tmh->opcode == IBV_TMH_RNDV;
+
+	eng->uq_count++;
+	eng->st.unexpected++;
+	if (!rndv && c->byte_len >= TMH_LEN)
+		plen = c->byte_len - TMH_LEN;
+	m = malloc(sizeof(*m) + plen);
+	if (!m) {
+		eng->st.errors++;
+		return;
+	}
+	m->tag = be64toh(tmh->tag);
+	m->app = be32toh(tmh->app_ctx);
+	m->peer = tme_peer_of_qpn(eng, c->qp_num);
+	m->rndv = rndv;
+	m->len = rndv ? be32toh(rvh->len) : plen;
+	if (rndv)
+		memcpy(m->hdr, buf, TMH_LEN + RVH_LEN);
+	else
+		memcpy(m->data, buf + TMH_LEN, plen);
+	m->stamp = eng->clock++;
+	ucs_list_add_tail(&eng->all_msgs, &m->all);
+	report_arrival(eng, m->tag, m->app, m->peer, m->len, m->stamp, 0);
+	handle_unexpected_msg(eng, m);
+}
+
+/* The card matched r: this is the message's linearisation point. */
+static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
+			  const struct tm_cqe *c)
+{
+	uint32_t app = c->tm.priv;
+	struct tm_msg *lost = NULL;
+
+	r->flags |= RF_MATCH_SEEN;
+	r->on_card = 1;
+	tme_env_from_tag(&r->env, c->tm.tag);
+	r->peer = tme_peer_of_qpn(eng, c->qp_num);
+	r->send_seq = app & TM_APP_SEQ_MASK;
+	r->msg_len = c->byte_len;
+	if (app & TM_APP_RNDV)
+		r->flags |= RF_RNDV;
+	r->match_stamp = eng->clock++;
+	eng->st.card_matched++;
+	if (app & TM_APP_RNDV)
+		eng->st.rndv_card++;
+	report_arrival(eng, c->tm.tag, app, r->peer,
+		       c->status == IBV_WC_TM_RNDV_INCOMPLETE ? 0 : c->byte_len,
+		       r->match_stamp, 1);
+	if (r->state == R_CARD) {
+		recv_leave_queues(eng, r);
+	} else if (r->state == R_CLAIM) {
+		/* The card used the entry before our DEL: cannot happen while
+		 * ops carry the count in order; keep the message anyway. */
+		lost = r->claim;
+		r->claim = NULL;
+		eng->st.claim_del_failed++;
+	}
+	r->state = R_WAIT_DATA;
+	if ((app & TM_APP_SYNC) && !(app & TM_APP_RNDV))
+		tme_send_ack(eng, r->peer, app);
+	if (lost)
+		handle_unexpected_msg(eng, lost);
+}
+
+static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
+			 const struct tm_cqe *c)
+{
+	tme_entry_gone(eng, r);
+	switch (c->status) {
+	case IBV_WC_SUCCESS:
+		if (!(r->flags & RF_RNDV))
+			r->msg_len = c->byte_len;
+		r->recv_len = r->msg_len;
+		tme_recv_finish(eng, r, TM_REQ_OK);
+		break;
+	case IBV_WC_LOC_LEN_ERR:
+		r->msg_len = c->byte_len;
+		r->recv_len = r->len;
+		tme_recv_finish(eng, r, TM_REQ_TRUNCATED);
+		break;
+	case IBV_WC_TM_RNDV_INCOMPLETE:
+		/* the card left TMH+RVH in the buffer (>= 32 bytes) */
+		memcpy(r->hdr, r->buf, TMH_LEN + RVH_LEN);
+		sw_rndv_start(eng, r);
+		break;
+	default:
+		r->recv_len = 0;
+		if (tme_qp_failed(c->status))
+			tme_peer_fail(eng, r->peer); /* before the FIN, not after */
+		if (r->flags & RF_RNDV) {
+			/* the card sends no FIN after a failed read */
+			memset(r->hdr, 0, sizeof(r->hdr));
+			tmh_fill(r->hdr, IBV_TMH_RNDV, c->tm.priv, c->tm.tag);
+			tme_send_fin(eng, r->peer, r->hdr);
+		}
+		tme_recv_finish(eng, r, TM_REQ_ERROR);
+		break;
+	}
+}
+
+void tme_on_recv_cqe(struct tm_engine *eng, struct tm_recv *r,
+		     const struct tm_cqe *c)
+{
+	if (!(r->flags & RF_MATCH_SEEN))
+		on_card_match(eng, r, c);
+	if ((c->flags & IBV_WC_TM_DATA_VALID) || c->status != IBV_WC_SUCCESS)
+		on_card_data(eng, r, c);
+}
+
+/* What a completed (or dropped) list op means for the receive it names. */
+void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
+		      const struct tm_cqe *c)
+{
+	struct tm_msg *m;
+
+	if (!r)
+		return;
+	r->ops_pending--;
+	if (type == WR_ADD && c->status != IBV_WC_SUCCESS) {
+		/* never on the list: behave as software-held from now on */
+		eng->st.errors++;
+		tme_entry_gone(eng, r);
+		if (r->state == R_CARD)
+			tme_recv_back_to_sw(eng, r);
+	} else if (type == WR_DEL && c->status == IBV_WC_SUCCESS) {
+		tme_entry_gone(eng, r);
+		if (r->state == R_CLAIM) {
+			m = r->claim;
+			r->claim = NULL;
+			deliver(eng, r, m);
+		} else if (r->state == R_CARD) { /* cancel confirmed */
+			recv_leave_queues(eng, r);
+			r->cancel_stamp = eng->clock++;
+			eng->st.cancel_ok++;
+			tme_recv_finish(eng, r, TM_REQ_CANCELLED);
+		}
+	} else if (type == WR_DEL) {
+		/* consumed by a message whose completion came first */
+		if (r->flags & RF_CANCEL_REQ)
+			eng->st.cancel_late++;
+	}
+	recv_try_done(eng, r);
+}
+
+static void recv_init(struct tm_recv *r, void *buf, size_t len,
+		      struct ibv_mr *mr)
+{
+	r->status = TM_REQ_OK;
+	memset(&r->env, 0, sizeof(r->env));
+	r->msg_len = r->recv_len = 0;
+	r->peer = UINT32_MAX;
+	r->send_seq = 0;
+	r->match_stamp = r->cancel_stamp = 0;
+	r->on_card = 0;
+	r->buf = buf;
+	r->len = len;
+	r->mr = mr;
+	r->own_mr = 0;
+	r->state = R_IDLE;
+	r->ops_pending = 0;
+	r->flags = 0;
+	r->claim = NULL;
+}
+
+int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
+		    int32_t src, int32_t tag, void *buf, size_t len,
+		    struct ibv_mr *mr)
+{
+	struct tm_mq_msg *q;
+	uint64_t rtag, mask;
+	int rc;
+
+	if (ctx > TM_MAX_CTX || (src != TM_ANY_SRC &&
+	    (src < 0 || (uint32_t)src > TM_MAX_SRC)))
+		return TM_ERR_RANGE;
+	tme_drain(eng);
+	recv_init(r, buf, len, mr);
+	r->post_stamp = eng->clock++;
+	eng->st.recv_posted++;
+	tm_tag_recv(ctx, src, tag, &rtag, &mask);
+	q = tm_mq_find_msg(&eng->mq, rtag, mask);
+	if (q) {
+		tm_mq_msg_remove(&eng->mq, q);
+		eng->st.sw_matched_uq++;
+		deliver(eng, r, ucs_container_of(q, struct tm_msg, mq));
+		goto out;
+	}
+	rc = tme_recv_place(eng, r, ctx, rtag, mask);
+	if (rc != TM_OK)
+		return rc;
+out:
+	tme_flush_work(eng);
+	tme_fire_done(eng);
+	return TM_OK;
+}
+
+int tm_engine_cancel_recv(struct tm_engine *eng, struct tm_recv *r)
+{
+	tme_drain(eng);
+	if (r->state == R_SW) {
+		recv_leave_queues(eng, r);
+		r->cancel_stamp = eng->clock++;
+		eng->st.cancel_ok++;
+		tme_recv_finish(eng, r, TM_REQ_CANCELLED);
+	} else if (r->state == R_CARD) {
+		r->flags |= RF_CANCEL_REQ;
+		if (!(r->flags & RF_DEL_POSTED)) {
+			r->flags |= RF_DEL_POSTED;
+			tme_op_decide(eng, WR_DEL, r);
+		}
+	}
+	tme_flush_work(eng);
+	tme_fire_done(eng);
+	return TM_OK;
+}
+
+static struct tm_msg *probe(struct tm_engine *eng, uint32_t ctx, int32_t src,
+			    int32_t tag, struct tm_probe_info *info)
+{
+	struct tm_mq_msg *q;
+	struct tm_msg *m;
+	uint64_t rtag, mask;
+
+	tme_drain(eng);
+	tm_tag_recv(ctx, src, tag, &rtag, &mask);
+	q = tm_mq_find_msg(&eng->mq, rtag, mask);
+	info->stamp = eng->clock++;
+	if (!q)
+		return NULL;
+	m = ucs_container_of(q, struct tm_msg, mq);
+	tme_env_from_tag(&info->env, m->tag);
+	info->len = m->len;
+	info->peer = m->peer;
+	info->send_seq = m->app & TM_APP_SEQ_MASK;
+	return m;
+}
+
+int tm_engine_iprobe(struct tm_engine *eng, uint32_t ctx, int32_t src,
+		     int32_t tag, struct tm_probe_info *info)
+{
+	struct tm_msg *m;
+
+	if (ctx > TM_MAX_CTX)
+		return TM_ERR_RANGE;
+	m = probe(eng, ctx, src, tag, info);
+	tme_flush_work(eng);
+	tme_fire_done(eng);
+	return m ? TM_OK : TM_ERR_NOT_FOUND;
+}
+
+int tm_engine_improbe(struct tm_engine *eng, uint32_t ctx, int32_t src,
+		      int32_t tag, struct tm_msg **msg,
+		      struct tm_probe_info *info)
+{
+	struct tm_msg *m;
+
+	if (ctx > TM_MAX_CTX)
+		return TM_ERR_RANGE;
+	m = probe(eng, ctx, src, tag, info);
+	if (m)
+		tm_mq_msg_remove(&eng->mq, &m->mq);
+	*msg = m;
+	tme_flush_work(eng);
+	tme_fire_done(eng);
+	return m ? TM_OK : TM_ERR_NOT_FOUND;
+}
+
+int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
+		     struct tm_msg *msg, void *buf, size_t len,
+		     struct ibv_mr *mr)
+{
+	if (!msg)
+		return TM_ERR_INVALID;
+	tme_drain(eng);
+	recv_init(r, buf, len, mr);
+	r->post_stamp = eng->clock++;
+	deliver(eng, r, msg);
+	tme_flush_work(eng);
+	tme_fire_done(eng);
+	return TM_OK;
+}
+
