@@ -203,7 +203,7 @@ int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
  * Sends: flags TM_SEND_SYNC (complete when matched). mr may be NULL.
  * A send to a dead peer completes TM_REQ_ERROR at once (callback inside
  * this call); a peer that dies later fails it within about keepalive_ms
- * plus the transport's retry time (see "Dead peers").
+ * plus the transport's retry time (doc/DESIGN.md, "Dead peers").
  */
 #define TM_SEND_SYNC 1u
 int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,

@@ -9,9 +9,12 @@
  *   tm_recv.c     the receive state machine, software rendezvous, probes
  *   tm_send.c     sends, replies (FIN/ACK), keepalive, peer failure
  *   tm_tx.c       the send queues: slots, selective signalling, retiring
- * Each module owns the fields its comment names below; another module
- * goes through the module's tme_* functions, except for the read-only
- * tests of the small inline helpers here.
+ * Fields of struct tm_engine are grouped by the module that changes them;
+ * other modules call that module's tme_* functions, and only read its
+ * fields in the small inline helpers below and in cheap guards.  Shared
+ * by all: cfg, test, mq (the matcher), clock, st (statistics), the done
+ * lists (tme_fire_done), and reads_active (tm_recv.c starts a read, the
+ * tx that carries it ends it).
  *
  * Receive states:
  *   R_SW        posted, held in software only (counted for the prefix rule)
@@ -162,6 +165,8 @@ struct tm_engine {
 	struct tm_engine_test test; /* cfg.test copied, or all zero */
 	struct tm_mq mq;
 	uint64_t clock;
+
+	/* tm_ops.c (uq_count: tm_recv.c, at each unexpected arrival) */
 	uint32_t uq_count;   /* unexpected tagged completions processed */
 	uint32_t reported;   /* count carried by the last op decided */
 	int sync_req;
@@ -182,6 +187,7 @@ struct tm_engine {
 	ucs_list_link_t opq;
 	uint32_t opq_len;
 
+	/* tm_engine.c: plain SRQ buffers */
 	uint8_t *plain;
 	struct ibv_mr *plain_mr;
 	uint32_t plain_size;
@@ -189,6 +195,7 @@ struct tm_engine {
 	uint32_t *repost;
 	uint32_t n_repost;
 
+	/* tm_tx.c */
 	uint8_t *slots;
 	struct ibv_mr *slots_mr;
 	uint32_t slot_size;
@@ -202,19 +209,24 @@ struct tm_engine {
 	uint32_t sq_out;     /* send WRs not retired (all peers) */
 	uint32_t poll_skip;  /* drains since the send CQ was last polled */
 
+	/* peers: tm_engine.c adds them; their queues are tm_tx.c's, their
+	 * waits and liveness tm_send.c's */
 	struct tm_peer **peers;
 	uint32_t npeers;
 	khash_t(tm_qpn) *qpn;
-	khash_t(tm_sends) *sends;
+	khash_t(tm_sends) *sends;   /* tm_send.c */
+	/* tm_offload.c */
 	khash_t(tm_swq) *swq;       /* context id -> its software-held FIFO */
 	ucs_list_link_t promo_ready; /* FIFOs whose head may be promoted */
 
 	ucs_list_link_t done_recv;
 	ucs_list_link_t done_send;
-	ucs_list_link_t all_msgs;
-	ucs_list_link_t all_tx;
-	uint64_t tx_queued;
+	ucs_list_link_t all_msgs;   /* tm_recv.c */
+	ucs_list_link_t all_tx;     /* tm_tx.c */
+	uint64_t tx_queued;         /* tm_tx.c */
 	uint64_t reads_active;
+	/* tm_send.c (and the eager fast path of tm_tx.c, which counts the
+	 * send it completes) */
 	uint64_t sends_waiting;
 	ucs_list_link_t wait_peers; /* peers with sends waiting for FIN/ACK */
 	uint64_t ka_ns;             /* cfg.keepalive_ms */
