@@ -36,6 +36,14 @@ static void on_plain(struct tm_engine *eng, const struct tm_cqe *c)
 
 	if (c->status != IBV_WC_SUCCESS) {
 		eng->st.errors++;
+		/* A tagged message the card decided unexpected (and counted,
+		 * at its first packet) whose connection failed before the
+		 * rest came.  Count it as the card did: a count one short
+		 * leaves every later ADD inactive, for good, on every peer. */
+		if (c->opcode == IBV_WC_TM_RECV) {
+			eng->uq_count++;
+			eng->st.unexpected++;
+		}
 		if (tme_qp_failed(c->status))
 			tme_peer_fail(eng, tme_peer_of_qpn(eng, c->qp_num));
 	} else if (c->opcode == IBV_WC_TM_RECV) {

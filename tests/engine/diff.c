@@ -11,7 +11,10 @@
  * truncation, data bytes, probe and cancel results must agree.  Also
  * checked: each sender's messages arrive once and in order, every request
  * completes exactly once, no FIN is unknown or missing, the card list and
- * all queues end empty.  A failure prints the seed that reproduces it.
+ * all queues end empty; and what diff_card.c asks of the card (node 0
+ * sends too, so FIN/ACK reach it; a pre-posted phase must be matched on
+ * the card; engine and card agree on counts and op slots at the end).  A
+ * failure prints the seed that reproduces it.
  *
  * Random mode (test_differential): --seed N --events M [--tags T]
  *   [--ops O] [--mtu U] [--senders K] [--random] [--fault prefix|sync|order]
@@ -27,13 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tap.h"
-#include "eng_util.h"
-#include "engine/tm_engine_test.h"
-
-#define SLOT (32 * 1024 + 64)
-#define NSLOT 48
-#define GUARD 16
-#define MAXK (EU_MAXN - 1)
+#include "diff.h"
 
 /* ---- random numbers (xorshift64*) and choice sources ---------------- */
 
@@ -57,7 +54,7 @@ struct dfs {
 };
 static struct dfs D;
 
-static int choose(int n)
+int choose(int n)
 {
 	if (!D.on)
 		return (int)(rng() % (uint64_t)n);
@@ -83,68 +80,9 @@ static __attribute__((unused)) int dfs_next(void)
 	return 0;
 }
 
-/* ---- records --------------------------------------------------------- */
+struct dstate S;
 
-struct drecv {
-	struct tm_recv r;
-	int id;
-	int done;
-	int ctx, src, tag;
-	int slot;
-	size_t len;
-	int data_ok;
-	int cancel_req;
-	int mrecv;            /* from a matched probe: its claim */
-	int claim_node;
-	uint32_t claim_seq;
-};
-
-struct dsend {
-	struct tm_send s;
-	int node;
-	int done;
-	int slot;
-	size_t len;
-	int ctx, tag;
-};
-
-enum { EV_POST, EV_ARR, EV_CANCEL, EV_PROBE, EV_CLAIM };
-
-struct ev {
-	uint64_t stamp;
-	int type;
-	int id;                    /* recv id */
-	int ctx, src, tag;         /* probe/claim envelope */
-	int found, node;           /* probe/claim result; arrival sender */
-	uint32_t seq;
-};
-
-struct dstate {
-	struct eu_world w;
-	int k;                     /* senders */
-	int inv_peer[EU_MAXN];     /* node 0's peer id -> node */
-	struct drecv **recvs;
-	int nrecvs, caprecvs;
-	struct dsend **sends[EU_MAXN]; /* by node, by seq */
-	int nsends[EU_MAXN], capsends[EU_MAXN];
-	uint32_t seq_base[EU_MAXN];    /* engine seq of this run's first send */
-	struct ev *evs;
-	int nevs, capevs;
-	int rslot_free[NSLOT], nrfree;
-	int sslot_free[EU_MAXN][NSLOT], nsfree[EU_MAXN];
-	int outstanding;           /* receives not done */
-	char why[256];
-	int failed;
-	uint64_t events;
-	/* totals over runs, to show the schedules exercise the engine */
-	uint64_t t_recvs, t_sends, t_card, t_claim, t_cancel, t_conflict,
-		 t_full, t_late, t_rndv_sw, t_syncs, t_promoted, t_matched;
-};
-
-static struct dstate S;
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
+void fail(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -155,7 +93,7 @@ static void fail(const char *fmt, ...)
 	va_end(ap);
 }
 
-static void *grow(void *p, int *cap, int need, size_t sz)
+void *grow(void *p, int *cap, int need, size_t sz)
 {
 	if (need <= *cap)
 		return p;
@@ -172,22 +110,22 @@ static void log_ev(const struct ev *e)
 	S.evs[S.nevs++] = *e;
 }
 
-static uint8_t pattern(int node, uint32_t seq, size_t i)
+uint8_t pattern(int node, uint32_t seq, size_t i)
 {
 	return (uint8_t)(node * 31 + seq * 7 + i * 13 + 1);
 }
 
-static uint8_t *rbuf(int slot)
+uint8_t *rbuf(int slot)
 {
 	return S.w.node[0].arena + (size_t)slot * SLOT;
 }
 
-static uint8_t *sbuf(int node, int slot)
+uint8_t *sbuf(int node, int slot)
 {
 	return S.w.node[node].arena + (size_t)slot * SLOT;
 }
 
-static struct dsend *send_of(int node, uint32_t seq)
+struct dsend *send_of(int node, uint32_t seq)
 {
 	uint32_t i = (seq - S.seq_base[node]) & TM_APP_SEQ_MASK;
 
@@ -203,6 +141,10 @@ static void arrival_hook(void *arg, const struct tm_arrival *a)
 	struct ev e = { .stamp = a->stamp, .type = EV_ARR };
 
 	(void)arg;
+	/* every engine has this hook; node 0's own messages to the others
+	 * (src 0) arrive at their engines, whose clocks are not node 0's */
+	if (a->env.src == 0)
+		return;
 	e.node = a->peer < EU_MAXN ? S.inv_peer[a->peer] : -1;
 	e.seq = a->send_seq;
 	e.ctx = (int)a->env.ctx;
@@ -285,7 +227,7 @@ static struct drecv *new_recv(int slot, size_t len)
 	return d;
 }
 
-static void post_recv_env(int ctx, int src, int tag, size_t len)
+void post_recv_env(int ctx, int src, int tag, size_t len)
 {
 	struct drecv *d;
 	struct ev e = { .type = EV_POST };
@@ -367,7 +309,7 @@ static void ev_probe(int claim)
 	log_ev(&e);
 }
 
-static void send_env(int node, int ctx, int tag, size_t len, unsigned flags)
+void send_env(int node, int ctx, int tag, size_t len, unsigned flags)
 {
 	struct dsend *d;
 	uint8_t *b;
@@ -420,179 +362,7 @@ static int ev_card(void)
 			    SOFTHCA_ANY_QP);
 }
 
-/* ---- the reference matcher and the comparison ---------------------- */
-
-static int accepts(int ctx, int src, int tag, const struct dsend *m)
-{
-	if (ctx != m->ctx)
-		return 0;
-	if (src != TM_ANY_SRC && src != m->node)
-		return 0;
-	if (tag == TM_ANY_TAG)
-		return m->tag >= 0;
-	return tag == m->tag;
-}
-
-static int ev_cmp(const void *a, const void *b)
-{
-	const struct ev *x = a, *y = b;
-
-	return x->stamp < y->stamp ? -1 : x->stamp > y->stamp;
-}
-
-struct refpair {
-	struct dsend *m;
-	int cancelled;
-};
-
-static void reference_check(void)
-{
-	struct dsend **uq = calloc((size_t)S.nevs + 1, sizeof(*uq));
-	int *posted = calloc((size_t)S.nevs + 1, sizeof(int));
-	struct refpair *pair = calloc((size_t)S.nrecvs + 1, sizeof(*pair));
-	uint32_t next_seq[EU_MAXN];
-	int nuq = 0, npost = 0, i, j;
-	struct drecv *d;
-	struct dsend *m;
-
-	if (!uq || !posted || !pair)
-		tap_bail("out of memory");
-	for (i = 0; i < EU_MAXN; i++)
-		next_seq[i] = S.seq_base[i];
-	qsort(S.evs, (size_t)S.nevs, sizeof(*S.evs), ev_cmp);
-	for (i = 0; i < S.nevs && !S.failed; i++) {
-		struct ev *e = &S.evs[i];
-
-		if (i && e->stamp == S.evs[i - 1].stamp)
-			fail("two events with stamp %lu",
-			     (unsigned long)e->stamp);
-		switch (e->type) {
-		case EV_POST:
-			d = S.recvs[e->id];
-			for (j = 0; j < nuq; j++)
-				if (accepts(d->ctx, d->src, d->tag, uq[j]))
-					break;
-			if (j < nuq) {
-				pair[e->id].m = uq[j];
-				memmove(&uq[j], &uq[j + 1],
-					sizeof(*uq) * (size_t)(nuq - j - 1));
-				nuq--;
-			} else {
-				posted[npost++] = e->id;
-			}
-			break;
-		case EV_ARR:
-			m = send_of(e->node, e->seq);
-			if (!m || e->seq != next_seq[e->node]) {
-				fail("arrival %d/%u out of order or unknown (expected %u)",
-				     e->node, e->seq, next_seq[e->node]);
-				break;
-			}
-			next_seq[e->node] = (e->seq + 1) & TM_APP_SEQ_MASK;
-			if (e->ctx != m->ctx || e->tag != m->tag ||
-			    e->src != m->node)
-				fail("arrival %d/%u: envelope changed", e->node,
-				     e->seq);
-			for (j = 0; j < npost; j++) {
-				d = S.recvs[posted[j]];
-				if (accepts(d->ctx, d->src, d->tag, m))
-					break;
-			}
-			if (j < npost) {
-				pair[posted[j]].m = m;
-				memmove(&posted[j], &posted[j + 1],
-					sizeof(int) * (size_t)(npost - j - 1));
-				npost--;
-			} else {
-				uq[nuq++] = m;
-			}
-			break;
-		case EV_CANCEL:
-			for (j = 0; j < npost; j++)
-				if (posted[j] == e->id)
-					break;
-			if (j == npost) {
-				fail("recv %d cancelled but the reference matched it",
-				     e->id);
-				break;
-			}
-			pair[e->id].cancelled = 1;
-			memmove(&posted[j], &posted[j + 1],
-				sizeof(int) * (size_t)(npost - j - 1));
-			npost--;
-			break;
-		case EV_PROBE:
-		case EV_CLAIM:
-			for (j = 0; j < nuq; j++)
-				if (accepts(e->ctx, e->src, e->tag, uq[j]))
-					break;
-			if ((j < nuq) != e->found ||
-			    (e->found && (uq[j]->node != e->node ||
-					  uq[j]->s.seq != e->seq))) {
-				fail("probe at stamp %lu: engine %s %d/%u, reference %s %d/%u",
-				     (unsigned long)e->stamp,
-				     e->found ? "found" : "none", e->node, e->seq,
-				     j < nuq ? "found" : "none",
-				     j < nuq ? uq[j]->node : -1,
-				     j < nuq ? uq[j]->s.seq : 0);
-				break;
-			}
-			if (e->type == EV_CLAIM && e->found) {
-				pair[e->id].m = uq[j];
-				memmove(&uq[j], &uq[j + 1],
-					sizeof(*uq) * (size_t)(nuq - j - 1));
-				nuq--;
-			}
-			break;
-		}
-	}
-	for (i = 0; i < S.nrecvs && !S.failed; i++) {
-		d = S.recvs[i];
-		if ((d->r.status == TM_REQ_CANCELLED) != pair[i].cancelled) {
-			fail("recv %d: cancelled %d, reference %d", i,
-			     d->r.status == TM_REQ_CANCELLED, pair[i].cancelled);
-			break;
-		}
-		if (pair[i].cancelled)
-			continue;
-		m = pair[i].m;
-		if (!m) {
-			fail("recv %d completed but the reference matched nothing",
-			     i);
-			break;
-		}
-		if (S.inv_peer[d->r.peer] != m->node || d->r.send_seq != m->s.seq) {
-			fail("recv %d (stamp %lu) got %d/%u, reference %d/%u", i,
-			     (unsigned long)d->r.post_stamp,
-			     S.inv_peer[d->r.peer], d->r.send_seq, m->node,
-			     m->s.seq);
-			break;
-		}
-		if (d->r.msg_len != m->len ||
-		    (d->r.status == TM_REQ_TRUNCATED) != (m->len > d->len) ||
-		    (d->r.status != TM_REQ_OK && d->r.status != TM_REQ_TRUNCATED)) {
-			fail("recv %d: len %lu status %d, message %zu buffer %zu",
-			     i, (unsigned long)d->r.msg_len, d->r.status, m->len,
-			     d->len);
-			break;
-		}
-	}
-	if (!S.failed && nuq)
-		fail("%d messages left unmatched in the reference", nuq);
-	free(uq);
-	free(posted);
-	free(pair);
-}
-
 /* ---- runs ------------------------------------------------------------ */
-
-struct dcfg {
-	uint32_t tags, ops, mtu;
-	int k;
-	int random_card;      /* soft HCA RANDOM mode instead of MANUAL steps */
-	unsigned faults;
-	uint64_t events;
-};
 
 static void world_open(const struct dcfg *c, uint64_t seed)
 {
@@ -605,7 +375,7 @@ static void world_open(const struct dcfg *c, uint64_t seed)
 	o.mtu = c->mtu;
 	o.sched = c->random_card ? SOFTHCA_SCHED_RANDOM : SOFTHCA_SCHED_MANUAL;
 	o.seed = seed | 1;
-	o.arena_len = (size_t)SLOT * NSLOT;
+	o.arena_len = (size_t)SLOT * (NSLOT + NREV);
 	o.ecfg.eager_limit = 1024;
 	o.ecfg.n_plain = 64;
 	o.ecfg.n_send_slots = 64;
@@ -617,6 +387,7 @@ static void world_open(const struct dcfg *c, uint64_t seed)
 	if (eu_world_init(&S.w, 1 + c->k, &o))
 		tap_bail("cannot open the soft HCA world");
 	S.k = c->k;
+	S.card_tags = c->tags;
 	for (i = 1; i <= c->k; i++)
 		S.inv_peer[S.w.node[0].peer[i]] = i;
 }
@@ -678,6 +449,10 @@ static void finish_and_check(void)
 			}
 		eu_pump(&S.w);
 	}
+	rev_drain();
+	rev_fini();
+	card_phase();
+	card_agree();
 	for (i = 0; i <= S.k; i++) {
 		tm_engine_get_stats(S.w.node[i].eng, &st);
 		if (!tm_engine_idle(S.w.node[i].eng))
@@ -739,6 +514,8 @@ static int run_random(const struct dcfg *c, uint64_t seed)
 	world_open(c, seed);
 	run_reset();
 	memset(S.seq_base, 0, sizeof(S.seq_base)); /* fresh engines */
+	S.phase_on = 1;
+	rev_reset();
 	for (ev = 0; ev < c->events && !S.failed; ev++) {
 		x = choose(100);
 		if (x < 14)
@@ -751,7 +528,9 @@ static int run_random(const struct dcfg *c, uint64_t seed)
 			ev_probe(1);
 		else if (x < 38)
 			ev_send();
-		else if (x < 42 || c->random_card)
+		else if (x < 41)
+			ev_rsend();
+		else if (x < 45 || c->random_card)
 			tm_engine_progress(S.w.node[choose(1 + S.k)].eng);
 		else
 			ev_card();
@@ -760,6 +539,7 @@ static int run_random(const struct dcfg *c, uint64_t seed)
 	if (!S.failed)
 		finish_and_check();
 	eu_world_fini(&S.w);
+	rev_free();
 	failed = S.failed;
 	if (failed)
 		return failed; /* keep S.why for the caller */
@@ -790,6 +570,9 @@ static __attribute__((unused)) void totals(void)
 	tap_diag("promoted %lu; of %lu receives that matched, %.1f%% matched on the card",
 		 (unsigned long)S.t_promoted, (unsigned long)S.t_matched,
 		 S.t_matched ? 100.0 * (double)S.t_card / (double)S.t_matched : 0.0);
+	tap_diag("node 0 sent %lu messages the other way; pre-posted phases: %lu of %lu receives matched on the card",
+		 (unsigned long)S.t_rsends, (unsigned long)S.t_phase_card,
+		 (unsigned long)S.t_phase_recvs);
 }
 
 static __attribute__((unused)) uint64_t run_many(const struct dcfg *c, uint64_t seed0, int n)

@@ -169,6 +169,8 @@ enum child_kind {
 	C_DIE_AT_ONCE,       /* die right after connecting */
 	C_SEND_THEN_DIE,     /* send a rendezvous and an eager, then die */
 	C_LIVE,              /* receive, answer, exit cleanly */
+	C_DIE_MID_EAGER,     /* die after the first packet of an eager */
+	C_SEND_ONE,          /* on 'g' send one eager, exit on the next byte */
 };
 
 static void child_live(struct pnode *nd)
@@ -225,6 +227,47 @@ static void child_send_then_die(struct pnode *nd)
 	kill(getpid(), SIGKILL);
 }
 
+/*
+ * The first of the 4 packets (MTU 256) of an eager message reaches the
+ * parent's ring; once its card has decided it (unexpected), we die.
+ */
+static void child_die_mid_eager(struct pnode *nd)
+{
+	struct eu_send s;
+	uint8_t b;
+
+	memset(&s, 0, sizeof(s));
+	s.s.cb = eu_send_cb;
+	softhca_set_sched(nd->dev->ctx, SOFTHCA_SCHED_MANUAL, 0);
+	fill(nd->arena, 1000, 11);
+	if (tm_engine_isend(nd->eng, &s.s, nd->peer[0], 1, 1, 11, nd->arena,
+			    1000, nd->mr, 0) != TM_OK ||
+	    softhca_step(nd->dev->ctx, SOFTHCA_WORK_TX, SOFTHCA_ANY_QP) != 1)
+		_exit(93);
+	say(nd->sock[0], 'h');
+	if (read(nd->sock[0], &b, 1) != 1)
+		_exit(94);
+	kill(getpid(), SIGKILL);
+}
+
+static void child_send_one(struct pnode *nd)
+{
+	struct eu_send s;
+
+	memset(&s, 0, sizeof(s));
+	s.s.cb = eu_send_cb;
+	if (wait_byte(nd->eng, nd->sock[0]) != 'g')
+		_exit(95);
+	fill(nd->arena, 100, 12);
+	tm_engine_isend(nd->eng, &s.s, nd->peer[0], 1, 1, 12, nd->arena, 100,
+			nd->mr, 0);
+	while (!s.done)
+		tm_engine_progress(nd->eng);
+	wait_byte(nd->eng, nd->sock[0]);
+	node_close(nd);
+	_exit(s.s.status == TM_REQ_OK ? 0 : 96);
+}
+
 static void child_main(enum child_kind kind, int fd)
 {
 	struct pnode nd;
@@ -246,6 +289,12 @@ static void child_main(enum child_kind kind, int fd)
 		break;
 	case C_LIVE:
 		child_live(&nd);
+		break;
+	case C_DIE_MID_EAGER:
+		child_die_mid_eager(&nd);
+		break;
+	case C_SEND_ONE:
+		child_send_one(&nd);
 		break;
 	}
 	_exit(81);
@@ -458,6 +507,69 @@ static void test_sender_dies(void)
 	parent_close(&nd);
 }
 
+/*
+ * A sender dies in the middle of an unexpected multi-packet eager message:
+ * the card counted it unexpected at its first packet, and the engine must
+ * count it too, or every later ADD carries a count one short, is inactive
+ * on the card, and nothing is ever matched there again (results stay
+ * right: software claims each message).  So after the failure a receive
+ * from another peer, posted before its message, is matched on the card.
+ */
+static void test_dies_mid_message(void)
+{
+	struct softhca_config cfg;
+	struct softhca_stats hs;
+	struct tm_engine_stats st;
+	struct eu_recv r;
+	struct pnode nd;
+	double t0;
+	pid_t pa, pb;
+
+	/* peers share one MTU; the children inherit this config */
+	softhca_config_default(&cfg);
+	cfg.mtu = 256;
+	if (softhca_set_config(&cfg))
+		tap_bail("softhca_set_config");
+	parent_open(&nd);
+	pa = spawn(&nd, 0, C_DIE_MID_EAGER);
+	pb = spawn(&nd, 1, C_SEND_ONE);
+	if (wait_byte(nd.eng, nd.sock[0]) != 'h')
+		tap_bail("mid-message child failed");
+	do {
+		tm_engine_progress(nd.eng);
+		softhca_query_stats(nd.dev->ctx, &hs);
+	} while (hs.unexpected < 1);
+	say(nd.sock[0], 'k');
+	t0 = now_s();
+	while (stats(nd.eng).peer_failures < 1 && now_s() - t0 < 5)
+		tm_engine_progress(nd.eng);
+	st = stats(nd.eng);
+	softhca_query_stats(nd.dev->ctx, &hs);
+	tap_check(st.peer_failures == 1 && reap(pa) == 128 + SIGKILL,
+		  "sender killed mid-message: its peer is marked dead");
+	tap_check(hs.unexpected == 1 && st.unexpected == hs.unexpected &&
+		  st.uq_len == 0,
+		  "the engine counts the broken message the card counted (engine %lu, card %lu), and queues nothing",
+		  (unsigned long)st.unexpected, (unsigned long)hs.unexpected);
+	memset(&r, 0, sizeof(r));
+	r.r.cb = eu_recv_cb;
+	tm_engine_irecv(nd.eng, &r.r, 1, 1, 12, nd.arena, 200, nd.mr);
+	tm_engine_progress(nd.eng);
+	say(nd.sock[1], 'g');
+	while (!r.done)
+		tm_engine_progress(nd.eng);
+	softhca_query_stats(nd.dev->ctx, &hs);
+	tap_check(r.r.status == TM_REQ_OK && r.r.msg_len == 100 &&
+		  check(nd.arena, 100, 12) && r.r.on_card,
+		  "afterwards a pre-posted receive from another peer is matched on the card (on_card %d, card count %u, engine reported %u)",
+		  r.r.on_card, hs.hw_unexpected_cnt, hs.sw_unexpected_cnt);
+	say(nd.sock[1], 'q');
+	tap_check(reap(pb) == 0, "the other peer finished cleanly");
+	parent_close(&nd);
+	softhca_config_default(&cfg);
+	softhca_set_config(&cfg);
+}
+
 /* Peer A dies holding a rendezvous request; peer B keeps working. */
 static void test_other_peer(void)
 {
@@ -576,5 +688,6 @@ int main(void)
 	test_sender_dies();
 	test_other_peer();
 	test_slow_receiver();
+	test_dies_mid_message();
 	return tap_done();
 }

@@ -29,6 +29,9 @@
 #   MPIRUN              mpirun to use (make check passes configure's)
 # Each line's diagnostics show what the program checked; a failure shows
 # the program's output and the mpirun command line to rerun it.
+# Card share: mpi_card in the "tm" configuration (default card, receives
+# pre-posted) runs with mtl_tm_verbose 10, and each rank's statistics
+# line must show at least 90% of its receives matched on the card.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -57,6 +60,7 @@ mpi_persistent 2,3
 mpi_waitsome 2,4
 mpi_self 2
 mpi_threads 2,3
+mpi_card 2,3
 "
 
 # mpirun refuses to run as root unless told (CI runs as root)
@@ -171,6 +175,27 @@ config_args() {
 
 # ---- run ----------------------------------------------------------------------------
 
+# card_share LOG NP: every rank's "mtl tm: rank R: receives N (...; card
+# matched M, ...)" line has M >= 90% of N; sets share_why otherwise
+card_share() {
+	share_why=$(awk -v np="$2" '
+		/mtl tm: rank [0-9]+: receives [0-9]+ / {
+			r = $0; sub(/.*: receives /, "", r); sub(/ .*/, "", r)
+			m = $0; sub(/.*card matched /, "", m); sub(/,.*/, "", m)
+			rk = $0; sub(/.*mtl tm: rank /, "", rk); sub(/:.*/, "", rk)
+			n++
+			if (m * 10 < r * 9)
+				bad = bad sprintf(" rank %s: %s of %s on the card;", rk, m, r)
+		}
+		END {
+			if (n != np)
+				printf "%d statistics lines for %d ranks (mtl_tm_verbose 10 prints one per rank)", n, np
+			else if (bad != "")
+				printf "under 90%% of receives matched on the card:%s", bad
+		}' "$1")
+	[ -z "$share_why" ]
+}
+
 ncfg=0
 for c in $configs; do
 	ncfg=$((ncfg + 1))
@@ -217,19 +242,29 @@ for c in $configs; do
 		done
 		[ -n "${OMPI_MCA_mca_base_component_path:-}" ] &&
 			xargs+=(-x OMPI_MCA_mca_base_component_path)
+		share=0
+		[ "$prog" = mpi_card ] && [ "$c" = tm ] && share=1
+		extra=()
+		[ $share = 1 ] && extra=(--mca mtl_tm_verbose 10)
 		cmd=("$MPIRUN" "${root_args[@]}" --oversubscribe -np "$np"
-		     "${cfg_mca[@]}" "${xargs[@]}" "$progdir/$prog")
+		     "${cfg_mca[@]}" "${extra[@]}" "${xargs[@]}" "$progdir/$prog")
 		log=$tmp/out
 		t0=$(date +%s%N)
 		MPITEST_CONFIG=$c timeout -k 5 "$timeout_s" "${cmd[@]}" \
 			> "$log" 2>&1 < /dev/null
 		rc=$?
 		secs=$(elapsed "$t0")
+		if [ $rc = 0 ] && [ $share = 1 ] && ! card_share "$log" "$np"; then
+			rc=1
+			echo "FAIL: card share: $share_why" >> "$log"
+		fi
 		if [ $rc = 0 ]; then
 			echo "ok $n - $name (${secs} s)"
 			npass=$((npass + 1))
 			grep -E '^(checked|rank [0-9]+: note):' "$log" |
 				sort -u | sed 's/^/#   /'
+			[ $share = 1 ] && grep -oE 'rank [0-9]+: receives [0-9]+|card matched [0-9]+' "$log" |
+				paste -d' ' - - | sed 's/^/#   card share: /'
 		elif [ $rc = 77 ]; then
 			why=$(grep -m1 -E '^(skip|.*needs at least)' "$log")
 			echo "ok $n - $name # SKIP ${why:-program skipped itself}"

@@ -1,0 +1,370 @@
+/*
+ * test_match.c - unit tests of the software matching queues (tm_match.h):
+ * post order across the four kinds of receive, wildcards, ANY_TAG never
+ * taking a negative tag, removal, the counters, and the O(1) prefix check
+ * (tm_mq_sw_conflict) against a brute-force one over random queues.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "tap.h"
+#include "dev/tm_status.h"
+#include "engine/tm_match.h"
+
+#define NR 64
+#define NM 64
+
+static uint64_t rng_state = 88172645463325252ULL;
+
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+struct rv {
+	struct tm_mq_recv q;
+	int posted;
+	int held;
+};
+
+struct mg {
+	struct tm_mq_msg q;
+	int queued;
+};
+
+static struct tm_mq_recv *post(struct tm_mq *mq, struct rv *r, uint32_t ctx,
+			       int32_t src, int32_t tag, uint64_t seq, int held)
+{
+	uint64_t t, m;
+
+	tm_tag_recv(ctx, src, tag, &t, &m);
+	if (tm_mq_post(mq, &r->q, t, m, seq, held) != TM_OK)
+		tap_bail("tm_mq_post failed");
+	r->posted = 1;
+	r->held = held;
+	return &r->q;
+}
+
+static void add_msg(struct tm_mq *mq, struct mg *m, uint32_t ctx,
+		    uint32_t src, int32_t tag, uint64_t seq)
+{
+	if (tm_mq_msg_add(mq, &m->q, tm_tag_make(ctx, src, tag), seq) != TM_OK)
+		tap_bail("tm_mq_msg_add failed");
+	m->queued = 1;
+}
+
+static struct tm_mq_msg *find_msg(struct tm_mq *mq, uint32_t ctx,
+				  int32_t src, int32_t tag)
+{
+	uint64_t t, m;
+
+	tm_tag_recv(ctx, src, tag, &t, &m);
+	return tm_mq_find_msg(mq, t, m);
+}
+
+static int conflict(struct tm_mq *mq, uint32_t ctx, int32_t src, int32_t tag)
+{
+	uint64_t t, m;
+
+	tm_tag_recv(ctx, src, tag, &t, &m);
+	return tm_mq_sw_conflict(mq, t, m);
+}
+
+static void test_post_order(void)
+{
+	struct tm_mq mq;
+	struct rv r[6];
+	uint64_t m12 = tm_tag_make(1, 1, 2);
+
+	memset(r, 0, sizeof(r));
+	tm_mq_init(&mq);
+	post(&mq, &r[0], 1, 1, 2, 10, 0);
+	post(&mq, &r[1], 1, 1, 2, 11, 0);
+	post(&mq, &r[2], 1, TM_ANY_SRC, 2, 12, 0);
+	tap_check(tm_mq_find_recv(&mq, m12) == &r[0].q,
+		  "same envelope: the first posted takes the message");
+	tm_mq_recv_remove(&mq, &r[0].q);
+	tap_check(tm_mq_find_recv(&mq, m12) == &r[1].q,
+		  "after removal the next in post order");
+	tm_mq_recv_remove(&mq, &r[1].q);
+	tap_check(tm_mq_find_recv(&mq, m12) == &r[2].q,
+		  "then the later wildcard");
+	/* a wildcard posted before an exact receive comes first */
+	post(&mq, &r[3], 1, 1, 2, 13, 0);
+	post(&mq, &r[4], 1, 1, TM_ANY_TAG, 9, 0);   /* earlier seq */
+	post(&mq, &r[5], 1, TM_ANY_SRC, TM_ANY_TAG, 8, 0);
+	tap_check(tm_mq_find_recv(&mq, m12) == &r[5].q,
+		  "the lowest sequence among all four kinds wins (ANY/ANY)");
+	tm_mq_recv_remove(&mq, &r[5].q);
+	tap_check(tm_mq_find_recv(&mq, m12) == &r[4].q,
+		  "... then ANY_TAG (seq 9) before ANY_SRC (12) and exact (13)");
+	tap_check(tm_mq_find_recv(&mq, tm_tag_make(2, 1, 2)) == NULL,
+		  "another context matches none of them");
+	tap_check(tm_mq_find_recv(&mq, tm_tag_make(1, 3, 5)) == NULL,
+		  "a message no receive accepts finds none");
+	tap_check(mq.nrecvs == 3, "nrecvs counts posted receives (%lu)",
+		  (unsigned long)mq.nrecvs);
+	tm_mq_recv_remove(&mq, &r[2].q);
+	tm_mq_recv_remove(&mq, &r[3].q);
+	tm_mq_recv_remove(&mq, &r[4].q);
+	tap_check(mq.nrecvs == 0 && !tm_mq_find_recv(&mq, m12),
+		  "all removed: empty");
+	tm_mq_fini(&mq);
+}
+
+static void test_negative_tags(void)
+{
+	struct tm_mq mq;
+	struct rv r[3];
+	struct mg m[2];
+
+	memset(r, 0, sizeof(r));
+	memset(m, 0, sizeof(m));
+	tm_mq_init(&mq);
+	post(&mq, &r[0], 1, 4, TM_ANY_TAG, 1, 0);
+	post(&mq, &r[1], 1, TM_ANY_SRC, TM_ANY_TAG, 2, 0);
+	tap_check(!tm_mq_find_recv(&mq, tm_tag_make(1, 4, -3)),
+		  "ANY_TAG receives never take a negative tag");
+	tap_check(tm_mq_find_recv(&mq, tm_tag_make(1, 4, 0x7fffffff)) ==
+			  &r[0].q, "ANY_TAG takes the largest positive tag");
+	post(&mq, &r[2], 1, TM_ANY_SRC, -3, 3, 0);
+	tap_check(tm_mq_find_recv(&mq, tm_tag_make(1, 4, -3)) == &r[2].q,
+		  "a negative tag is taken by its exact receive only");
+	add_msg(&mq, &m[0], 1, 4, -3, 10);
+	add_msg(&mq, &m[1], 1, 4, 6, 11);
+	tap_check(find_msg(&mq, 1, 4, TM_ANY_TAG) == &m[1].q &&
+			  find_msg(&mq, 1, TM_ANY_SRC, TM_ANY_TAG) == &m[1].q,
+		  "an unexpected negative tag is invisible to ANY_TAG");
+	tap_check(find_msg(&mq, 1, TM_ANY_SRC, -3) == &m[0].q,
+		  "... and found by its own tag");
+	tm_mq_msg_remove(&mq, &m[0].q);
+	tm_mq_msg_remove(&mq, &m[1].q);
+	for (int i = 0; i < 3; i++)
+		tm_mq_recv_remove(&mq, &r[i].q);
+	tap_check(mq.nmsgs == 0 && mq.nrecvs == 0, "counters back to 0");
+	tm_mq_fini(&mq);
+}
+
+static void test_unexpected_order(void)
+{
+	struct tm_mq mq;
+	struct mg m[4];
+
+	memset(m, 0, sizeof(m));
+	tm_mq_init(&mq);
+	add_msg(&mq, &m[0], 1, 1, 1, 10);
+	add_msg(&mq, &m[1], 1, 2, 1, 11);
+	add_msg(&mq, &m[2], 1, 1, 2, 12);
+	add_msg(&mq, &m[3], 2, 1, 1, 13);
+	tap_check(mq.nmsgs == 4, "nmsgs counts queued messages");
+	tap_check(find_msg(&mq, 1, TM_ANY_SRC, 1) == &m[0].q &&
+			  find_msg(&mq, 1, 1, TM_ANY_TAG) == &m[0].q &&
+			  find_msg(&mq, 1, TM_ANY_SRC, TM_ANY_TAG) == &m[0].q,
+		  "every wildcard finds the earliest arrival first");
+	tm_mq_msg_remove(&mq, &m[0].q);
+	tap_check(find_msg(&mq, 1, TM_ANY_SRC, 1) == &m[1].q &&
+			  find_msg(&mq, 1, 1, TM_ANY_TAG) == &m[2].q &&
+			  find_msg(&mq, 1, TM_ANY_SRC, TM_ANY_TAG) == &m[1].q,
+		  "after removal: the next acceptable one for each");
+	tap_check(find_msg(&mq, 2, TM_ANY_SRC, TM_ANY_TAG) == &m[3].q &&
+			  !find_msg(&mq, 3, TM_ANY_SRC, TM_ANY_TAG),
+		  "contexts are separate");
+	tap_check(!find_msg(&mq, 1, 2, 2), "no message for (src 2, tag 2)");
+	tm_mq_msg_remove(&mq, &m[1].q);
+	tm_mq_msg_remove(&mq, &m[2].q);
+	tm_mq_msg_remove(&mq, &m[3].q);
+	tm_mq_fini(&mq);
+}
+
+static void test_conflict_cases(void)
+{
+	struct tm_mq mq;
+	struct rv r[3];
+
+	memset(r, 0, sizeof(r));
+	tm_mq_init(&mq);
+	post(&mq, &r[0], 1, 1, 1, 1, 0);
+	tap_check(!conflict(&mq, 1, 1, 1) && mq.nsw_held == 0,
+		  "a card-held receive is no conflict");
+	tm_mq_set_held(&mq, &r[0].q, 1);
+	tap_check(mq.nsw_held == 1, "set_held counts it");
+	tap_check(conflict(&mq, 1, 1, 1) && conflict(&mq, 1, TM_ANY_SRC, 1) &&
+			  conflict(&mq, 1, 1, TM_ANY_TAG) &&
+			  conflict(&mq, 1, TM_ANY_SRC, TM_ANY_TAG),
+		  "held (1,1): same envelope and every covering wildcard conflict");
+	tap_check(!conflict(&mq, 1, 2, 1) && !conflict(&mq, 1, 1, 2) &&
+			  !conflict(&mq, 2, 1, 1) &&
+			  !conflict(&mq, 1, 2, TM_ANY_TAG) &&
+			  !conflict(&mq, 1, TM_ANY_SRC, 2),
+		  "held (1,1): disjoint receives do not");
+	post(&mq, &r[1], 1, TM_ANY_SRC, 5, 2, 1);
+	tap_check(conflict(&mq, 1, 7, 5) && conflict(&mq, 1, 7, TM_ANY_TAG) &&
+			  !conflict(&mq, 1, 7, 6),
+		  "held (ANY_SRC,5): (7,5) and (7,ANY) conflict, (7,6) not");
+	post(&mq, &r[2], 1, 9, TM_ANY_TAG, 3, 1);
+	tap_check(conflict(&mq, 1, 9, 3) && conflict(&mq, 1, TM_ANY_SRC, 3) &&
+			  !conflict(&mq, 1, 8, 3),
+		  "held (9,ANY): (9,3) and (ANY,3) conflict, (8,3) not");
+	tm_mq_recv_remove(&mq, &r[1].q);
+	tm_mq_recv_remove(&mq, &r[2].q);
+	tap_check(!conflict(&mq, 1, 7, 5) && !conflict(&mq, 1, 9, 3),
+		  "removal takes a held receive out of the check");
+	tm_mq_set_held(&mq, &r[0].q, 0);
+	tap_check(!conflict(&mq, 1, 1, 1) && mq.nsw_held == 0,
+		  "set_held(0): no conflict, count 0");
+	tap_check(tm_mq_find_recv(&mq, tm_tag_make(1, 1, 1)) == &r[0].q,
+		  "set_held keeps the receive posted");
+	tm_mq_recv_remove(&mq, &r[0].q);
+	tm_mq_fini(&mq);
+}
+
+/* ---- random queues against brute force --------------------------------- */
+
+static void rand_env(uint32_t *ctx, int32_t *src, int32_t *tag, int wild)
+{
+	static const int32_t tags[] = { 0, 1, 2, -3 };
+
+	*ctx = (uint32_t)(rng() % 2);
+	*src = wild && rng() % 3 == 0 ? TM_ANY_SRC : (int32_t)(rng() % 3);
+	*tag = wild && rng() % 3 == 0 ? TM_ANY_TAG : tags[rng() % 4];
+}
+
+static int overlap(uint64_t t1, uint64_t m1, uint64_t t2, uint64_t m2)
+{
+	return ((t1 ^ t2) & m1 & m2) == 0;
+}
+
+static void test_random(void)
+{
+	static struct rv r[NR];
+	static struct mg m[NM];
+	struct tm_mq mq;
+	uint64_t seq = 1, t, k;
+	int step, i, bad_recv = 0, bad_msg = 0, bad_cf = 0, bad_cnt = 0;
+	uint32_t ctx;
+	int32_t src, tag;
+
+	memset(r, 0, sizeof(r));
+	memset(m, 0, sizeof(m));
+	tm_mq_init(&mq);
+	for (step = 0; step < 200000; step++) {
+		int x = (int)(rng() % 8);
+		uint64_t nr = 0, nm = 0, nh = 0;
+
+		i = (int)(rng() % NR);
+		rand_env(&ctx, &src, &tag, x < 6);
+		switch (x) {
+		case 0: case 1: /* post or remove a receive */
+			if (r[i].posted) {
+				tm_mq_recv_remove(&mq, &r[i].q);
+				r[i].posted = 0;
+			} else {
+				post(&mq, &r[i], ctx, src, tag, seq++,
+				     (int)(rng() % 2));
+			}
+			break;
+		case 2: /* flip held */
+			if (r[i].posted) {
+				r[i].held = !r[i].held;
+				tm_mq_set_held(&mq, &r[i].q, r[i].held);
+			}
+			break;
+		case 3: { /* the earliest message a receive accepts */
+			struct tm_mq_msg *got, *want = NULL;
+			uint64_t mk;
+
+			tm_tag_recv(ctx, src, tag, &t, &mk);
+			got = tm_mq_find_msg(&mq, t, mk);
+			for (k = 0; k < NM; k++)
+				if (m[k].queued &&
+				    tm_tag_accepts(t, mk, m[k].q.tag) &&
+				    (!want || m[k].q.seq < want->seq))
+					want = &m[k].q;
+			bad_msg += got != want;
+			break;
+		}
+		case 4: { /* the prefix check */
+			uint64_t mk;
+			int want = 0, negtag = 0, got;
+
+			tm_tag_recv(ctx, src, tag, &t, &mk);
+			for (k = 0; k < NR; k++)
+				if (r[k].posted && r[k].held &&
+				    overlap(t, mk, r[k].q.tag, r[k].q.mask)) {
+					want = 1;
+				}
+			for (k = 0; k < NR; k++)
+				if (r[k].posted && r[k].held &&
+				    (tm_tag_user(r[k].q.tag) < 0 ||
+				     (tag != TM_ANY_TAG && tag < 0)))
+					negtag = 1;
+			got = tm_mq_sw_conflict(&mq, t, mk);
+			/* conservative only where negative tags are around */
+			bad_cf += want ? !got : (got && !negtag);
+			break;
+		}
+		default: { /* an arrival: match a receive, else queue it */
+			struct tm_mq_recv *got, *want = NULL;
+			uint64_t mt;
+
+			rand_env(&ctx, &src, &tag, 0);
+			mt = tm_tag_make(ctx, (uint32_t)src, tag);
+			got = tm_mq_find_recv(&mq, mt);
+			for (k = 0; k < NR; k++)
+				if (r[k].posted &&
+				    tm_tag_accepts(r[k].q.tag, r[k].q.mask, mt) &&
+				    (!want || r[k].q.seq < want->seq))
+					want = &r[k].q;
+			bad_recv += got != want;
+			if (got) {
+				struct rv *h = (struct rv *)got;
+
+				tm_mq_recv_remove(&mq, got);
+				h->posted = 0;
+			} else {
+				i = (int)(rng() % NM);
+				if (m[i].queued)
+					tm_mq_msg_remove(&mq, &m[i].q);
+				add_msg(&mq, &m[i], ctx, (uint32_t)src, tag,
+					seq++);
+			}
+			break;
+		}
+		}
+		for (k = 0; k < NR; k++) {
+			nr += r[k].posted;
+			nh += r[k].posted && r[k].held;
+		}
+		for (k = 0; k < NM; k++)
+			nm += m[k].queued;
+		bad_cnt += nr != mq.nrecvs || nm != mq.nmsgs ||
+			   nh != mq.nsw_held;
+	}
+	tap_check(!bad_recv, "random: arrivals take the earliest accepting receive (%d wrong)",
+		  bad_recv);
+	tap_check(!bad_msg, "random: receives take the earliest accepting message (%d wrong)",
+		  bad_msg);
+	tap_check(!bad_cf, "random: the O(1) prefix check agrees with brute force (%d wrong)",
+		  bad_cf);
+	tap_check(!bad_cnt, "random: nrecvs, nmsgs, nsw_held right (%d wrong)",
+		  bad_cnt);
+	for (k = 0; k < NR; k++)
+		if (r[k].posted)
+			tm_mq_recv_remove(&mq, &r[k].q);
+	for (k = 0; k < NM; k++)
+		if (m[k].queued)
+			tm_mq_msg_remove(&mq, &m[k].q);
+	tm_mq_fini(&mq);
+}
+
+int main(void)
+{
+	test_post_order();
+	test_negative_tags();
+	test_unexpected_order();
+	test_conflict_cases();
+	test_random();
+	return tap_done();
+}
