@@ -19,7 +19,15 @@
  *
  * A requested provider that is not there (mtl_tm_provider verbs without
  * a card) gives one message per node (mtl_tm_show_error) and the
- * component declines.
+ * component declines; so does a parameter it cannot use (mtl_tm.c, at
+ * init), naming the parameter.
+ *
+ * Parameters.  Each layer owns its settings and their defaults: the
+ * engine's come from tm_engine_config_default(), the device layer's from
+ * tm_dev_config_default() and, for the provider's own settings (provider
+ * choice, registration cache, soft HCA limits), from the descriptors of
+ * dev/tm_dev_param.h, which also name each one's environment variable.
+ * This file writes no default of another layer and reads no environment.
  */
 #include "mtl_tm.h"
 
@@ -290,11 +298,13 @@ static bool first_to_report(const char *topic)
 /*
  * An error the user must see once, not once per rank.  Every rank of a
  * node hits it alike (it comes from parameters or the node's hardware), so
- * the first to get there prints it on stderr, the others only at verbosity
- * 10.  Neither orte_show_help (when a failing MPI_Init follows, mpirun
- * loses the message about half the time: "Data unpack would read past end
- * of buffer") nor "local rank 0 prints" (the job may be aborted by a faster
- * rank before rank 0 gets here) is reliable.
+ * the first to get there prints it (opal_output stream 0: stderr), the
+ * others only at verbosity 10.  Neither orte_show_help (when a failing
+ * MPI_Init follows, mpirun loses the message about half the time: "Data
+ * unpack would read past end of buffer") nor "local rank 0 prints" (the job
+ * may be aborted by a faster rank before rank 0 gets here) is reliable, and
+ * opal_show_help would need a help file in Open MPI's own data directory,
+ * which a component loaded from a build tree cannot put there.
  */
 void mtl_tm_show_error(const char *topic, const char *fmt, ...)
 {
