@@ -5,8 +5,9 @@
  * Contract
  * --------
  * tm_dev_open() picks a provider through struct tm_verbs (verbs/tm_verbs.h):
- *   "auto"  (default): the first libibverbs device whose tm_caps.flags has
- *           IBV_TM_CAP_RC, else the soft HCA;
+ *   "auto"  (default): a libibverbs device whose tm_caps.flags has
+ *           IBV_TM_CAP_RC (with several, the one nearest to the process:
+ *           tm_near.h), else the soft HCA;
  *   "soft"  / "verbs": forced.  The environment variable TM_DEV_PROVIDER
  *           overrides cfg->provider when set, unless the caller settled
  *           the settings with tm_dev_config_set_params() (tm_dev_param.h).

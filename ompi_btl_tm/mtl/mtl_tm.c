@@ -445,8 +445,9 @@ static double now_sec(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* What the card did for this process, for mtl_tm_verbose >= 10. */
 /*
+ * What the card did for this process, for mtl_tm_verbose >= 10 (the
+ * statistics line of mtl_tm(7): keep the two in step).
  * errors_run: the engine's error count when finalize began.  Errors after
  * that are teardown races (a peer that finished first destroyed its QPs
  * while this rank still drained) and are reported apart.
