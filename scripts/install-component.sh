@@ -10,7 +10,8 @@
 # The directory is Open MPI's pkglibdir ("ompi_info --path pkglibdir",
 # /usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3 on Debian 12), found by
 # configure; configure --with-ompi-pkglibdir=DIR overrides it.  Only that
-# one file is installed: the project's libraries are linked into it.
+# one file is installed (the project's libraries are linked into it; the
+# manual pages come with a full "make install").
 # (A private directory would also need mca_base_component_path to keep
 # SYS_DEFAULT and to name only directories that exist, or mpirun breaks.)
 set -euo pipefail

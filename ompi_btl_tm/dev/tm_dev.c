@@ -13,6 +13,7 @@
 #include "dev/tm_dev.h"
 #include "dev/tm_near.h"
 #include "softhca/softhca.h"
+#include "verbs/tm_verbs.h"
 
 /*
  * A cached registration: libucs's region (first: the rcache allocates
@@ -107,6 +108,20 @@ static struct ibv_context *open_tm_device(const struct tm_verbs *v,
 	return ctx;
 }
 
+int tm_dev_card_present(char *name, size_t len)
+{
+	struct ibv_device_attr_ex attr;
+	const char *devname = "?";
+	struct ibv_context *ctx;
+
+	ctx = open_tm_device(&tm_verbs_ibv, &attr, &devname);
+	if (!ctx)
+		return 0;
+	snprintf(name, len, "%s", devname);
+	tm_verbs_ibv.close_device(ctx);
+	return 1;
+}
+
 static uint32_t clamp_cap(uint32_t want, uint32_t cap)
 {
 	return (want == 0 || want > cap) ? cap : want;
@@ -156,6 +171,7 @@ static int query_port(struct tm_dev *dev)
 		return TM_ERR_IO;
 	dev->lid = pattr.lid;
 	dev->mtu = pattr.active_mtu;
+	dev->max_msg_sz = pattr.max_msg_sz;
 	if (dev->verbs->query_gid(dev->ctx, dev->port, 0, &dev->gid))
 		return TM_ERR_IO;
 	return TM_OK;
@@ -271,7 +287,7 @@ static const ucs_rcache_ops_t rcache_ops = {
 
 static int rcache_wanted(const struct tm_dev_config *cfg)
 {
-	const char *env = getenv("TM_DEV_RCACHE");
+	const char *env = cfg->settled ? NULL : getenv("TM_DEV_RCACHE");
 
 	if (env && *env)
 		return strcmp(env, "0") != 0;
@@ -323,9 +339,7 @@ static void rcache_create(struct tm_dev *dev, const struct tm_dev_config *cfg,
 	st = ucs_rcache_create(&p, name, NULL, &dev->rcache);
 	if (st != UCS_OK) {
 		dev->rcache = NULL;
-		fprintf(stderr, "tm_dev: %s: no registration cache (%s); "
-			"registering per message\n", dev->name,
-			ucs_status_string(st));
+		dev->rcache_off = ucs_status_string(st);
 	}
 }
 
@@ -381,15 +395,13 @@ int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out)
 	const char *prov = cfg->provider ? cfg->provider : "auto";
 	const char *devname = "?";
 	struct tm_dev *dev;
-	int rc;
+	int rc, err;
 
-	if (getenv("TM_DEV_PROVIDER"))
+	if (!cfg->settled && getenv("TM_DEV_PROVIDER"))
 		prov = getenv("TM_DEV_PROVIDER");
 	if (strcmp(prov, "auto") && strcmp(prov, "soft") &&
-	    strcmp(prov, "verbs")) {
-		fprintf(stderr, "tm_dev: unknown provider '%s'\n", prov);
+	    strcmp(prov, "verbs"))
 		return TM_ERR_INVALID;
-	}
 	dev = calloc(1, sizeof(*dev));
 	if (!dev)
 		return TM_ERR_NO_MEMORY;
@@ -402,8 +414,6 @@ int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out)
 		dev->ctx = open_tm_device(dev->verbs, &attr, &devname);
 	}
 	if (!dev->ctx) {
-		fprintf(stderr, "tm_dev: no TM-capable device (provider %s)\n",
-			prov);
 		free(dev);
 		return TM_ERR_NO_DEVICE;
 	}
@@ -419,9 +429,10 @@ int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out)
 	if (rc == TM_OK)
 		rc = create_queues(dev, cfg);
 	if (rc != TM_OK) {
-		fprintf(stderr, "tm_dev: %s: setup failed: %s\n", dev->name,
-			strerror(errno));
+		/* the caller reports the verbs call's errno, not close's */
+		err = errno;
 		tm_dev_close(dev);
+		errno = err;
 		return rc;
 	}
 	if (rcache_wanted(cfg))

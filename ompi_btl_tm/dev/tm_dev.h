@@ -5,10 +5,12 @@
  * Contract
  * --------
  * tm_dev_open() picks a provider through struct tm_verbs (verbs/tm_verbs.h):
- *   "auto"  (default): the first libibverbs device whose tm_caps.flags has
- *           IBV_TM_CAP_RC, else the soft HCA;
+ *   "auto"  (default): a libibverbs device whose tm_caps.flags has
+ *           IBV_TM_CAP_RC (with several, the one nearest to the process:
+ *           tm_near.h), else the soft HCA;
  *   "soft"  / "verbs": forced.  The environment variable TM_DEV_PROVIDER
- *           overrides cfg->provider when set.
+ *           overrides cfg->provider when set, unless the caller settled
+ *           the settings with tm_dev_config_set_params() (tm_dev_param.h).
  * It opens the context, a PD, one extended CQ for the TM-SRQ (created with
  * IBV_WC_EX_WITH_TM_INFO | BYTE_LEN | QP_NUM), one plain CQ for sends and
  * RDMA reads, and the TM-SRQ (IBV_SRQT_TM) with the requested list size and
@@ -29,9 +31,11 @@
  * tm_dev_mem_get()/tm_dev_mem_put() instead, which by default use a
  * registration cache (libucs's rcache; see "Registration cache" below).
  *
- * All functions return enum tm_status (tm_status.h); nothing here prints
- * except tm_dev_open(), on failure (why, on stderr) or when it cannot set
- * up the registration cache (one line; it then registers per call).
+ * All functions return enum tm_status (tm_status.h) and nothing here
+ * prints: tm_dev_open() returns TM_ERR_INVALID for an unknown provider,
+ * TM_ERR_NO_DEVICE when no TM-capable device answers, TM_ERR_IO (errno
+ * kept from the failing verbs call) when setting one up fails; a
+ * registration cache it could not create is noted in dev->rcache_off.
  */
 #ifndef TM_DEV_H
 #define TM_DEV_H
@@ -40,7 +44,9 @@
 #include <stdint.h>
 #include <infiniband/verbs.h>
 #include "dev/tm_status.h"
-#include "verbs/tm_verbs.h"
+
+/* verbs/tm_verbs.h: only the device layer calls through the table. */
+struct tm_verbs;
 
 struct tm_dev_config {
 	const char *provider;  /* "auto", "soft", "verbs"; NULL = "auto" */
@@ -54,6 +60,9 @@ struct tm_dev_config {
 	uint32_t rcache_max_regions; /* unused regions kept: 0 = default
 				      * (1024), at most half the device's
 				      * max_mr */
+	int settled;                 /* set by tm_dev_config_set_params():
+				      * provider and rcache are final, the
+				      * environment is not read */
 };
 
 struct tm_dev_caps {
@@ -85,10 +94,13 @@ struct tm_dev {
 	uint8_t port;
 	uint16_t lid;
 	enum ibv_mtu mtu;
+	uint32_t max_msg_sz;      /* largest message the port sends */
 	union ibv_gid gid;
 	uint32_t qp_max_send_wr;
 	char name[64];            /* provider:device, for messages */
 	struct ucs_rcache *rcache; /* NULL: tm_dev_mem_get() registers */
+	const char *rcache_off;   /* why there is no cache although one was
+				   * asked for (libucs's words), else NULL */
 	struct tm_dev_mem_stats mem_st; /* relaxed atomics: read them so */
 };
 
@@ -102,6 +114,13 @@ struct tm_dev_addr {
 void tm_dev_config_default(struct tm_dev_config *cfg);
 int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out);
 void tm_dev_close(struct tm_dev *dev);
+
+/*
+ * Does libibverbs list a device with RC tag matching?  The soft HCA is not
+ * a libibverbs device and does not count.  1 or 0; with 1, the device's
+ * name in name[len].  Opens the device briefly, as tm_dev_open() would.
+ */
+int tm_dev_card_present(char *name, size_t len);
 
 int tm_dev_qp_create(struct tm_dev *dev, struct ibv_qp **out);
 void tm_dev_qp_addr(struct tm_dev *dev, struct ibv_qp *qp,

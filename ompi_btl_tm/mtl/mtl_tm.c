@@ -22,7 +22,6 @@
 #include "ompi/mca/rte/rte.h"
 
 #include <infiniband/tm_types.h>
-#include "softhca/softhca.h"
 
 struct mtl_tm_module mtl_tm = {
 	.super = {
@@ -49,73 +48,97 @@ struct mtl_tm_module mtl_tm = {
 	},
 };
 
-static const char *provider_name(int prov)
-{
-	switch (prov) {
-	case MTL_TM_PROVIDER_SOFT: return "soft";
-	case MTL_TM_PROVIDER_VERBS: return "verbs";
-	}
-	return "auto";
-}
-
-/* Parameters that cannot work together are refused before any set-up. */
-static int check_params(void)
+/*
+ * The boundary between eager and rendezvous, from mtl_tm_eager_limit or
+ * the deprecated mtl_tm_rndv_threshold (which meant eager_limit + 1); the
+ * two set differently is refused rather than guessed at.
+ */
+static int eager_limit(size_t *eager)
 {
 	const struct mtl_tm_params *p = &mtl_tm_params;
-	size_t eager = p->eager_limit;
 
-	if (p->rndv_threshold && p->rndv_threshold - 1 < eager)
-		eager = p->rndv_threshold - 1;
-	if (p->n_plain == 0 || p->n_plain >= 32768) {
+	*eager = p->eager_limit;
+	if (!mtl_tm_var_set(p->rndv_var))
+		return OMPI_SUCCESS;
+	if (p->rndv_threshold == 0) {
 		mtl_tm_show_error("bad-parameter",
-				  "mtl_tm_plain_buffers must be 1..32767 (is %u).",
-				  p->n_plain);
+				  "mtl_tm_rndv_threshold must be at least 1 (is 0).  It is deprecated:\n"
+				  "set mtl_tm_eager_limit (the largest eager payload) instead.");
 		return OMPI_ERR_BAD_PARAM;
 	}
-	/* An unexpected eager message lands whole in one plain buffer. */
-	if (p->plain_size < eager + sizeof(struct ibv_tmh)) {
+	if (mtl_tm_var_set(p->eager_var) &&
+	    p->eager_limit != p->rndv_threshold - 1) {
 		mtl_tm_show_error("bad-parameter",
-				  "mtl_tm_plain_buffer_size (%zu) must hold the tag header\n"
-				  "(%zu) plus the eager size (%zu: the smaller of mtl_tm_eager_limit\n"
-				  "and mtl_tm_rndv_threshold - 1).",
-				  p->plain_size, sizeof(struct ibv_tmh), eager);
+				  "mtl_tm_eager_limit (%zu) and the deprecated mtl_tm_rndv_threshold\n"
+				  "(%zu) disagree: set only mtl_tm_eager_limit.",
+				  p->eager_limit, p->rndv_threshold);
+		return OMPI_ERR_BAD_PARAM;
+	}
+	*eager = p->rndv_threshold - 1;
+	return OMPI_SUCCESS;
+}
+
+/* Counts that cannot be zero, before any set-up. */
+static int check_counts(void)
+{
+	const struct mtl_tm_params *p = &mtl_tm_params;
+
+	if (p->n_plain == 0) {
+		mtl_tm_show_error("bad-parameter",
+				  "mtl_tm_plain_buffers must be at least 1 (is 0): unexpected and\n"
+				  "control messages land in those buffers.");
+		return OMPI_ERR_BAD_PARAM;
+	}
+	if (p->send_slots == 0) {
+		mtl_tm_show_error("bad-parameter",
+				  "mtl_tm_send_slots must be at least 1 (is 0): every eager send and\n"
+				  "control message goes out of a send slot.");
 		return OMPI_ERR_BAD_PARAM;
 	}
 	return OMPI_SUCCESS;
 }
 
-/* The soft HCA reads its limits when a context opens: set them first. */
-static int set_softhca_config(uint32_t nprocs)
+/* A device setting that its layer refused, by its MCA name. */
+static void show_dev_param_error(unsigned bad, const char *why)
+{
+	const struct tm_dev_param *d = &tm_dev_params[bad];
+	uint64_t v[TM_DEV_NPARAMS];
+	char val[32];
+
+	mtl_tm_dev_values(v);
+	if (d->type == TM_DEV_PARAM_ENUM)
+		snprintf(val, sizeof(val), "%d", mtl_tm_params.dev_store[bad].e);
+	else
+		snprintf(val, sizeof(val), "%llu", (unsigned long long)v[bad]);
+	mtl_tm_show_error("bad-parameter",
+			  "mtl_tm_%s (%s, or the environment variable %s) %s.\n"
+			  "See mtl_tm(7) and softhca(7) for the ranges.",
+			  d->name, val, d->env, why);
+}
+
+/*
+ * The device layer takes its settings (after the MCA system resolved
+ * them) and the soft HCA its limits, before the device opens.
+ */
+static int dev_config(struct tm_dev_config *cfg)
 {
 	const struct mtl_tm_params *p = &mtl_tm_params;
-	struct softhca_config c;
-	int err;
+	uint64_t v[TM_DEV_NPARAMS];
+	unsigned bad = 0;
 
-	softhca_config_default(&c);
-	c.mtu = p->sh_mtu;
-	c.ring_depth = p->sh_ring_depth;
-	c.max_num_tags = p->sh_max_num_tags;
-	c.max_ops = p->sh_max_ops;
-	c.max_rndv_hdr_size = p->sh_max_rndv_hdr_size;
+	if (p->dev_env_rc != TM_OK && !mtl_tm_var_set(p->dev_var[p->dev_env_bad])) {
+		show_dev_param_error(p->dev_env_bad,
+				     "cannot be used: the environment variable does not parse");
+		return OMPI_ERR_BAD_PARAM;
+	}
+	tm_dev_config_default(cfg);
+	cfg->max_num_tags = p->max_tags;
+	cfg->max_ops = p->max_ops;
+	cfg->srq_max_wr = p->n_plain;
+	mtl_tm_dev_values(v);
 	/* one QP per rank of the job, our own included */
-	c.max_qp = p->sh_max_qp < nprocs ? nprocs : p->sh_max_qp;
-	c.max_mr = p->sh_max_mr;
-	c.max_wr = p->sh_max_wr;
-	c.sched = (enum softhca_sched)p->sh_sched;
-	c.seed = p->sh_seed;
-	c.force_copy_read = getenv("SOFTHCA_FORCE_COPY_READ") &&
-			    strcmp(getenv("SOFTHCA_FORCE_COPY_READ"), "0");
-	err = softhca_set_config(&c);
-	if (err) {
-		mtl_tm_show_error("bad-parameter",
-				  "the soft HCA refuses its limits (%s):\n"
-				  "mtl_tm_softhca_mtu %u, _ring_depth %u, _max_num_tags %u,\n"
-				  "_max_ops %u, _max_rndv_hdr_size %u, _max_qp %u, _max_mr %u,\n"
-				  "_max_wr %u.  See softhca(7) for the ranges.",
-				  strerror(err), c.mtu, c.ring_depth,
-				  c.max_num_tags, c.max_ops,
-				  c.max_rndv_hdr_size, c.max_qp, c.max_mr,
-				  c.max_wr);
+	if (tm_dev_config_set_params(cfg, v, mtl_tm.nprocs, &bad) != TM_OK) {
+		show_dev_param_error(bad, "is out of range");
 		return OMPI_ERR_BAD_PARAM;
 	}
 	return OMPI_SUCCESS;
@@ -152,7 +175,8 @@ static int create_qps_and_publish(void)
 	}
 	m->magic = MTL_TM_MODEX_MAGIC;
 	m->nqp = mtl_tm.nprocs;
-	strncpy(m->provider, mtl_tm.dev->verbs->name, sizeof(m->provider) - 1);
+	strncpy(m->provider, tm_dev_provider_name(mtl_tm.dev),
+		sizeof(m->provider) - 1);
 	for (r = 0; r < mtl_tm.nprocs; r++) {
 		rc = tm_dev_qp_create(mtl_tm.dev, &qp);
 		if (rc != TM_OK) {
@@ -179,11 +203,54 @@ static int create_qps_and_publish(void)
 	return OMPI_SUCCESS;
 }
 
+/* Why the engine could not be created, naming what the user can change. */
+static void show_engine_error(int rc, const struct tm_engine_config *e)
+{
+	if (rc == TM_ERR_INVALID)
+		mtl_tm_show_error("bad-parameter",
+				  "the matching engine refuses its configuration: mtl_tm_plain_buffers\n"
+				  "%u, mtl_tm_send_slots %u, mtl_tm_eager_limit %zu (see mtl_tm(7) for\n"
+				  "the ranges).",
+				  e->n_plain, e->n_send_slots, e->eager_limit);
+	else if (rc == TM_ERR_NO_MEMORY)
+		mtl_tm_show_error("no-memory",
+				  "cannot allocate the matching engine's buffers on %s:\n"
+				  "mtl_tm_plain_buffers (%u) plus mtl_tm_send_slots (%u) buffers of\n"
+				  "mtl_tm_eager_limit (%zu) bytes plus the tag header each.",
+				  mtl_tm.dev->name, e->n_plain, e->n_send_slots,
+				  e->eager_limit);
+	else
+		mtl_tm_show_error("no-engine",
+				  "cannot create the matching engine on %s: %s (%s).",
+				  mtl_tm.dev->name, tm_status_str(rc),
+				  strerror(errno));
+}
+
+/* What tm_dev_open() returned, in words a user can act on. */
+static void show_dev_error(int rc, const struct tm_dev_config *cfg)
+{
+	if (rc == TM_ERR_NO_DEVICE)
+		mtl_tm_show_error("no-device",
+				  "no tag-matching device answers (mtl_tm_provider %s).",
+				  cfg->provider);
+	else if (rc == TM_ERR_IO)
+		mtl_tm_show_error("no-device",
+				  "cannot set up the tag-matching device (mtl_tm_provider %s):\n"
+				  "%s (%s).  Smaller mtl_tm_plain_buffers or mtl_tm_max_tags /\n"
+				  "mtl_tm_max_ops may fit the device.",
+				  cfg->provider, tm_status_str(rc), strerror(errno));
+	else
+		mtl_tm_show_error("no-device",
+				  "cannot open a tag-matching device (mtl_tm_provider %s): %s.",
+				  cfg->provider, tm_status_str(rc));
+}
+
 int mtl_tm_module_init(bool enable_mpi_threads)
 {
 	const struct mtl_tm_params *p = &mtl_tm_params;
 	struct tm_engine_config ecfg;
 	struct tm_dev_config cfg;
+	size_t eager;
 	int rc;
 
 	mtl_tm.nprocs = ompi_process_info.num_procs;
@@ -194,26 +261,17 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 			    mtl_tm.nprocs, mtl_tm.my_vpid);
 		return OMPI_ERROR;
 	}
-	rc = check_params();
+	rc = eager_limit(&eager);
+	if (rc == OMPI_SUCCESS)
+		rc = check_counts();
+	if (rc == OMPI_SUCCESS)
+		rc = dev_config(&cfg);
 	if (rc != OMPI_SUCCESS)
 		return rc;
-	if (p->provider != MTL_TM_PROVIDER_VERBS) {
-		rc = set_softhca_config(mtl_tm.nprocs);
-		if (rc != OMPI_SUCCESS)
-			return rc;
-	}
 
-	tm_dev_config_default(&cfg);
-	cfg.provider = provider_name(p->provider);
-	cfg.max_num_tags = p->max_tags;
-	cfg.max_ops = p->max_ops;
-	cfg.srq_max_wr = p->n_plain;
 	rc = tm_dev_open(&cfg, &mtl_tm.dev);
 	if (rc != TM_OK) {
-		/* tm_dev_open said why on stderr */
-		mtl_tm_show_error("no-device",
-				  "cannot open a tag-matching device (provider %s): %s.",
-				  cfg.provider, tm_status_str(rc));
+		show_dev_error(rc, &cfg);
 		return OMPI_ERR_NOT_AVAILABLE;
 	}
 	opal_output_verbose(10, mtl_tm_output,
@@ -222,15 +280,28 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 			    mtl_tm.dev->caps.max_num_tags,
 			    mtl_tm.dev->caps.max_ops,
 			    mtl_tm.dev->caps.max_rndv_hdr_size);
+	if (mtl_tm.dev->rcache_off)
+		opal_output_verbose(10, mtl_tm_output,
+				    "mtl tm: %s: no registration cache (%s): registering per message",
+				    mtl_tm.dev->name, mtl_tm.dev->rcache_off);
+	/* An eager message is one send: header and payload must fit it. */
+	if (mtl_tm.dev->max_msg_sz < sizeof(struct ibv_tmh) ||
+	    eager > mtl_tm.dev->max_msg_sz - sizeof(struct ibv_tmh)) {
+		mtl_tm_show_error("bad-parameter",
+				  "mtl_tm_eager_limit (%zu) is larger than one message on %s can\n"
+				  "carry (%u bytes, less the %zu-byte tag header).",
+				  eager, mtl_tm.dev->name, mtl_tm.dev->max_msg_sz,
+				  sizeof(struct ibv_tmh));
+		rc = OMPI_ERR_BAD_PARAM;
+		goto fail;
+	}
 
 	rc = create_qps_and_publish();
 	if (rc != OMPI_SUCCESS)
 		goto fail;
 
 	tm_engine_config_default(&ecfg);
-	ecfg.eager_limit = p->eager_limit;
-	if (p->rndv_threshold && p->rndv_threshold - 1 < ecfg.eager_limit)
-		ecfg.eager_limit = p->rndv_threshold - 1;
+	ecfg.eager_limit = eager;
 	ecfg.n_plain = p->n_plain;
 	ecfg.n_send_slots = p->send_slots;
 	ecfg.max_card_entries = p->max_tags;
@@ -238,9 +309,9 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 	ecfg.keepalive_ms = p->keepalive_ms;
 	rc = tm_engine_create(mtl_tm.dev, &ecfg, &mtl_tm.eng);
 	if (rc != TM_OK) {
-		opal_output(0, "mtl tm: %s: cannot create the matching engine: %s",
-			    mtl_tm.dev->name, tm_status_str(rc));
-		rc = OMPI_ERR_OUT_OF_RESOURCE;
+		show_engine_error(rc, &ecfg);
+		rc = rc == TM_ERR_INVALID ? OMPI_ERR_BAD_PARAM :
+					    OMPI_ERR_OUT_OF_RESOURCE;
 		goto fail;
 	}
 	ucs_list_head_init(&mtl_tm.done);
@@ -293,11 +364,11 @@ static int connect_peer(struct mtl_tm_endpoint *ep,
 			free(m);
 			return OMPI_ERR_UNREACH;
 		}
-		if (strncmp(m->provider, mtl_tm.dev->verbs->name,
+		if (strncmp(m->provider, tm_dev_provider_name(mtl_tm.dev),
 			    sizeof(m->provider))) {
 			opal_output(0, "mtl tm: rank %u uses provider %.8s, this rank %s: they cannot talk (set mtl_tm_provider alike everywhere)",
 				    ep->vpid, m->provider,
-				    mtl_tm.dev->verbs->name);
+				    tm_dev_provider_name(mtl_tm.dev));
 			free(m);
 			return OMPI_ERR_UNREACH;
 		}
@@ -374,8 +445,9 @@ static double now_sec(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* What the card did for this process, for mtl_tm_verbose >= 10. */
 /*
+ * What the card did for this process, for mtl_tm_verbose >= 10 (the
+ * statistics line of mtl_tm(7): keep the two in step).
  * errors_run: the engine's error count when finalize began.  Errors after
  * that are teardown races (a peer that finished first destroyed its QPs
  * while this rank still drained) and are reported apart.

@@ -43,42 +43,43 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "dev/tm_dev.h"
+#include "dev/tm_dev_param.h"
 #include "engine/tm_engine.h"
 
 BEGIN_C_DECLS
 
-/* Values of the mtl_tm_provider parameter (and of tm_dev's provider). */
-enum mtl_tm_provider {
-	MTL_TM_PROVIDER_AUTO = 0,
-	MTL_TM_PROVIDER_SOFT = 1,
-	MTL_TM_PROVIDER_VERBS = 2,
-};
-
-/* MCA parameters (storage registered with mca_base_component_var_register). */
+/*
+ * MCA parameters (storage registered with mca_base_component_var_register).
+ * Each one's default is its layer's (tm_engine_config_default(),
+ * tm_dev_config_default(), tm_dev_param_defaults()); none is written here.
+ */
 struct mtl_tm_params {
 	int priority;
 	int verbose;
-	int provider;            /* enum mtl_tm_provider */
+	/* the engine's (struct tm_engine_config) */
 	size_t eager_limit;
-	size_t rndv_threshold;
-	unsigned int max_tags;   /* tagged entries used on the card; 0: all */
-	unsigned int max_ops;    /* outstanding list ops; 0: all */
+	size_t rndv_threshold;   /* deprecated: eager_limit + 1 */
 	unsigned int n_plain;
-	size_t plain_size;
 	unsigned int send_slots;
 	bool offload;
-	unsigned int keepalive_ms; /* engine keepalive_ms (0: engine default) */
-	/* the soft HCA's limits, given to softhca_set_config() before open */
-	unsigned int sh_mtu;
-	unsigned int sh_ring_depth;
-	unsigned int sh_max_num_tags;
-	unsigned int sh_max_ops;
-	unsigned int sh_max_rndv_hdr_size;
-	unsigned int sh_max_qp;
-	unsigned int sh_max_mr;
-	unsigned int sh_max_wr;
-	int sh_sched;            /* enum softhca_sched: auto or random */
-	unsigned long long sh_seed;
+	unsigned int keepalive_ms;
+	/* the device layer's (struct tm_dev_config) */
+	unsigned int max_tags;   /* tagged entries used on the card; 0: all */
+	unsigned int max_ops;    /* outstanding list ops; 0: all */
+	/* the device layer's described settings (dev/tm_dev_param.h): MCA
+	 * storage of each one's type, and the values handed back to it */
+	union {
+		unsigned int u;
+		unsigned long long u64;
+		bool b;
+		int e;
+	} dev_store[TM_DEV_NPARAMS];
+	uint64_t dev[TM_DEV_NPARAMS];
+	int dev_var[TM_DEV_NPARAMS];
+	int dev_env_rc;          /* tm_dev_param_defaults(): a bad variable */
+	unsigned int dev_env_bad;
+	int eager_var;           /* MCA variable indices */
+	int rndv_var;
 };
 
 /* The modex blob; all integers in host order (one architecture). */
@@ -86,7 +87,7 @@ struct mtl_tm_params {
 struct mtl_tm_modex {
 	uint32_t magic;
 	uint32_t nqp;            /* entries in qpn[]: the job's size */
-	char provider[8];        /* tm_verbs name: "soft" or "verbs" */
+	char provider[8];        /* tm_dev_provider_name(): "soft", "verbs" */
 	struct tm_dev_addr addr; /* gid and lid; qp_num unused */
 	uint32_t qpn[];          /* qpn[r]: the QP this process keeps for rank r */
 };
@@ -162,6 +163,10 @@ OMPI_MODULE_DECLSPEC extern mca_mtl_base_component_2_0_0_t
 /* mtl_tm_component.c */
 void mtl_tm_show_error(const char *topic, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* The device settings as the MCA system resolved them. */
+void mtl_tm_dev_values(uint64_t values[TM_DEV_NPARAMS]);
+/* Was MCA variable var set by the user (not left at its default)? */
+bool mtl_tm_var_set(int var);
 
 /* mtl_tm.c */
 int mtl_tm_module_init(bool enable_mpi_threads);
@@ -175,10 +180,10 @@ int mtl_tm_add_comm(struct mca_mtl_base_module_t *mtl,
 int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm);
 int mtl_tm_progress(void);
-/* Drops mtl_tm.lock, then completes what the engine finished. */
-int mtl_tm_unlock_and_complete(void);
 
 /* mtl_tm_data.c */
+/* Drops mtl_tm.lock, then completes what the engine finished. */
+int mtl_tm_unlock_and_complete(void);
 int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
 		struct ompi_communicator_t *comm, int dest, int tag,
 		struct opal_convertor_t *convertor,

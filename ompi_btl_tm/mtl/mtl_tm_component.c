@@ -19,7 +19,15 @@
  *
  * A requested provider that is not there (mtl_tm_provider verbs without
  * a card) gives one message per node (mtl_tm_show_error) and the
- * component declines.
+ * component declines; so does a parameter it cannot use (mtl_tm.c, at
+ * init), naming the parameter.
+ *
+ * Parameters.  Each layer owns its settings and their defaults: the
+ * engine's come from tm_engine_config_default(), the device layer's from
+ * tm_dev_config_default() and, for the provider's own settings (provider
+ * choice, registration cache, soft HCA limits), from the descriptors of
+ * dev/tm_dev_param.h, which also name each one's environment variable.
+ * This file writes no default of another layer and reads no environment.
  */
 #include "mtl_tm.h"
 
@@ -37,8 +45,6 @@
 #include "ompi/mca/mtl/base/base.h"
 #include "ompi/mca/rte/rte.h"
 
-#include "softhca/softhca.h"
-#include "verbs/tm_verbs.h"
 
 struct mtl_tm_params mtl_tm_params;
 int mtl_tm_output = -1;
@@ -66,164 +72,185 @@ mca_mtl_base_component_2_0_0_t mca_mtl_tm_component = {
 	.mtl_init = mtl_tm_component_init,
 };
 
-static const mca_base_var_enum_value_t provider_values[] = {
-	{ MTL_TM_PROVIDER_AUTO, "auto" },
-	{ MTL_TM_PROVIDER_SOFT, "soft" },
-	{ MTL_TM_PROVIDER_VERBS, "verbs" },
-	{ 0, NULL }
-};
-
-/* MANUAL is for unit tests only: under MPI nothing would ever step it. */
-static const mca_base_var_enum_value_t sched_values[] = {
-	{ SOFTHCA_SCHED_AUTO, "auto" },
-	{ SOFTHCA_SCHED_RANDOM, "random" },
-	{ 0, NULL }
-};
-
-static void reg(const char *name, const char *help, mca_base_var_type_t type,
-		mca_base_var_enum_t *enumerator, mca_base_var_info_lvl_t level,
-		void *storage)
+static int reg(const char *name, const char *help, mca_base_var_type_t type,
+	       mca_base_var_enum_t *enumerator, int flags,
+	       mca_base_var_info_lvl_t level, void *storage)
 {
-	(void)mca_base_component_var_register(&mca_mtl_tm_component.mtl_version,
-					      name, help, type, enumerator, 0,
-					      0, level,
-					      MCA_BASE_VAR_SCOPE_READONLY,
-					      storage);
+	return mca_base_component_var_register(&mca_mtl_tm_component.mtl_version,
+					       name, help, type, enumerator, 0,
+					       flags, level,
+					       MCA_BASE_VAR_SCOPE_READONLY,
+					       storage);
 }
 
-static void reg_enum(const char *name, const char *help,
-		     const mca_base_var_enum_value_t *values,
-		     mca_base_var_info_lvl_t level, int *storage)
+/* Enumerators live as long as the variables that point at them. */
+static mca_base_var_enum_value_t dev_enum_values[TM_DEV_NPARAMS][8];
+
+static mca_base_var_enum_t *dev_enum(unsigned i)
 {
+	const struct tm_dev_param *d = &tm_dev_params[i];
 	mca_base_var_enum_t *e = NULL;
 	char ename[64];
+	unsigned k;
 
-	snprintf(ename, sizeof(ename), "mtl_tm_%s", name);
-	if (mca_base_var_enum_create(ename, values, &e) != OPAL_SUCCESS)
-		e = NULL;
-	reg(name, help, MCA_BASE_VAR_TYPE_INT, e, level, storage);
-	if (e)
-		OBJ_RELEASE(e);
+	for (k = 0; d->names[k] && k < 7; k++) {
+		dev_enum_values[i][k].value = (int)k;
+		dev_enum_values[i][k].string = d->names[k];
+	}
+	snprintf(ename, sizeof(ename), "mtl_tm_%s", d->name);
+	if (mca_base_var_enum_create(ename, dev_enum_values[i], &e) !=
+	    OPAL_SUCCESS)
+		return NULL;
+	return e;
+}
+
+/*
+ * The device layer's settings (dev/tm_dev_param.h) as MCA parameters: the
+ * layer gives each one's default with its environment variable applied, so
+ * that ompi_info shows what a run would use and an explicit MCA setting
+ * wins over the environment.
+ */
+static void register_dev_params(void)
+{
+	struct mtl_tm_params *p = &mtl_tm_params;
+	const struct tm_dev_param *d;
+	mca_base_var_enum_t *e;
+	char help[768];
+	unsigned i;
+	int level;
+
+	p->dev_env_rc = tm_dev_param_defaults(p->dev, &p->dev_env_bad);
+	for (i = 0; i < TM_DEV_NPARAMS; i++) {
+		d = &tm_dev_params[i];
+		snprintf(help, sizeof(help),
+			 "%s. Default from the environment variable %s if set.",
+			 d->help, d->env);
+		level = d->expert ? OPAL_INFO_LVL_9 : OPAL_INFO_LVL_3;
+		switch (d->type) {
+		case TM_DEV_PARAM_UINT:
+			p->dev_store[i].u = (unsigned int)p->dev[i];
+			p->dev_var[i] = reg(d->name, help,
+					    MCA_BASE_VAR_TYPE_UNSIGNED_INT,
+					    NULL, 0, level, &p->dev_store[i].u);
+			break;
+		case TM_DEV_PARAM_U64:
+			p->dev_store[i].u64 = p->dev[i];
+			p->dev_var[i] = reg(d->name, help,
+					    MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG,
+					    NULL, 0, level,
+					    &p->dev_store[i].u64);
+			break;
+		case TM_DEV_PARAM_BOOL:
+			p->dev_store[i].b = p->dev[i] != 0;
+			p->dev_var[i] = reg(d->name, help,
+					    MCA_BASE_VAR_TYPE_BOOL, NULL, 0,
+					    level, &p->dev_store[i].b);
+			break;
+		case TM_DEV_PARAM_ENUM:
+			e = dev_enum(i);
+			p->dev_store[i].e = (int)p->dev[i];
+			p->dev_var[i] = reg(d->name, help,
+					    MCA_BASE_VAR_TYPE_INT, e, 0, level,
+					    &p->dev_store[i].e);
+			if (e)
+				OBJ_RELEASE(e);
+			break;
+		}
+	}
+}
+
+void mtl_tm_dev_values(uint64_t values[TM_DEV_NPARAMS])
+{
+	const struct mtl_tm_params *p = &mtl_tm_params;
+	unsigned i;
+
+	for (i = 0; i < TM_DEV_NPARAMS; i++) {
+		switch (tm_dev_params[i].type) {
+		case TM_DEV_PARAM_UINT: values[i] = p->dev_store[i].u; break;
+		case TM_DEV_PARAM_U64: values[i] = p->dev_store[i].u64; break;
+		case TM_DEV_PARAM_BOOL: values[i] = p->dev_store[i].b; break;
+		case TM_DEV_PARAM_ENUM:
+			/* a negative index is refused by the device layer */
+			values[i] = p->dev_store[i].e < 0 ? UINT64_MAX :
+				    (uint64_t)p->dev_store[i].e;
+			break;
+		}
+	}
+}
+
+bool mtl_tm_var_set(int var)
+{
+	mca_base_var_source_t source = MCA_BASE_VAR_SOURCE_DEFAULT;
+	const void *value = NULL;
+
+	if (var < 0 ||
+	    mca_base_var_get_value(var, &value, &source, NULL) != OPAL_SUCCESS)
+		return false;
+	return source != MCA_BASE_VAR_SOURCE_DEFAULT;
 }
 
 static int mtl_tm_component_register(void)
 {
 	struct mtl_tm_params *p = &mtl_tm_params;
-	struct softhca_config sh;
+	struct tm_engine_config ecfg;
+	struct tm_dev_config dcfg;
 
-	/*
-	 * The soft HCA's defaults (and its SOFTHCA_* environment) become the
-	 * parameters' defaults, so ompi_info shows what a run would use; an
-	 * explicit MCA setting wins over the environment.
-	 */
-	softhca_config_default(&sh);
-	(void)softhca_config_from_env(&sh);
-
+	/* Every default is its layer's own: no number is written twice. */
+	tm_engine_config_default(&ecfg);
+	tm_dev_config_default(&dcfg);
 	p->priority = 50;
 	p->verbose = 0;
-	p->provider = MTL_TM_PROVIDER_AUTO;
-	p->eager_limit = 8192;
-	p->rndv_threshold = 8193;
-	p->max_tags = 0;
-	p->max_ops = 0;
-	p->n_plain = 1024;
-	p->plain_size = 8192 + 64;
-	p->send_slots = 256;
-	p->offload = true;
-	p->keepalive_ms = 1000;
-	p->sh_mtu = sh.mtu;
-	p->sh_ring_depth = sh.ring_depth;
-	p->sh_max_num_tags = sh.max_num_tags;
-	p->sh_max_ops = sh.max_ops;
-	p->sh_max_rndv_hdr_size = sh.max_rndv_hdr_size;
-	p->sh_max_qp = sh.max_qp;
-	p->sh_max_mr = sh.max_mr;
-	p->sh_max_wr = sh.max_wr;
-	p->sh_sched = sh.sched == SOFTHCA_SCHED_RANDOM ? SOFTHCA_SCHED_RANDOM :
-		      SOFTHCA_SCHED_AUTO;
-	p->sh_seed = sh.seed;
+	p->eager_limit = ecfg.eager_limit;
+	p->rndv_threshold = 0;
+	p->n_plain = ecfg.n_plain;
+	p->send_slots = ecfg.n_send_slots;
+	p->offload = ecfg.offload != 0;
+	p->keepalive_ms = ecfg.keepalive_ms;
+	p->max_tags = dcfg.max_num_tags;
+	p->max_ops = dcfg.max_ops;
 
 	reg("priority",
 	    "Priority of the tm MTL when it offers itself (pml cm competes with pml ob1 at 20). It offers itself only if the mtl selection names tm or a TM-capable HCA is present.",
-	    MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_3, &p->priority);
+	    MCA_BASE_VAR_TYPE_INT, NULL, 0, OPAL_INFO_LVL_3, &p->priority);
 	reg("verbose",
-	    "Verbosity of the tm MTL (0: errors only; 10: selection, device and peer set-up; 50: per-call tracing)",
-	    MCA_BASE_VAR_TYPE_INT, NULL, OPAL_INFO_LVL_5, &p->verbose);
-	reg_enum("provider",
-		 "Device provider: auto (a TM-capable libibverbs device if present, else the soft HCA), soft (the built-in soft HCA), verbs (a real TM-capable HCA through libibverbs; fails if none). The environment variable TM_DEV_PROVIDER overrides it.",
-		 provider_values, OPAL_INFO_LVL_3, &p->provider);
-	reg("eager_limit",
-	    "Largest payload in bytes sent eagerly (in one message with the tag header); larger ones use rendezvous. Bounded by plain_buffer_size.",
-	    MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_4, &p->eager_limit);
-	reg("rndv_threshold",
-	    "Messages of at least this many bytes use rendezvous (the card reads the sender's buffer). The effective eager size is the smaller of eager_limit and rndv_threshold - 1.",
-	    MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_4,
-	    &p->rndv_threshold);
+	    "Verbosity of the tm MTL (0: errors only; 10: selection, device and peer set-up, statistics at finalize; 20: more set-up detail)",
+	    MCA_BASE_VAR_TYPE_INT, NULL, 0, OPAL_INFO_LVL_5, &p->verbose);
+	p->eager_var = reg("eager_limit",
+	    "Largest payload in bytes sent eagerly (in one message with the tag header); larger messages use rendezvous (the receiver's card reads the sender's buffer). Also sizes each plain receive buffer and send slot.",
+	    MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, OPAL_INFO_LVL_4,
+	    &p->eager_limit);
+	/*
+	 * Not a synonym of eager_limit: it meant eager_limit + 1, and a
+	 * synonym would carry the value over unchanged.
+	 */
+	p->rndv_var = reg("rndv_threshold",
+	    "Deprecated: use mtl_tm_eager_limit. If set, messages of at least this many bytes use rendezvous (eager_limit = rndv_threshold - 1).",
+	    MCA_BASE_VAR_TYPE_SIZE_T, NULL, MCA_BASE_VAR_FLAG_DEPRECATED,
+	    OPAL_INFO_LVL_9, &p->rndv_threshold);
 	reg("max_tags",
 	    "Tagged receive entries to use on the card's matching list (0: all the device offers)",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, OPAL_INFO_LVL_5,
+	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, OPAL_INFO_LVL_5,
 	    &p->max_tags);
 	reg("max_ops",
 	    "Outstanding tag-list operations to use on the card (0: all the device offers)",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, OPAL_INFO_LVL_5,
+	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, OPAL_INFO_LVL_5,
 	    &p->max_ops);
 	reg("plain_buffers",
-	    "Plain receive buffers posted to the TM-SRQ (unexpected and control messages land there; < 32768)",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, OPAL_INFO_LVL_5,
+	    "Plain receive buffers (each of eager_limit bytes plus the tag header) posted to the TM-SRQ: unexpected and control messages land there",
+	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, OPAL_INFO_LVL_5,
 	    &p->n_plain);
-	reg("plain_buffer_size",
-	    "Size in bytes of each plain receive buffer; must hold the tag header plus eager_limit bytes",
-	    MCA_BASE_VAR_TYPE_SIZE_T, NULL, OPAL_INFO_LVL_5, &p->plain_size);
 	reg("send_slots",
-	    "Registered send buffers for eager sends and control messages",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, OPAL_INFO_LVL_5,
+	    "Registered send buffers for eager sends and control messages (at least 1)",
+	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, OPAL_INFO_LVL_5,
 	    &p->send_slots);
 	reg("offload",
 	    "Post receives to the card (false: keep every receive in software, for comparison)",
-	    MCA_BASE_VAR_TYPE_BOOL, NULL, OPAL_INFO_LVL_5, &p->offload);
+	    MCA_BASE_VAR_TYPE_BOOL, NULL, 0, OPAL_INFO_LVL_5, &p->offload);
 	reg("keepalive_ms",
-	    "A send waiting this many milliseconds for its peer's reply (rendezvous FIN, synchronous-send ACK) probes the peer, so that a dead peer fails it instead of hanging (0: the engine's default, 1000)",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, OPAL_INFO_LVL_5,
+	    "A send waiting this many milliseconds for its peer's reply (rendezvous FIN, synchronous-send ACK) probes the peer, so that a dead peer fails it instead of hanging (0: the engine's default)",
+	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, OPAL_INFO_LVL_5,
 	    &p->keepalive_ms);
-
-	reg("softhca_mtu",
-	    "Soft HCA: path MTU in bytes (packet payload size; eager messages above it complete in two steps as on a card)",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, OPAL_INFO_LVL_9, &p->sh_mtu);
-	reg("softhca_ring_depth",
-	    "Soft HCA: packets per QP inbound ring in shared memory",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, OPAL_INFO_LVL_9,
-	    &p->sh_ring_depth);
-	reg("softhca_max_num_tags",
-	    "Soft HCA: tagged entries its matching list holds (a ConnectX-5 reports 1023)",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, OPAL_INFO_LVL_9,
-	    &p->sh_max_num_tags);
-	reg("softhca_max_ops",
-	    "Soft HCA: outstanding tag-list operations it accepts",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, OPAL_INFO_LVL_9,
-	    &p->sh_max_ops);
-	reg("softhca_max_rndv_hdr_size",
-	    "Soft HCA: largest rendezvous header (TMH + RVH + metadata) in bytes",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, OPAL_INFO_LVL_9,
-	    &p->sh_max_rndv_hdr_size);
-	reg("softhca_max_qp",
-	    "Soft HCA: QPs per context (raised to the job size if smaller: one QP per peer)",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, OPAL_INFO_LVL_9,
-	    &p->sh_max_qp);
-	reg("softhca_max_mr",
-	    "Soft HCA: memory registrations per context",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, OPAL_INFO_LVL_9,
-	    &p->sh_max_mr);
-	reg("softhca_max_wr",
-	    "Soft HCA: work requests per send or receive queue",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, OPAL_INFO_LVL_9,
-	    &p->sh_max_wr);
-	reg_enum("softhca_sched",
-		 "Soft HCA: how much card work each verbs call does: auto (all that is ready) or random (a random amount, to shake out races)",
-		 sched_values, OPAL_INFO_LVL_9, &p->sh_sched);
-	reg("softhca_seed",
-	    "Soft HCA: seed of the random scheduling mode (0: from pid and time)",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, OPAL_INFO_LVL_9,
-	    &p->sh_seed);
+	register_dev_params();
 	return OMPI_SUCCESS;
 }
 
@@ -271,11 +298,13 @@ static bool first_to_report(const char *topic)
 /*
  * An error the user must see once, not once per rank.  Every rank of a
  * node hits it alike (it comes from parameters or the node's hardware), so
- * the first to get there prints it on stderr, the others only at verbosity
- * 10.  Neither orte_show_help (when a failing MPI_Init follows, mpirun
- * loses the message about half the time: "Data unpack would read past end
- * of buffer") nor "local rank 0 prints" (the job may be aborted by a faster
- * rank before rank 0 gets here) is reliable.
+ * the first to get there prints it (opal_output stream 0: stderr), the
+ * others only at verbosity 10.  Neither orte_show_help (when a failing
+ * MPI_Init follows, mpirun loses the message about half the time: "Data
+ * unpack would read past end of buffer") nor "local rank 0 prints" (the job
+ * may be aborted by a faster rank before rank 0 gets here) is reliable, and
+ * opal_show_help would need a help file in Open MPI's own data directory,
+ * which a component loaded from a build tree cannot put there.
  */
 void mtl_tm_show_error(const char *topic, const char *fmt, ...)
 {
@@ -288,9 +317,8 @@ void mtl_tm_show_error(const char *topic, const char *fmt, ...)
 	vsnprintf(body, sizeof(body), fmt, ap);
 	va_end(ap);
 	if (first_to_report(topic)) {
-		fprintf(stderr, "%s\nmtl tm (%s): %s\n%s\n", dashes, topic, body,
-			dashes);
-		fflush(stderr);
+		opal_output(0, "%s\nmtl tm (%s): %s\n%s", dashes, topic, body,
+			    dashes);
 	} else {
 		opal_output_verbose(10, mtl_tm_output, "mtl tm (%s): %s",
 				    topic, body);
@@ -314,70 +342,42 @@ static bool tm_requested(void)
 	return false;
 }
 
-/* The provider tm_dev_open() will use: TM_DEV_PROVIDER wins there too. */
-static int effective_provider(void)
+/* Did the settings ask for a real card, nothing else? */
+static bool verbs_required(void)
 {
-	const char *env = getenv("TM_DEV_PROVIDER");
+	const char *const *names = tm_dev_params[TM_DEV_P_PROVIDER].names;
+	uint64_t v[TM_DEV_NPARAMS];
+	unsigned i;
 
-	if (env && !strcmp(env, "soft"))
-		return MTL_TM_PROVIDER_SOFT;
-	if (env && !strcmp(env, "verbs"))
-		return MTL_TM_PROVIDER_VERBS;
-	if (env && !strcmp(env, "auto"))
-		return MTL_TM_PROVIDER_AUTO;
-	return mtl_tm_params.provider;
-}
-
-/*
- * Is there a libibverbs device with RC tag matching?  Opens each device
- * briefly; the soft HCA is not a libibverbs device and is not counted.
- */
-static bool tm_card_present(void)
-{
-	const struct tm_verbs *v = &tm_verbs_ibv;
-	struct ibv_device_attr_ex attr;
-	struct ibv_device **list;
-	struct ibv_context *ctx;
-	bool found = false;
-	int i, n = 0;
-
-	list = v->get_device_list(&n);
-	if (!list)
-		return false;
-	for (i = 0; i < n && !found; i++) {
-		ctx = v->open_device(list[i]);
-		if (!ctx)
-			continue;
-		memset(&attr, 0, sizeof(attr));
-		if (!ibv_query_device_ex(ctx, NULL, &attr) &&
-		    (attr.tm_caps.flags & IBV_TM_CAP_RC)) {
-			found = true;
-			opal_output_verbose(10, mtl_tm_output,
-					    "mtl tm: TM-capable device %s",
-					    v->get_device_name(list[i]));
-		}
-		v->close_device(ctx);
-	}
-	v->free_device_list(list);
-	return found;
+	mtl_tm_dev_values(v);
+	for (i = 0; names[i]; i++)
+		if (i == v[TM_DEV_P_PROVIDER])
+			return !strcmp(names[i], "verbs");
+	return false;
 }
 
 static int mtl_tm_component_query(mca_base_module_t **module, int *priority)
 {
 	bool requested = tm_requested();
-	int prov = effective_provider();
+	bool need_verbs = verbs_required();
 	bool card = false;
+	char devname[64];
 
 	*module = NULL;
 	*priority = -1;
-	if (!requested || prov == MTL_TM_PROVIDER_VERBS)
-		card = tm_card_present();
+	if (!requested || need_verbs) {
+		card = tm_dev_card_present(devname, sizeof(devname)) == 1;
+		if (card)
+			opal_output_verbose(10, mtl_tm_output,
+					    "mtl tm: TM-capable device %s",
+					    devname);
+	}
 	if (!requested && !card) {
 		opal_output_verbose(10, mtl_tm_output,
 				    "mtl tm: not requested (no tm in the mtl selection) and no TM-capable HCA: declining");
 		return OMPI_ERR_NOT_AVAILABLE;
 	}
-	if (prov == MTL_TM_PROVIDER_VERBS && !card) {
+	if (need_verbs && !card) {
 		mtl_tm_show_error("no-verbs-device",
 				  "The tm MTL was asked for the \"verbs\" provider (a real HCA with\n"
 				  "hardware tag matching), but libibverbs lists no device with\n"

@@ -1,8 +1,12 @@
 /*
  * tm_verbs_ibv.c - struct tm_verbs bound to libibverbs.
  *
- * ibv_reg_mr and ibv_query_port are macros in verbs.h; the small wrappers
- * give the table plain function addresses.
+ * ibv_reg_mr is a macro in verbs.h (it passes the access flags on to
+ * __ibv_reg_mr, which may pick another entry point for some of them), so
+ * the table cannot take its address: ibv_reg_mr_fn is the one wrapper.
+ * Every other entry is the libibverbs function itself.  (ibv_query_port is
+ * a macro too, but it is one of the inline verbs the project calls
+ * directly, see tm_verbs.h, so it has no entry.)
  */
 #include "tm_verbs.h"
 

@@ -48,8 +48,10 @@ check "ompi_info lists mtl tm" grep -q 'MCA mtl: tm' "$tmp/info"
 ompi_info --param mtl tm --level 9 > "$tmp/param" 2>&1
 missing=
 for p in priority verbose provider eager_limit rndv_threshold max_tags \
-	 max_ops plain_buffers plain_buffer_size softhca_mtu \
-	 softhca_ring_depth softhca_max_num_tags softhca_max_ops; do
+	 max_ops plain_buffers send_slots offload keepalive_ms rcache \
+	 softhca_mtu softhca_ring_depth softhca_max_num_tags softhca_max_ops \
+	 softhca_max_rndv_hdr_size softhca_max_qp softhca_max_mr \
+	 softhca_max_wr softhca_sched softhca_seed softhca_force_copy_read; do
 	grep -q "\"mtl_tm_$p\"" "$tmp/param" || missing="$missing $p"
 done
 check "ompi_info --param mtl tm lists the parameters${missing:+ (missing:$missing)}" \

@@ -1,0 +1,121 @@
+#!/bin/bash
+# test_params.sh - MCA parameters of mtl tm under mpirun (TAP).
+#
+# A value the component cannot use is refused in MPI_Init with a message
+# that names the parameter, and nothing crashes or hangs: mpirun ends with
+# an ordinary failure, no rank dies on a signal.  Values that are fine take
+# effect: the eager/rendezvous boundary (mtl_tm_eager_limit, and the
+# deprecated mtl_tm_rndv_threshold that meant eager_limit + 1) decides
+# whether mpi_pingpong's 4096-byte message goes by rendezvous, as the
+# statistics line at mtl_tm_verbose 10 shows.
+set -u
+
+builddir=${top_builddir:-.}
+libs=$(cd "$builddir" && pwd)/.libs
+prog=$(cd "$builddir" && pwd)/tests/mtl
+MPIRUN=${MPIRUN:-mpirun}
+export OMPI_MCA_mca_base_component_path="$libs:SYS_DEFAULT"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+
+n=0
+fails=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+notok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $*"; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+if [ ! -f "$libs/mca_mtl_tm.so" ]; then
+	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"
+	exit 0
+fi
+
+run() { # run logfile mpirun-args...: 2 ranks over mtl tm, time-limited
+	local log=$1; shift
+	timeout 120 "$MPIRUN" --oversubscribe -np 2 \
+		-x OMPI_MCA_mca_base_component_path --mca pml cm --mca mtl tm \
+		"$@" > "$log" 2>&1
+}
+
+# A failed run that is not a crash: mpirun's own failure status (not the
+# timeout's 124, not 128+signal), and no rank reported dead of a signal.
+clean_failure() { # clean_failure rc logfile
+	[ "$1" != 0 ] && [ "$1" != 124 ] && [ "$1" -lt 128 ] &&
+		! grep -Eqi 'signal|segmentation|core dumped|aborted' "$2"
+}
+
+# refused "what" "pattern the message must contain" mpirun-args...
+refused() {
+	local what=$1 pattern=$2 log=$tmp/$n.log rc
+	shift 2
+	run "$log" "$@" "$prog/mpi_hello"
+	rc=$?
+	if ! clean_failure "$rc" "$log"; then
+		notok "$what: refused without a crash or hang (mpirun status $rc)"
+		sed 's/^/# /' "$log" | head -n 20
+	elif ! grep -q "mtl tm (bad-parameter): $pattern" "$log"; then
+		notok "$what: the message names $pattern"
+		sed 's/^/# /' "$log" | head -n 20
+	else
+		ok "$what: refused, the message names $pattern (mpirun status $rc)"
+	fi
+}
+
+# rendezvous_count logfile: rendezvous receives (card + software) of all ranks
+rendezvous_count() {
+	sed -n 's/.*rendezvous card\/sw \([0-9]*\)\/\([0-9]*\).*/\1 \2/p' "$1" |
+		awk '{ s += $1 + $2 } END { print s + 0 }'
+}
+
+# boundary "what" expect(eager|rndv) mpirun-args...
+boundary() {
+	local what=$1 expect=$2 log=$tmp/$n.log rc r
+	shift 2
+	run "$log" --mca mtl_tm_verbose 10 "$@" "$prog/mpi_pingpong" \
+		errors-return
+	rc=$?
+	r=$(rendezvous_count "$log")
+	if [ $rc != 0 ] || [ "$(grep -c ': ok' "$log")" != 2 ]; then
+		notok "$what: ping-pong runs (mpirun status $rc)"
+		sed 's/^/# /' "$log" | head -n 20
+	elif { [ "$expect" = eager ] && [ "$r" = 0 ]; } ||
+	     { [ "$expect" = rndv ] && [ "$r" -gt 0 ]; }; then
+		ok "$what: 4096 bytes go by $expect ($r rendezvous receives)"
+	else
+		notok "$what: 4096 bytes should go by $expect ($r rendezvous receives)"
+		grep 'rendezvous' "$log" | sed 's/^/# /'
+	fi
+}
+
+echo "1..15"
+
+refused "eager_limit 4294967396 (does not fit a 32-bit length)" \
+	mtl_tm_eager_limit --mca mtl_tm_eager_limit 4294967396
+refused "eager_limit 2^31 (more than one message carries)" \
+	mtl_tm_eager_limit --mca mtl_tm_eager_limit 2147483648
+refused "send_slots 0" mtl_tm_send_slots --mca mtl_tm_send_slots 0
+refused "plain_buffers 0" mtl_tm_plain_buffers --mca mtl_tm_plain_buffers 0
+refused "rndv_threshold 0 (deprecated)" mtl_tm_rndv_threshold \
+	--mca mtl_tm_rndv_threshold 0
+refused "eager_limit and rndv_threshold disagree" \
+	"mtl_tm_eager_limit (100) and the deprecated mtl_tm_rndv_threshold" \
+	--mca mtl_tm_eager_limit 100 --mca mtl_tm_rndv_threshold 200
+refused "softhca_mtu 3" mtl_tm_softhca_mtu --mca mtl_tm_softhca_mtu 3
+refused "softhca_max_rndv_hdr_size above the MTU" \
+	mtl_tm_softhca_max_rndv_hdr_size \
+	--mca mtl_tm_softhca_max_rndv_hdr_size 8192
+refused "softhca_max_num_tags 0" mtl_tm_softhca_max_num_tags \
+	--mca mtl_tm_softhca_max_num_tags 0
+refused "SOFTHCA_RING_DEPTH=lots in the environment" \
+	"mtl_tm_softhca_ring_depth (.*SOFTHCA_RING_DEPTH)" \
+	-x SOFTHCA_RING_DEPTH=lots
+refused "TM_DEV_PROVIDER=bogus in the environment" \
+	"mtl_tm_provider (.*TM_DEV_PROVIDER)" -x TM_DEV_PROVIDER=bogus
+
+boundary "defaults" eager
+boundary "eager_limit 1024" rndv --mca mtl_tm_eager_limit 1024
+boundary "rndv_threshold 1025 (deprecated: eager_limit 1024)" rndv \
+	--mca mtl_tm_rndv_threshold 1025
+boundary "an explicit MCA value wins over the environment" eager \
+	-x SOFTHCA_RING_DEPTH=lots --mca mtl_tm_softhca_ring_depth 64
+exit 0
