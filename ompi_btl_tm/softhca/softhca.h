@@ -58,8 +58,12 @@
  *  - List ops are unsignalled unless IBV_OPS_SIGNALED.  An op stays
  *    outstanding until a signalled op at or after it has been polled (as on
  *    mlx5); more than max_ops outstanding fails the post with ENOMEM.
- *  - Completions carry IBV_WC_TM_SYNC_REQ while the card's counter differs
- *    from the last count software reported.
+ *  - IBV_WC_TM_SYNC_REQ exactly where mlx5's provider sets it: on a
+ *    signalled ADD/DEL completion when the card's counter at the op
+ *    differs from the count the last ADD with IBV_OPS_TM_SYNC had reported
+ *    when this entry's ADD was posted (a DEL reports its entry's ADD); on an unexpected arrival when the card is more
+ *    than 0x3fff ahead of the last reported count; never on SYNC,
+ *    matched, NO_TAG or data completions.
  *
  * Transport: each context owns a shared-memory segment (mode 0600, unlinked
  * when the context closes) holding its rkey table and one inbound packet ring

@@ -33,6 +33,8 @@
 
 #define SH_QPN_BASE      0x100u
 #define SH_MAX_SGE       16u     /* SGEs accepted in any WR */
+/* mlx5 flags SYNC_REQ on an unexpected arrival past this lag */
+#define SH_MAX_SYNC_DIFF 0x3fffu
 /* ConnectX-5/6 as ibv_devinfo -v shows them (doc/mlx5-rules.md rule 1) */
 #define SH_MAX_CQE       ((1u << 22) - 1)
 #define SH_MAX_RD_ATOM   16u
@@ -203,6 +205,7 @@ struct sh_tag {
 	struct ibv_sge sge[SH_MAX_SGE];
 	uint32_t num_sge;
 	uint32_t refs;          /* 0: free */
+	uint16_t phase;         /* posted_cnt when its ADD was posted */
 	int32_t prev, next;     /* list links, -1 at the ends */
 	int32_t bprev, bnext;   /* links in its bucket (or the overflow list) */
 	int8_t group;           /* its mask group, -1: overflow list */
@@ -236,6 +239,7 @@ struct sh_op {
 	int flags;
 	uint32_t unexpected_cnt;
 	uint32_t handle;
+	uint16_t phase;         /* ADD/DEL: the entry's phase (see sh_srq) */
 };
 
 struct sh_srq {
@@ -260,6 +264,15 @@ struct sh_srq {
 	uint32_t ops_first, ops_count;
 	uint64_t ops_posted, ops_retired;
 	uint16_t hw_cnt, sw_cnt;
+	/*
+	 * The count software last reported, as of posting (mlx5's unexp_out,
+	 * updated by ADDs with IBV_OPS_TM_SYNC when posted); an ADD records it
+	 * as its entry's phase.  SYNC_REQ, as mlx5 sets it (doc/mlx5-rules.md
+	 * rule 9): on a signalled ADD/DEL completion when the card's counter
+	 * at the op differs from the entry's phase, on an unexpected arrival
+	 * when the card is more than 0x3fff ahead of posted_cnt, else never.
+	 */
+	uint16_t posted_cnt;
 	uint64_t matched, unexpected, rnr_waits, card_reads;
 	struct sh_srq *next;
 };

@@ -108,9 +108,11 @@ static void list_activate_all(struct sh_srq *srq)
 	}
 }
 
+/* SYNC_REQ of an unexpected arrival (see sh_srq.posted_cnt) */
 static uint32_t sync_flag(const struct sh_srq *srq)
 {
-	return srq->sw_cnt != srq->hw_cnt ? IBV_WC_TM_SYNC_REQ : 0;
+	return (uint16_t)(srq->hw_cnt - srq->posted_cnt) > SH_MAX_SYNC_DIFF ?
+	       IBV_WC_TM_SYNC_REQ : 0;
 }
 
 void sh_srq_retire(struct sh_srq *srq, int32_t handle, uint64_t retire_seq)
@@ -296,6 +298,10 @@ static void op_post(struct sh_srq *srq, struct ibv_ops_wr *wr)
 	struct sh_tag *t;
 	int32_t h;
 
+	/* mlx5's provider records the count from ADDs only (its DEL and
+	 * SYNC pass it to the card but not to its own SYNC_REQ test) */
+	if (wr->opcode == IBV_WR_TAG_ADD && (wr->flags & IBV_OPS_TM_SYNC))
+		srq->posted_cnt = (uint16_t)wr->tm.unexpected_cnt;
 	if (wr->opcode == IBV_WR_TAG_ADD) {
 		h = srq->free_head;
 		t = &srq->tags[h];
@@ -308,6 +314,7 @@ static void op_post(struct sh_srq *srq, struct ibv_ops_wr *wr)
 		t->refs = wr->flags & IBV_OPS_SIGNALED ? 2 : 1;
 		t->on_list = false;
 		t->prev = t->next = -1;
+		t->phase = srq->posted_cnt;
 		wr->tm.handle = (uint32_t)h;
 	} else if (wr->opcode == IBV_WR_TAG_DEL) {
 		srq->tags[wr->tm.handle].refs++;
@@ -319,6 +326,8 @@ static void op_post(struct sh_srq *srq, struct ibv_ops_wr *wr)
 	op->flags = wr->flags;
 	op->unexpected_cnt = wr->tm.unexpected_cnt;
 	op->handle = wr->tm.handle;
+	op->phase = wr->opcode == IBV_WR_TAG_SYNC ? 0 :
+		    srq->tags[wr->tm.handle].phase;
 }
 
 int sh_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
@@ -390,7 +399,8 @@ bool sh_srq_op_step(struct sh_srq *srq)
 		return true;
 	}
 	cqe.wr_id = op.wr_id;
-	cqe.wc_flags = sync_flag(srq);
+	if (op.opcode != IBV_WR_TAG_SYNC && srq->hw_cnt != op.phase)
+		cqe.wc_flags = IBV_WC_TM_SYNC_REQ;
 	cqe.srq = srq;
 	cqe.retire_seq = op.seq + 1;
 	if (op.opcode != IBV_WR_TAG_SYNC)
@@ -408,8 +418,6 @@ static void rx_finish(struct sh_qp *qp)
 	if (rx->dest == SH_RX_PLAIN) {
 		sh_cq_fill(rx->cq, rx->cqe_seq, &rx->cqe);
 	} else {
-		if (qp->srq && qp->srq->tm)
-			rx->cqe.wc_flags |= sync_flag(qp->srq);
 		sh_cq_push(rx->cq, &rx->cqe);
 	}
 	rx->dest = SH_RX_IDLE;
@@ -487,7 +495,7 @@ static int rx_plain(struct sh_qp *qp, const struct sh_pkt *pkt,
 	qp->rx.cqe.wr_id = b.wr_id;
 	qp->rx.cqe.opcode = opcode;
 	qp->rx.cqe.byte_len = pkt->msg_len;
-	if (srq && srq->tm)
+	if (unexpected)
 		qp->rx.cqe.wc_flags = sync_flag(srq);
 	if (sh_cq_reserve(cq, &qp->rx.cqe_seq))
 		return ENOMEM;
@@ -567,7 +575,7 @@ static void rx_eager_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
 		qp->rx.cqe.wc_flags = IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID;
 	} else {
 		cqe.byte_len = qp->rx.cqe.byte_len;
-		cqe.wc_flags = IBV_WC_TM_MATCH | sync_flag(srq);
+		cqe.wc_flags = IBV_WC_TM_MATCH;
 		cqe.status = IBV_WC_SUCCESS;
 		sh_cq_push(srq->cq, &cqe);
 		qp->rx.cqe.wc_flags = IBV_WC_TM_DATA_VALID;
@@ -591,7 +599,7 @@ static void rx_rndv_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
 	srq->matched++;
 	rx_matched_cqe(qp, t, tmh, &cqe);
 	cqe.srq = srq;
-	cqe.wc_flags = IBV_WC_TM_MATCH | sync_flag(srq);
+	cqe.wc_flags = IBV_WC_TM_MATCH;
 	cqe.status = sh_local_check(qp->ctx, t->sge, t->num_sge,
 				    IBV_ACCESS_LOCAL_WRITE);
 	/* strict: only a QP without a send queue is the card's rendezvous
@@ -610,6 +618,8 @@ static void rx_rndv_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
 		hdr = sh_scatter(t->sge, t->num_sge, 0, pkt->data,
 				 SH_TMH_LEN + SH_RVH_LEN);
 		if (!strict) {
+			/* mlx5 CONSUMED_MSG_SW_RDNV: one completion */
+			cqe.wc_flags |= IBV_WC_TM_DATA_VALID;
 			cqe.byte_len = hdr;
 			cqe.release_handle = h;
 			sh_cq_push(srq->cq, &cqe);
@@ -620,7 +630,7 @@ static void rx_rndv_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
 		cqe.srq = NULL;
 		sh_cq_push(srq->cq, &cqe);
 		cqe.status = IBV_WC_SUCCESS;
-		cqe.wc_flags = IBV_WC_TM_DATA_VALID | sync_flag(srq);
+		cqe.wc_flags = IBV_WC_TM_DATA_VALID;
 		cqe.byte_len = hdr;
 		cqe.srq = srq;
 		cqe.release_handle = h;
