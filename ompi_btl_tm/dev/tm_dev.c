@@ -449,11 +449,14 @@ int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out)
 	dev = calloc(1, sizeof(*dev));
 	if (!dev)
 		return TM_ERR_NO_MEMORY;
-	if (strcmp(prov, "soft")) {
+	if (cfg->verbs) {
+		dev->verbs = cfg->verbs;
+		dev->ctx = open_tm_device(dev->verbs, &attr, &devname);
+	} else if (strcmp(prov, "soft")) {
 		dev->verbs = &tm_verbs_ibv;
 		dev->ctx = open_tm_device(dev->verbs, &attr, &devname);
 	}
-	if (!dev->ctx && strcmp(prov, "verbs")) {
+	if (!dev->ctx && !cfg->verbs && strcmp(prov, "verbs")) {
 		dev->verbs = softhca_verbs();
 		dev->ctx = open_tm_device(dev->verbs, &attr, &devname);
 	}

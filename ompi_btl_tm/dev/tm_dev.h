@@ -71,6 +71,7 @@
 
 struct tm_dev_config {
 	const char *provider;  /* "auto", "soft", "verbs"; NULL = "auto" */
+	const struct tm_verbs *verbs; /* tests: use this table, not provider's */
 	uint32_t max_num_tags; /* 0: the device maximum */
 	uint32_t max_ops;      /* 0: the device maximum */
 	uint32_t srq_max_wr;   /* plain buffers the TM-SRQ can hold */
