@@ -397,9 +397,49 @@ static void test_sync_req_lag(void)
 	sh_env_close(&env);
 }
 
+/*
+ * mlx5 sets SYNC_REQ only on list-op and unexpected completions: a match
+ * and its data completion carry none even while the card is ahead.
+ */
+static void test_no_sync_req_on_matches(void)
+{
+	enum { LEN = 8192 };
+	char *dst, *plain, payload[8] = { 0 };
+	struct sh_wc wc[4];
+	struct src s;
+	int n;
+
+	open_env(0, 0);
+	s = mksrc(LEN, 5);
+	dst = sh_alloc(&env.b, LEN);
+	plain = sh_alloc(&env.b, 64);
+	sh_post_plain(&env.b, 900, plain, 64);
+	sh_add(&env.b, 1, 701, dst, LEN, 0x31, ALL, 0, IBV_OPS_TM_SYNC, NULL);
+	sh_flush(&env);
+	sh_send_tm(&env, 0, IBV_TMH_EAGER, 0x99, 0, payload, sizeof(payload),
+		   1);
+	sh_flush(&env);
+	n = sh_poll_all(env.b.cq, wc, 4);
+	if (n != 1 || wc[0].wr_id != 900)
+		tap_bail("the unexpected arrival");
+	sh_send_rndv(&env, 0, 0x31, 2, (uintptr_t)s.buf, s.mr->rkey, LEN,
+		     NULL, 0, 2);
+	sh_flush(&env);
+	n = sh_poll_all(env.b.cq, wc, 4);
+	tap_check(n == 2 && wc[0].wr_id == 701 && wc[1].wr_id == 701 &&
+		  !((wc[0].wc_flags | wc[1].wc_flags) & IBV_WC_TM_SYNC_REQ) &&
+		  sh_stats(&env.b).hw_unexpected_cnt == 1,
+		  "rule 9: a rendezvous matched while the card is 1 ahead: "
+		  "no SYNC_REQ on its MATCH or DATA_VALID completion (%d: 0x%x 0x%x)",
+		  n, n > 0 ? wc[0].wc_flags : 0, n > 1 ? wc[1].wc_flags : 0);
+	freesrc(&s);
+	sh_env_close(&env);
+}
+
 int main(void)
 {
 	test_sync_req_lag();
+	test_no_sync_req_on_matches();
 	test_caps_and_limits();
 	test_nosq_send();
 	test_strict_srq_min();
