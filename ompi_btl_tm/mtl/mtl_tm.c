@@ -241,8 +241,10 @@ static void show_dev_error(int rc, const struct tm_dev_config *cfg)
 				  cfg->provider, tm_status_str(rc), strerror(errno));
 	else
 		mtl_tm_show_error("no-device",
-				  "cannot open a tag-matching device (mtl_tm_provider %s): %s.",
-				  cfg->provider, tm_status_str(rc));
+				  "cannot open a tag-matching device (mtl_tm_provider %s): %s%s%s.",
+				  cfg->provider, tm_status_str(rc),
+				  tm_dev_open_why() ? ": " : "",
+				  tm_dev_open_why() ? tm_dev_open_why() : "");
 }
 
 int mtl_tm_module_init(bool enable_mpi_threads)

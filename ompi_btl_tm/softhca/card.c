@@ -59,8 +59,8 @@ static void job_finish(struct sh_context *ctx, struct sh_read_job *job,
 		.release_handle = job->handle,
 	};
 
-	cqe.wc_flags = IBV_WC_TM_DATA_VALID |
-		       (srq->sw_cnt != srq->hw_cnt ? IBV_WC_TM_SYNC_REQ : 0);
+	/* no SYNC_REQ: mlx5 sets it only on list ops and unexpected ones */
+	cqe.wc_flags = IBV_WC_TM_DATA_VALID;
 	sh_cq_push(srq->cq, &cqe);
 	if (status == IBV_WC_SUCCESS) {
 		srq->card_reads++;

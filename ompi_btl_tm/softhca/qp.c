@@ -547,7 +547,13 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	    attr->cap.max_send_wr > cfg->max_wr ||
 	    attr->cap.max_recv_wr > cfg->max_wr ||
 	    attr->cap.max_send_sge > SH_MAX_SGE ||
-	    attr->cap.max_recv_sge > SH_MAX_SGE) {
+	    attr->cap.max_recv_sge > SH_MAX_SGE ||
+	    (attr->cap.max_send_wr &&
+	     (!sh_sq_wqebbs(attr->cap.max_send_wr, attr->cap.max_send_sge,
+			    attr->cap.max_inline_data) ||
+	      sh_sq_wqebbs(attr->cap.max_send_wr, attr->cap.max_send_sge,
+			   attr->cap.max_inline_data) > cfg->max_wr))) {
+		/* the last test: mlx5's send queue size limit (rule 2) */
 		errno = EINVAL;
 		return NULL;
 	}
@@ -571,7 +577,8 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	qp->scq = to_sh_cq(attr->send_cq);
 	qp->rcq = to_sh_cq(attr->recv_cq);
 	qp->srq = attr->srq ? to_sh_srq(attr->srq) : NULL;
-	qp->max_send_wr = attr->cap.max_send_wr ? attr->cap.max_send_wr : 1;
+	qp->max_send_wr = attr->cap.max_send_wr;
+	qp->no_sq = !attr->cap.max_send_wr;
 	qp->max_recv_wr = attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1;
 	qp->sq_sig_all = attr->sq_sig_all;
 	qp->in = sh_seg_ring(ctx->seg, i);

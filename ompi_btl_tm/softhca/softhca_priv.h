@@ -33,6 +33,21 @@
 
 #define SH_QPN_BASE      0x100u
 #define SH_MAX_SGE       16u     /* SGEs accepted in any WR */
+/* mlx5 flags SYNC_REQ on an unexpected arrival past this lag */
+#define SH_MAX_SYNC_DIFF 0x3fffu
+/* ConnectX-5/6 as ibv_devinfo -v shows them (doc/mlx5-rules.md rule 1) */
+#define SH_MAX_CQE       ((1u << 22) - 1)
+#define SH_MAX_RD_ATOM   16u
+/* mlx5: a TM-SRQ's plain WQEs (rule 5) */
+#define SH_TM_MIN_PLAIN  33u
+/*
+ * mlx5 send WQE arithmetic (rule 2): a 64-byte basic block; an RC QP
+ * created with the default send-op set reserves 192 bytes of control
+ * segments per WQE, plus 16 per SGE, and a WQE is at most 512 bytes.
+ */
+#define SH_WQEBB         64u
+#define SH_WQE_OVERHEAD  192u
+#define SH_MAX_WQE       512u
 #define SH_TMH_LEN       ((uint32_t)sizeof(struct ibv_tmh))
 #define SH_RVH_LEN       ((uint32_t)sizeof(struct ibv_rvh))
 #define SH_SEG_MAGIC     0x534f46544d484341ull /* "SOFTMHCA" */
@@ -164,6 +179,8 @@ struct sh_cq {
 	uint64_t first_seq;          /* sequence number of q[first] */
 	struct sh_cqe cur;           /* the entry start/next_poll returned */
 	int users;                   /* QPs and SRQs that complete here */
+	bool extended;               /* made by create_cq_ex: a TM-SRQ's CQ
+				      * must be (mlx5 reads TM info from it) */
 	struct sh_cq *next;
 };
 
@@ -188,6 +205,7 @@ struct sh_tag {
 	struct ibv_sge sge[SH_MAX_SGE];
 	uint32_t num_sge;
 	uint32_t refs;          /* 0: free */
+	uint16_t phase;         /* posted_cnt when its ADD was posted */
 	int32_t prev, next;     /* list links, -1 at the ends */
 	int32_t bprev, bnext;   /* links in its bucket (or the overflow list) */
 	int8_t group;           /* its mask group, -1: overflow list */
@@ -221,6 +239,7 @@ struct sh_op {
 	int flags;
 	uint32_t unexpected_cnt;
 	uint32_t handle;
+	uint16_t phase;         /* ADD/DEL: the entry's phase (see sh_srq) */
 };
 
 struct sh_srq {
@@ -245,6 +264,15 @@ struct sh_srq {
 	uint32_t ops_first, ops_count;
 	uint64_t ops_posted, ops_retired;
 	uint16_t hw_cnt, sw_cnt;
+	/*
+	 * The count software last reported, as of posting (mlx5's unexp_out,
+	 * updated by ADDs with IBV_OPS_TM_SYNC when posted); an ADD records it
+	 * as its entry's phase.  SYNC_REQ, as mlx5 sets it (doc/mlx5-rules.md
+	 * rule 9): on a signalled ADD/DEL completion when the card's counter
+	 * at the op differs from the entry's phase, on an unexpected arrival
+	 * when the card is more than 0x3fff ahead of posted_cnt, else never.
+	 */
+	uint16_t posted_cnt;
 	uint64_t matched, unexpected, rnr_waits, card_reads;
 	struct sh_srq *next;
 };
@@ -326,6 +354,9 @@ struct sh_qp {
 	struct sh_srq *srq;
 	struct sh_rq rq;             /* used when srq == NULL */
 	uint32_t max_send_wr, max_recv_wr, sq_sig_all;
+	bool no_sq;                  /* created with max_send_wr 0: user sends
+				      * refused; on a TM-SRQ, the card's
+				      * rendezvous QP (mlx5 offload_type RNDV) */
 	struct sh_ring *in;          /* in our segment */
 	struct sh_ring *out;         /* in the peer's segment */
 	uint8_t *out_slots;
@@ -413,6 +444,10 @@ static inline uint32_t sge_total(const struct ibv_sge *sge, uint32_t n)
 		t += sge[i].length;
 	return t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
 }
+
+/* device.c: send blocks an RC send queue of max_wr WRs takes on mlx5, or
+ * 0 when its WQE would be too large (rule 2) */
+uint64_t sh_sq_wqebbs(uint32_t max_wr, uint32_t max_sge, uint32_t max_inline);
 
 /* shm.c */
 int sh_seg_create(struct sh_context *ctx);
