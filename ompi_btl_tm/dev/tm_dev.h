@@ -124,7 +124,6 @@ struct tm_dev {
 	uint8_t link_layer;       /* IBV_LINK_LAYER_* of the port */
 	uint16_t lid;
 	enum ibv_mtu mtu;
-	uint32_t max_msg_sz;      /* largest message the port sends */
 	union ibv_gid gid;
 	int gid_index;            /* sgid_index used in address vectors */
 	uint32_t qp_max_send_wr;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "dev/tm_dev.h"
 #include "dev/tm_dev_priv.h"
+#include "verbs/tm_verbs.h"
 
 /* RoCE v2 packets are routed: a hop limit of 1 would stop at the first
  * router.  On InfiniBand the GRH is not needed inside a subnet. */
