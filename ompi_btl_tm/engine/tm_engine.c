@@ -247,6 +247,8 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 		rc = TM_ERR_NO_MEMORY;
 	if (rc == TM_OK)
 		rc = setup_buffers(eng);
+	if (rc == TM_OK)
+		rc = tme_stage_setup(eng);
 	if (rc != TM_OK) {
 		tm_engine_destroy(eng);
 		return rc;
@@ -279,6 +281,7 @@ void tm_engine_destroy(struct tm_engine *eng)
 	free(eng->slots);
 	free(eng->free_slots);
 	free(eng->op_unsig);
+	tme_stage_cleanup(eng);
 	for (uint32_t i = 0; i < eng->npeers; i++) {
 		free(eng->peers[i]->wrs);
 		free(eng->peers[i]);

@@ -81,6 +81,7 @@ struct tm_engine_stats {
 	uint64_t sw_list_full;
 	uint64_t sw_ops_full;      /* max_ops reached or ops queued */
 	uint64_t sw_small_buf;
+	uint64_t sw_no_stage;     /* small buffer, no staging buffer free */
 	uint64_t sw_no_offload;
 	uint64_t sw_reg_fail;
 	uint64_t promoted;         /* software-held receives moved to the card */
@@ -150,6 +151,7 @@ struct tm_recv {
 	size_t len;
 	struct ibv_mr *mr;
 	int own_mr;
+	int32_t stage;           /* staging buffer on the card, or -1 */
 	int state;
 	uint32_t handle;
 	uint32_t ops_pending;

@@ -50,6 +50,8 @@ enum {
 	RF_PINNED = 1 << 7, /* can never go to the card */
 	RF_ADD_UNSIG = 1 << 8, /* its ADD went unsignalled */
 	RF_UNCONF = 1 << 9, /* live entry on eng->unconf (may be inactive) */
+	RF_SW_RNDV = 1 << 10, /* the card handed its rendezvous to software:
+			       * TMH+RVH are in the buffer */
 };
 
 /* wr_id low bits: what a TM-CQ completion is about. */
@@ -195,6 +197,15 @@ struct tm_engine {
 	uint32_t *repost;
 	uint32_t n_repost;
 
+	/* tm_offload.c: staging buffers, so that a receive smaller than the
+	 * largest eager message can go to the card (doc/mlx5-rules.md 17) */
+	uint8_t *stage;
+	struct ibv_mr *stage_mr;
+	uint32_t stage_size;
+	uint32_t n_stage;
+	uint32_t *free_stage;
+	uint32_t n_free_stage;
+
 	/* tm_tx.c */
 	uint8_t *slots;
 	struct ibv_mr *slots_mr;
@@ -339,6 +350,11 @@ int tme_flush_work(struct tm_engine *eng);
 /* ---- tm_ops.c -------------------------------------------------------- */
 void tme_op_decide(struct tm_engine *eng, int type, struct tm_recv *r);
 int tme_card_add(struct tm_engine *eng, struct tm_recv *r);
+/* Where the card puts r's data: its staging buffer or its own. */
+void *tme_card_buf(struct tm_engine *eng, const struct tm_recv *r);
+void tme_stage_put(struct tm_engine *eng, struct tm_recv *r);
+int tme_stage_setup(struct tm_engine *eng);
+void tme_stage_cleanup(struct tm_engine *eng);
 int tme_flush_ops(struct tm_engine *eng);
 void tme_maybe_sync(struct tm_engine *eng);
 void tme_entry_gone(struct tm_engine *eng, struct tm_recv *r);

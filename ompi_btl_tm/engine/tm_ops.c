@@ -49,9 +49,14 @@ static int op_post(struct tm_engine *eng, int type, struct tm_recv *r,
 	switch (type) {
 	case WR_ADD:
 		wr.opcode = IBV_WR_TAG_ADD;
-		sge.addr = (uintptr_t)r->buf;
-		sge.length = (uint32_t)r->len;
-		sge.lkey = r->mr->lkey;
+		sge.addr = (uintptr_t)tme_card_buf(eng, r);
+		if (r->stage >= 0) {
+			sge.length = eng->stage_size;
+			sge.lkey = eng->stage_mr->lkey;
+		} else {
+			sge.length = (uint32_t)r->len;
+			sge.lkey = r->mr->lkey;
+		}
 		wr.tm.add.recv_wr_id = (uintptr_t)r | WR_RECV;
 		wr.tm.add.sg_list = &sge;
 		wr.tm.add.num_sge = 1;

@@ -45,6 +45,7 @@ static void recv_try_done(struct tm_engine *eng, struct tm_recv *r)
 	if (!(r->flags & RF_FINISHED) || r->ops_pending || r->state == R_DONE)
 		return;
 	r->state = R_DONE;
+	tme_stage_put(eng, r);
 	if (r->own_mr) {
 		tm_dev_mem_put(eng->dev, r->mr);
 		r->own_mr = 0;
@@ -228,15 +229,18 @@ static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
 	tme_env_from_tag(&r->env, c->tm.tag);
 	r->peer = tme_peer_of_qpn(eng, c->qp_num);
 	r->send_seq = app & TM_APP_SEQ_MASK;
-	r->msg_len = c->byte_len;
+	/* a rendezvous' length is only in its data completion (mlx5 puts it
+	 * there; doc/mlx5-rules.md rule 15) */
+	r->msg_len = (app & TM_APP_RNDV) ? 0 : c->byte_len;
 	if (app & TM_APP_RNDV)
 		r->flags |= RF_RNDV;
+	if (c->status == IBV_WC_TM_RNDV_INCOMPLETE)
+		r->flags |= RF_SW_RNDV;
 	r->match_stamp = eng->clock++;
 	eng->st.card_matched++;
 	if (app & TM_APP_RNDV)
 		eng->st.rndv_card++;
-	report_arrival(eng, c->tm.tag, app, r->peer,
-		       c->status == IBV_WC_TM_RNDV_INCOMPLETE ? 0 : c->byte_len,
+	report_arrival(eng, c->tm.tag, app, r->peer, r->msg_len,
 		       r->match_stamp, 1);
 	if (r->state == R_CARD) {
 		recv_leave_queues(eng, r);
@@ -258,22 +262,25 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 			 const struct tm_cqe *c)
 {
 	tme_entry_gone(eng, r);
+	if (c->status == IBV_WC_TM_RNDV_INCOMPLETE ||
+	    (c->status == IBV_WC_SUCCESS && (r->flags & RF_SW_RNDV))) {
+		/* handed to software, in either of mlx5's shapes (rule 16):
+		 * the card left TMH+RVH in the buffer (>= 32 bytes) */
+		memcpy(r->hdr, tme_card_buf(eng, r), TMH_LEN + RVH_LEN);
+		tme_stage_put(eng, r);
+		sw_rndv_start(eng, r);
+		return;
+	}
 	switch (c->status) {
 	case IBV_WC_SUCCESS:
-		if (!(r->flags & RF_RNDV))
-			r->msg_len = c->byte_len;
-		r->recv_len = r->msg_len;
-		tme_recv_finish(eng, r, TM_REQ_OK);
-		break;
-	case IBV_WC_LOC_LEN_ERR:
 		r->msg_len = c->byte_len;
-		r->recv_len = r->len;
-		tme_recv_finish(eng, r, TM_REQ_TRUNCATED);
-		break;
-	case IBV_WC_TM_RNDV_INCOMPLETE:
-		/* the card left TMH+RVH in the buffer (>= 32 bytes) */
-		memcpy(r->hdr, r->buf, TMH_LEN + RVH_LEN);
-		sw_rndv_start(eng, r);
+		r->recv_len = r->msg_len < r->len ? r->msg_len : r->len;
+		if (r->stage >= 0) {
+			memcpy(r->buf, tme_card_buf(eng, r), r->recv_len);
+			tme_stage_put(eng, r);
+		}
+		tme_recv_finish(eng, r, r->msg_len > r->len ?
+				TM_REQ_TRUNCATED : TM_REQ_OK);
 		break;
 	default:
 		r->recv_len = 0;
@@ -295,7 +302,11 @@ void tme_on_recv_cqe(struct tm_engine *eng, struct tm_recv *r,
 {
 	if (!(r->flags & RF_MATCH_SEEN))
 		on_card_match(eng, r, c);
-	if ((c->flags & IBV_WC_TM_DATA_VALID) || c->status != IBV_WC_SUCCESS)
+	/* RNDV_INCOMPLETE without DATA_VALID keeps the tag: the data
+	 * completion follows (mlx5's two-completion form) */
+	if ((c->flags & IBV_WC_TM_DATA_VALID) ||
+	    (c->status != IBV_WC_SUCCESS &&
+	     c->status != IBV_WC_TM_RNDV_INCOMPLETE))
 		on_card_data(eng, r, c);
 }
 
@@ -348,6 +359,7 @@ static void recv_init(struct tm_recv *r, void *buf, size_t len,
 	r->len = len;
 	r->mr = mr;
 	r->own_mr = 0;
+	r->stage = -1;
 	r->state = R_IDLE;
 	r->ops_pending = 0;
 	r->flags = 0;
