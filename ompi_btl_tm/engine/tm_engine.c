@@ -300,13 +300,24 @@ void tm_engine_destroy(struct tm_engine *eng)
 	free(eng);
 }
 
-int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
+/* Completions name the QP a message arrived on: both map to the peer. */
+static int map_qpn(struct tm_engine *eng, const struct ibv_qp *qp,
+		   uint32_t peer)
+{
+	int ret;
+	khiter_t it = kh_put(tm_qpn, eng->qpn, qp->qp_num, &ret);
+
+	if (ret < 0)
+		return TM_ERR_NO_MEMORY;
+	kh_value(eng->qpn, it) = peer;
+	return TM_OK;
+}
+
+int tm_engine_add_peer(struct tm_engine *eng, const struct tm_dev_pair *qps,
 		       uint32_t *peer)
 {
 	struct tm_peer **np, *p;
-	khiter_t it;
 	uint32_t n;
-	int ret = 0;
 
 	np = realloc(eng->peers, sizeof(*np) * (eng->npeers + 1));
 	if (!np)
@@ -315,7 +326,7 @@ int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return TM_ERR_NO_MEMORY;
-	p->qp = qp;
+	p->qp = qps->tx;
 	p->id = eng->npeers;
 	ucs_list_head_init(&p->txq);
 	ucs_list_head_init(&p->waitq);
@@ -324,13 +335,12 @@ int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
 		;
 	p->wrs = calloc(n, sizeof(*p->wrs));
 	p->wr_mask = n - 1;
-	it = p->wrs ? kh_put(tm_qpn, eng->qpn, qp->qp_num, &ret) : 0;
-	if (!p->wrs || ret < 0) {
+	if (!p->wrs || map_qpn(eng, qps->tx, p->id) ||
+	    (qps->rx && map_qpn(eng, qps->rx, p->id))) {
 		free(p->wrs);
 		free(p);
 		return TM_ERR_NO_MEMORY;
 	}
-	kh_value(eng->qpn, it) = eng->npeers;
 	np[eng->npeers] = p;
 	*peer = eng->npeers++;
 	/* see "Selective signalling" (sq_post) for the bounds */

@@ -198,7 +198,9 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 /* Frees everything; requests still pending never complete. */
 void tm_engine_destroy(struct tm_engine *eng);
 
-int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
+/* The peer's QPs (tm_dev.h): sends and reads go on qps->tx; messages
+ * arrive on either (rx may be tx: the one-QP layout of tests). */
+int tm_engine_add_peer(struct tm_engine *eng, const struct tm_dev_pair *qps,
 		       uint32_t *peer);
 
 /*
