@@ -38,6 +38,7 @@ void softhca_config_default(struct softhca_config *cfg)
 		.max_mr = 4096,
 		.max_wr = 32768,
 		.sched = SOFTHCA_SCHED_AUTO,
+		.strict = 1,
 	};
 }
 

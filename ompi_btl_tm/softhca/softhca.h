@@ -127,9 +127,10 @@ struct softhca_config {
  * power of two, within max_wr blocks, so max_ops <= max_wr / 4 (see
  * doc/mlx5-rules.md, rule 2).
  *
- * strict (env TM_SOFTHCA_STRICT=1 overrides whatever config was set) turns
- * on the mlx5 behaviours today's engine cannot handle yet
- * (doc/mlx5-rules.md rules 5, 10, 15, 16, 17):
+ * strict (the default; env TM_SOFTHCA_STRICT=0/1 overrides whatever config
+ * was set) is how mlx5 behaves (doc/mlx5-rules.md rules 5, 10, 15, 16,
+ * 17); strict = 0 is a more lenient model kept for the soft HCA's own
+ * unit tests of one-QP-per-side set-ups:
  *  - a TM-SRQ with fewer than 33 plain WQEs (max_wr) is refused;
  *  - a matched RNDV arriving on a QP that has a send queue is not read by
  *    the card (only a QP created with max_send_wr = 0 is the card's
