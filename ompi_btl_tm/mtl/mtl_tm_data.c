@@ -414,6 +414,14 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 	return OMPI_SUCCESS;
 }
 
+/*
+ * pml cm passes the caller's own status down for probes (no request in
+ * between), so this is the only place where the MTL writes a user's
+ * status.  MPI_ERROR stays as the caller set it: probes complete one
+ * operation and report errors by return value only (what pml ob1 and ucx
+ * do, through OMPI_COPY_STATUS(..., false)).  _cancelled is cleared: the
+ * status may be reused from a cancelled receive.
+ */
 static void probe_status(struct ompi_status_public_t *status,
 			 const struct tm_probe_info *info)
 {
@@ -421,8 +429,8 @@ static void probe_status(struct ompi_status_public_t *status,
 		return;
 	status->MPI_SOURCE = info->env.src;
 	status->MPI_TAG = info->env.tag;
-	status->MPI_ERROR = OMPI_SUCCESS;
 	status->_ucount = info->len;
+	status->_cancelled = false;
 }
 
 int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,
