@@ -118,6 +118,24 @@ static void complete_send(struct mtl_tm_request *req)
 	req->super.completion_callback(&req->super);
 }
 
+/*
+ * A message that ends inside a basic element of the receive type (3 bytes
+ * into MPI_INT) cannot have matched the receive's type signature.  The
+ * wire carries bytes only, so this is the one signature mismatch a
+ * receiver can see.  pml ob1 and ucx let it pass with the element half
+ * written; MPICH reports MPI_ERR_TYPE, and so does tm.
+ */
+static bool partial_element(const struct opal_convertor_t *conv, size_t got)
+{
+	const opal_datatype_t *dt = conv ? conv->pDesc : NULL;
+	size_t rem;
+
+	if (!dt || !dt->size)
+		return false;
+	rem = got % dt->size;
+	return rem && opal_datatype_get_element_count(dt, rem) < 0;
+}
+
 static void complete_recv(struct mtl_tm_request *req)
 {
 	struct tm_recv *r = &req->u.recv;
@@ -150,7 +168,9 @@ static void complete_recv(struct mtl_tm_request *req)
 				memcpy(req->pack_buf, req->small, got);
 		}
 		st->_ucount = got;
-		st->MPI_ERROR = trunc ? MPI_ERR_TRUNCATE : OMPI_SUCCESS;
+		st->MPI_ERROR = trunc ? MPI_ERR_TRUNCATE :
+				partial_element(req->convertor, got) ?
+				MPI_ERR_TYPE : OMPI_SUCCESS;
 		if (req->pack_free && got) {
 			/* exactly what arrived: a truncated message fills the
 			 * packed buffer, never more */

@@ -26,6 +26,9 @@
  * MPI_ERR_IN_STATUS with MPI_SUCCESS / MPI_ERR_TRUNCATE per request;
  * MPI_Testall of (cancelled, truncated) the same, the cancelled one with
  * MPI_SUCCESS; MPI_Waitall of one truncated MPI_Imrecv.
+ * A message that ends inside a basic element of the receive type (its
+ * signature cannot match) gives MPI_ERR_TYPE over tm, as under MPICH;
+ * ob1 accepts it (noted, not failed).
  */
 #include "mpitest.h"
 
@@ -291,6 +294,61 @@ static void requests(int n, char *buf, char *buf2)
 	envelope(&sts[1], T_CANCEL_TRUNC, -1, "MPI_Testall[1]", n);
 }
 
+/*
+ * A message ending inside an MPI_INT of the receive type: MPI_ERR_TYPE
+ * over tm (single completion: return value; MPI_Waitall: in status);
+ * whole ints are fine.  pml ob1 delivers the half element silently: a
+ * note there, not a failure.  n_int ints plus 3 bytes; eager and
+ * rendezvous.
+ */
+static void partial(int n_int)
+{
+	int n = n_int * 4 + 3, rc, want;
+	char *b = mt_malloc(n + 8);
+	MPI_Request r;
+	MPI_Status st;
+
+	want = mt_is_ob1() ? MPI_SUCCESS : MPI_ERR_TYPE;
+	if (mt_rank == 0) {
+		mt_fill(b, n, key(n, 100));
+		MT_CALL(MPI_Send(b, n, MPI_BYTE, 1, 100, comm));
+		MT_CALL(MPI_Send(b, n, MPI_BYTE, 1, 101, comm));
+		MT_CALL(MPI_Send(b, n - 3, MPI_BYTE, 1, 102, comm));
+	} else if (mt_rank == 1) {
+		fresh(&st);
+		rc = MPI_Recv(b, n_int + 2, MPI_INT, 0, 100, comm, &st);
+		if (mt_is_ob1() && rc == MPI_SUCCESS)
+			mt_note("pml ob1 accepts %d B into MPI_INT (half an "
+				"element)", n);
+		else
+			expect_rc(rc, want, "MPI_Recv (partial MPI_INT)", n);
+		untouched(&st, "MPI_Recv (partial MPI_INT)", n);
+		envelope(&st, 100, n, "MPI_Recv (partial MPI_INT)", n);
+		data(b, n, n, 100, "MPI_Recv (partial MPI_INT)");
+
+		MT_CALL(MPI_Irecv(b, n_int + 2, MPI_INT, 0, 101, comm, &r));
+		fresh(&st);
+		rc = MPI_Waitall(1, &r, &st);
+		if (!(mt_is_ob1() && rc == MPI_SUCCESS)) {
+			expect_rc(rc, MPI_ERR_IN_STATUS,
+				  "MPI_Waitall (partial MPI_INT)", n);
+			MT_CHECK(mt_class(st.MPI_ERROR) == MPI_ERR_TYPE,
+				 "%d B: MPI_Waitall (partial MPI_INT): "
+				 "MPI_ERROR %d, want MPI_ERR_TYPE", n,
+				 st.MPI_ERROR);
+		}
+
+		fresh(&st);
+		MT_CALL(MPI_Recv(b, n_int + 2, MPI_INT, 0, 102, comm, &st));
+		untouched(&st, "MPI_Recv (whole MPI_INTs)", n - 3);
+		MT_CHECK(mt_count(&st, MPI_INT) == n_int,
+			 "%d B: MPI_Get_count(MPI_INT) %d, want %d", n - 3,
+			 mt_count(&st, MPI_INT), n_int);
+	}
+	free(b);
+	MT_CALL(MPI_Barrier(comm));
+}
+
 int main(int argc, char **argv)
 {
 	static const int sizes[] = { 0, 8, 3000, 1 << 20 };
@@ -314,6 +372,12 @@ int main(int argc, char **argv)
 		}
 		MT_CALL(MPI_Barrier(comm));
 	}
+	mt_set_phase("partial element");
+	partial(0);
+	partial(2);
+	partial(1 << 18);
+	mt_checked("partial MPI_INT: MPI_ERR_TYPE (returned, or in status "
+		   "from MPI_Waitall) but over ob1; 3 B, 11 B, 1 MiB + 3 B");
 	mt_checked("status.MPI_ERROR left alone by probe, iprobe, mprobe, "
 		   "improbe, recv, mrecv, wait, test (receives, sends, "
 		   "persistent, cancelled, truncated); set per request by "
