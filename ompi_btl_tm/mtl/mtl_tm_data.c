@@ -38,7 +38,12 @@
  *
  * Errors: an engine error on a request (a peer that died, a failed
  * read) becomes MPI_ERR_OTHER in the request's status; the engine reports
- * a send to a dead peer through the soft HCA's RETRY_EXC completion.
+ * a send to a dead peer through the soft HCA's RETRY_EXC completion.  A
+ * receive reports MPI_ERR_TRUNCATE, or MPI_ERR_TYPE for a message ending
+ * inside a basic element of its datatype.  Those go in the request's own
+ * status, which Open MPI turns into the return value or, for the
+ * multiple-completion calls, copies out whole; a user's status is written
+ * here only by the probes (see probe_status).
  */
 #include "mtl_tm.h"
 
