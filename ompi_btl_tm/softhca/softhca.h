@@ -166,6 +166,7 @@ struct softhca_stats {
 	uint64_t card_reads;        /* rendezvous reads done by the card */
 	uint64_t cma_reads;         /* reads done with process_vm_readv */
 	uint64_t copy_reads;        /* reads done by request/response */
+	uint64_t bad_packets;       /* malformed arrivals dropped (QP failed) */
 };
 
 /* Snapshot of the card state of ctx's TM-SRQ (first one if several). */
