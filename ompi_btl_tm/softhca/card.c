@@ -137,8 +137,11 @@ void sh_card_read_done(struct sh_context *ctx, uint64_t req_id,
 	for (job = ctx->jobs; job; job = job->next)
 		if (job->qp == qp && job->started && job->req_id == req_id)
 			break;
-	if (!job)
-		return; /* a response for a read that was dropped */
+	if (!job) {
+		/* Jobs are dropped only with the QP's packets: nobody asked. */
+		sh_qp_bad_packet(qp);
+		return;
+	}
 	if (pkt->status != IBV_WC_SUCCESS) {
 		job_finish(ctx, job, IBV_WC_REM_ACCESS_ERR);
 		return;
