@@ -183,6 +183,8 @@ bool sh_peer_cma(struct sh_context *ctx, struct sh_peer *peer)
 		return false;
 	if (peer->cma >= 0)
 		return peer->cma;
+	if (peer->gone)
+		return false;
 	l.iov_base = &magic;
 	l.iov_len = sizeof(magic);
 	r.iov_base = (void *)(uintptr_t)peer->lay.owner_va;

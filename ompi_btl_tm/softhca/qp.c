@@ -717,7 +717,9 @@ static int qp_connect(struct sh_qp *qp, struct ibv_qp_attr *attr, int mask)
 		return EINVAL;
 	peer = sh_peer_get(qp->ctx, &attr->ah_attr.grh.dgid);
 	if (!peer)
-		return errno == ENOENT ? EHOSTUNREACH : EINVAL;
+		/* EPERM: no ptrace right over the peer; EPROTO: its segment
+		 * is not one a peer may trust */
+		return errno == ENOENT ? EHOSTUNREACH : errno ? errno : EINVAL;
 	idx = attr->dest_qp_num - SH_QPN_BASE;
 	if (attr->dest_qp_num < SH_QPN_BASE || idx >= peer->lay.max_qp ||
 	    peer->lay.mtu != qp->ctx->lay.mtu) {
@@ -726,7 +728,8 @@ static int qp_connect(struct sh_qp *qp, struct ibv_qp_attr *attr, int mask)
 	}
 	qp->peer = peer;
 	qp->dest_qpn = attr->dest_qp_num;
-	qp->out = sh_ring_at(&peer->lay, peer->rings, idx);
+	qp->out = peer->gone ? &peer->gone_ring
+			     : sh_ring_at(&peer->lay, peer->rings, idx);
 	qp->out_epoch = atomic_load(&qp->out->epoch);
 	qp->out_head = atomic_load(&qp->out->head);
 	return 0;

@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,6 +262,15 @@ static int header_check(const struct sh_seg *h, pid_t pid, uint32_t nonce,
 	return 0;
 }
 
+/* Has the process behind pidfd exited (zombie included)? */
+static bool pidfd_exited(int pidfd)
+{
+	struct pollfd pf = { .fd = pidfd, .events = POLLIN };
+
+	return poll(&pf, 1, 0) == 1 && (pf.revents & POLLIN);
+}
+
+/* 0, ESRCH if the process has exited, or why the segments are unusable. */
 static int peer_map(struct sh_peer *p, pid_t pid, int fd, uint32_t nonce)
 {
 	int pidfd, pfd = -1, rfd = -1, err = EPROTO;
@@ -271,10 +281,11 @@ static int peer_map(struct sh_peer *p, pid_t pid, int fd, uint32_t nonce)
 
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0)
-		return errno == ESRCH ? ENOENT : errno;
+		return errno;
 	pfd = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
 	if (pfd < 0) {
-		err = errno == EBADF ? ENOENT : errno;
+		err = errno == ESRCH || pidfd_exited(pidfd) ? ESRCH
+			: errno == EBADF ? ENOENT : errno;
 		goto out;
 	}
 	if (sealed_size(pfd, SH_PUB_SEALS, &size) || size < sizeof(head))
@@ -292,7 +303,8 @@ static int peer_map(struct sh_peer *p, pid_t pid, int fd, uint32_t nonce)
 		goto out;
 	rfd = (int)syscall(SYS_pidfd_getfd, pidfd, head.rings_fd, 0);
 	if (rfd < 0) {
-		err = errno == EBADF ? ENOENT : errno;
+		err = errno == ESRCH || pidfd_exited(pidfd) ? ESRCH
+			: errno == EBADF ? ENOENT : errno;
 		goto out;
 	}
 	err = EPROTO;
@@ -348,7 +360,12 @@ struct sh_peer *sh_peer_get(struct sh_context *ctx, const union ibv_gid *gid)
 	if (!p)
 		return NULL;
 	err = peer_map(p, pid, fd, nonce);
-	if (err) {
+	if (err == ESRCH) {
+		p->gone = true;
+		p->pid = pid;
+		p->lay = ctx->lay;
+		atomic_store(&p->gone_ring.closed, 1);
+	} else if (err) {
 		free(p);
 		errno = err;
 		return NULL;
@@ -374,8 +391,10 @@ void sh_peer_put(struct sh_context *ctx, struct sh_peer *peer)
 			*pp = peer->next;
 			break;
 		}
-	munmap((void *)peer->pub, peer->lay.pub_size);
-	munmap(peer->rings, peer->lay.rings_size);
+	if (!peer->gone) {
+		munmap((void *)peer->pub, peer->lay.pub_size);
+		munmap(peer->rings, peer->lay.rings_size);
+	}
 	if (peer->stat_fd >= 0)
 		close(peer->stat_fd);
 	free(peer);
@@ -390,7 +409,7 @@ bool sh_peer_dead(struct sh_peer *peer)
 	char buf[512], *paren;
 	ssize_t n;
 
-	if (kill(peer->pid, 0) < 0 && errno == ESRCH)
+	if (peer->gone || (kill(peer->pid, 0) < 0 && errno == ESRCH))
 		return true;
 	if (peer->stat_fd < 0)
 		return false;

@@ -61,9 +61,17 @@
  *  - Completions carry IBV_WC_TM_SYNC_REQ while the card's counter differs
  *    from the last count software reported.
  *
- * Transport: each context owns a shared-memory segment (mode 0600, unlinked
- * when the context closes) holding its rkey table and one inbound packet ring
- * per QP; a sender copies MTU-sized packets into its peer's ring.  RDMA
+ * Transport: each context owns two anonymous shared-memory segments
+ * (memfds; nothing in /dev/shm, nothing left after any exit) that peers
+ * reach with pidfd_getfd(2) on the descriptors the GID names, which needs
+ * ptrace permission over the owner (as process_vm_readv does): one holds
+ * the rkey table and is sealed so that peers map it read-only, the other
+ * one inbound packet ring per QP; a sender copies MTU-sized packets into its
+ * peer's ring.  Nothing a peer writes is trusted: its segment header is
+ * checked once at connect (a bad one fails the RTR transition with EPROTO),
+ * and an arriving packet that breaks the protocol (length, kind, offsets,
+ * ring counters) is dropped, counted in softhca_stats.bad_packets, and
+ * moves the QP to the error state.  RDMA
  * reads use process_vm_readv after checking the owner's rkey table; if the
  * kernel refuses cross-memory attach (or force_copy_read is set) they fall
  * back to read request/response packets served by the owner's card.  A peer

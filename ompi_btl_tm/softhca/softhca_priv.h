@@ -167,6 +167,12 @@ struct sh_peer {
 	int cma;                /* 1 usable, 0 refused, -1 not probed */
 	uint64_t checked_ns;    /* last liveness check */
 	int stat_fd;            /* /proc/<pid>/stat, to tell a zombie */
+	/*
+	 * The process had exited by the time we connected: like a card, the
+	 * connect succeeds and the first WR fails (the ring reads closed).
+	 */
+	bool gone;
+	struct sh_ring gone_ring;
 	struct sh_peer *next;
 };
 

@@ -550,7 +550,7 @@ static int bad_header_child(int which)
 			return 1;
 		}
 	}
-	return 0;
+	return ret == EPROTO ? 0 : 2;
 }
 
 static void test_peer_header_changes(void)
@@ -641,7 +641,7 @@ int main(void)
 		char what[128];
 
 		snprintf(what, sizeof(what), "peer header with %s: connect "
-			 "refused", hdr_name[i]);
+			 "refused with EPROTO", hdr_name[i]);
 		run_child(what, bad_header_child, i);
 	}
 	test_peer_header_changes();
