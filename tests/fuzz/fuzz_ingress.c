@@ -36,6 +36,13 @@ enum {
 	OP_COUNT
 };
 
+/*
+ * Receive buffers larger than the whole ring segment: a length the card
+ * failed to bound then reads past the mapping and faults, instead of
+ * quietly copying a neighbouring slot.
+ */
+#define BUF (256u * 1024)
+
 struct in {
 	const uint8_t *p;
 	size_t n;
@@ -184,13 +191,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case OP_ADD:
 			take(&in, &tag, 8);
 			take(&in, &b8, 1);
-			buf = sh_alloc(&e.b, 512);
-			sh_add(&e.b, 1, 2, buf, 512, tag,
+			buf = sh_alloc(&e.b, BUF);
+			sh_add(&e.b, 1, 2, buf, BUF, tag,
 			       b8 & 1 ? ~0ull : 0xffffffffull, 0,
 			       IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC, &handle);
 			break;
 		case OP_PLAIN:
-			sh_post_plain(&e.b, 3, sh_alloc(&e.b, 1024), 1024);
+			sh_post_plain(&e.b, 3, sh_alloc(&e.b, BUF), BUF);
 			break;
 		case OP_DRAIN:
 			sh_flush(&e);
