@@ -65,9 +65,17 @@
  *    than 0x3fff ahead of the last reported count; never on SYNC,
  *    matched, NO_TAG or data completions.
  *
- * Transport: each context owns a shared-memory segment (mode 0600, unlinked
- * when the context closes) holding its rkey table and one inbound packet ring
- * per QP; a sender copies MTU-sized packets into its peer's ring.  RDMA
+ * Transport: each context owns two anonymous shared-memory segments
+ * (memfds; nothing in /dev/shm, nothing left after any exit) that peers
+ * reach with pidfd_getfd(2) on the descriptors the GID names, which needs
+ * ptrace permission over the owner (as process_vm_readv does): one holds
+ * the rkey table and is sealed so that peers map it read-only, the other
+ * one inbound packet ring per QP; a sender copies MTU-sized packets into its
+ * peer's ring.  Nothing a peer writes is trusted: its segment header is
+ * checked once at connect (a bad one fails the RTR transition with EPROTO),
+ * and an arriving packet that breaks the protocol (length, kind, offsets,
+ * ring counters) is dropped, counted in softhca_stats.bad_packets, and
+ * moves the QP to the error state.  RDMA
  * reads use process_vm_readv after checking the owner's rkey table; if the
  * kernel refuses cross-memory attach (or force_copy_read is set) they fall
  * back to read request/response packets served by the owner's card.  A peer
@@ -197,6 +205,7 @@ struct softhca_stats {
 	uint64_t card_reads;        /* rendezvous reads done by the card */
 	uint64_t cma_reads;         /* reads done with process_vm_readv */
 	uint64_t copy_reads;        /* reads done by request/response */
+	uint64_t bad_packets;       /* malformed arrivals dropped (QP failed) */
 };
 
 /* Snapshot of the card state of ctx's TM-SRQ (first one if several). */

@@ -423,8 +423,12 @@ static void rx_finish(struct sh_qp *qp)
 	rx->dest = SH_RX_IDLE;
 }
 
-/* Writes the packet's share of the message, less the skipped headers. */
-static void rx_data(struct sh_qp *qp, const struct sh_pkt *pkt)
+/*
+ * Writes the packet's share of the message, less the skipped headers
+ * (pkt: the checked header copy; data: the payload in the ring).
+ */
+static void rx_data(struct sh_qp *qp, const struct sh_pkt *pkt,
+		    const uint8_t *data)
 {
 	struct sh_rx *rx = &qp->rx;
 	uint32_t start = rx->off > rx->skip ? rx->off : rx->skip;
@@ -433,7 +437,7 @@ static void rx_data(struct sh_qp *qp, const struct sh_pkt *pkt)
 	if (end > start && rx->cqe.status != IBV_WC_LOC_PROT_ERR)
 		rx->written += sh_scatter(rx->sge, rx->num_sge,
 					  start - rx->skip,
-					  pkt->data + (start - rx->off),
+					  data + (start - rx->off),
 					  end - start);
 	rx->off = end;
 	if (pkt->flags & SH_PKT_LAST)
@@ -470,7 +474,8 @@ static void rx_start(struct sh_qp *qp, enum sh_rx_dest dest,
  * there is none: the message stays on the wire (receiver not ready).
  */
 static int rx_plain(struct sh_qp *qp, const struct sh_pkt *pkt,
-		    enum ibv_wc_opcode opcode, bool unexpected)
+		    const uint8_t *data, enum ibv_wc_opcode opcode,
+		    bool unexpected)
 {
 	struct sh_srq *srq = qp->srq;
 	struct sh_rq *rq = srq ? &srq->rq : &qp->rq;
@@ -499,7 +504,7 @@ static int rx_plain(struct sh_qp *qp, const struct sh_pkt *pkt,
 		qp->rx.cqe.wc_flags = sync_flag(srq);
 	if (sh_cq_reserve(cq, &qp->rx.cqe_seq))
 		return ENOMEM;
-	rx_data(qp, pkt);
+	rx_data(qp, pkt, data);
 	return 0;
 }
 
@@ -547,7 +552,7 @@ static void rx_eager_overflow(struct sh_qp *qp, const struct sh_pkt *pkt,
 }
 
 static void rx_eager_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
-			     int32_t h)
+			     const uint8_t *data, int32_t h)
 {
 	struct sh_srq *srq = qp->srq;
 	struct sh_tag *t = &srq->tags[h];
@@ -580,7 +585,7 @@ static void rx_eager_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
 		sh_cq_push(srq->cq, &cqe);
 		qp->rx.cqe.wc_flags = IBV_WC_TM_DATA_VALID;
 	}
-	rx_data(qp, pkt);
+	rx_data(qp, pkt, data);
 }
 
 static void rx_rndv_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
@@ -679,32 +684,34 @@ static bool tmh_valid(const struct sh_pkt *pkt, uint32_t rndv_max)
  * The card's decision for the first packet of a message.  Returns 0 when
  * the packet was taken, EAGAIN when it must wait for a plain buffer.
  */
-int sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt)
+int sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt,
+		const uint8_t *data)
 {
 	struct sh_srq *srq = qp->srq;
 	const struct ibv_tmh *tmh = (const void *)pkt->data;
 	int32_t h;
 
 	if (!srq || !srq->tm)
-		return rx_plain(qp, pkt, IBV_WC_RECV, false);
+		return rx_plain(qp, pkt, data, IBV_WC_RECV, false);
 	if (!tmh_valid(pkt, qp->ctx->cfg.max_rndv_hdr_size))
-		return rx_plain(qp, pkt, IBV_WC_RECV, false);
+		return rx_plain(qp, pkt, data, IBV_WC_RECV, false);
 	if (tmh->opcode == IBV_TMH_NO_TAG || tmh->opcode == IBV_TMH_FIN)
-		return rx_plain(qp, pkt, IBV_WC_TM_NO_TAG, false);
+		return rx_plain(qp, pkt, data, IBV_WC_TM_NO_TAG, false);
 
 	/* the first active entry, in list order, whose tag & mask accept */
 	h = sh_tl_match(srq, be64toh(tmh->tag));
 	if (h < 0)
-		return rx_plain(qp, pkt, IBV_WC_TM_RECV, true);
+		return rx_plain(qp, pkt, data, IBV_WC_TM_RECV, true);
 	if (tmh->opcode == IBV_TMH_EAGER)
-		rx_eager_matched(qp, pkt, h);
+		rx_eager_matched(qp, pkt, data, h);
 	else
 		rx_rndv_matched(qp, pkt, h);
 	return 0;
 }
 
-void sh_rx_more(struct sh_qp *qp, const struct sh_pkt *pkt)
+void sh_rx_more(struct sh_qp *qp, const struct sh_pkt *pkt,
+		const uint8_t *data)
 {
 	if (qp->rx.dest != SH_RX_IDLE)
-		rx_data(qp, pkt);
+		rx_data(qp, pkt, data);
 }
