@@ -169,7 +169,8 @@ struct ibv_qp *sh_qp_create(struct sh_side *s, struct ibv_cq_ex *scq,
 			    struct ibv_srq *srq, struct ibv_cq_ex *rcq)
 {
 	struct ibv_qp_init_attr qa;
-	uint32_t wr = min_u32(1024, s->attr.orig_attr.max_qp_wr);
+	/* a send WQE takes up to 4 blocks of max_qp_wr (mlx5, rule 2) */
+	uint32_t wr = min_u32(1024, s->attr.orig_attr.max_qp_wr / 4);
 
 	memset(&qa, 0, sizeof(qa));
 	qa.send_cq = ibv_cq_ex_to_cq(scq);
