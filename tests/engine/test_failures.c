@@ -77,12 +77,15 @@ static struct tm_engine_stats stats(int node)
 	return st;
 }
 
-static void open_world(uint32_t n_plain)
+static void open_world_ops(uint32_t n_plain, uint32_t max_ops,
+			   enum softhca_sched sched)
 {
 	struct eu_opts o;
 
 	fault_clear();
 	eu_opts_default(&o);
+	o.max_ops = max_ops;
+	o.sched = sched;
 	o.arena_len = 4 << 20;
 	o.ecfg.eager_limit = 1024;
 	if (n_plain)
@@ -90,6 +93,11 @@ static void open_world(uint32_t n_plain)
 	o.ecfg.test = &hooks;
 	if (eu_world_init(&W, 2, &o))
 		tap_bail("cannot open the soft HCA world");
+}
+
+static void open_world(uint32_t n_plain)
+{
+	open_world_ops(n_plain, 0, SOFTHCA_SCHED_AUTO);
 }
 
 static int post_recv(struct eu_recv *t, int node, int tag, size_t off,
@@ -300,6 +308,36 @@ static void test_read_no_memory(void)
 	eu_world_fini(&W);
 }
 
+/* ---- list ops waiting for a slot ----------------------------------- */
+
+/*
+ * With one op slot, two cancels of card-held receives queue two DELs at
+ * once; each lives in its own receive (no allocation, so none can fail),
+ * and both receives end cancelled.
+ */
+static void test_queued_dels(void)
+{
+	struct eu_recv r0, r1;
+	struct tm_engine_stats st;
+
+	open_world_ops(0, 1, SOFTHCA_SCHED_MANUAL);
+	post_recv(&r0, 0, 11, 0, 1024);
+	eu_pump(&W);
+	post_recv(&r1, 0, 12, 4096, 1024);
+	tm_engine_cancel_recv(E(0), &r0.r);
+	tm_engine_cancel_recv(E(0), &r1.r);
+	st = stats(0);
+	tap_check(st.card_entries == 2 && st.ops_in_queue == 2,
+		  "one op slot, two cancels: two DELs queued (queued %u)",
+		  st.ops_in_queue);
+	eu_pump(&W);
+	tap_check(r0.done == 1 && r0.r.status == TM_REQ_CANCELLED &&
+		  r1.done == 1 && r1.r.status == TM_REQ_CANCELLED &&
+		  eu_quiet(&W) && stats(0).card_entries == 0,
+		  "... both receives end cancelled, the card list empty");
+	eu_world_fini(&W);
+}
+
 /* ---- posts that fail ------------------------------------------------- */
 
 static void test_post_send(void)
@@ -389,6 +427,7 @@ int main(void)
 	test_ack_no_memory();
 	test_fin_no_memory();
 	test_read_no_memory();
+	test_queued_dels();
 	test_post_send();
 	test_post_ops();
 	test_post_plain();
