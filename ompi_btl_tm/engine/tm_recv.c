@@ -65,6 +65,49 @@ void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r, int status)
 	recv_try_done(eng, r);
 }
 
+/* ---- replies (ACK, FIN) --------------------------------------------- */
+
+/*
+ * Sends r's ACK or FIN (r->send_seq names the send; a FIN copies r->hdr).
+ * With no memory for it, r owes it: r does not complete (ops_pending) and
+ * tme_recv_pay_owed() tries again from every engine call, so the sender
+ * never waits forever for a reply that was dropped.
+ */
+static void reply(struct tm_engine *eng, struct tm_recv *r, int type)
+{
+	int rc = type == TX_ACK ? tme_send_ack(eng, r->peer, r->send_seq) :
+				  tme_send_fin(eng, r->peer, r->hdr);
+
+	if (rc == TM_OK)
+		return;
+	r->flags |= type == TX_ACK ? RF_OWE_ACK : RF_OWE_FIN;
+	r->ops_pending++;
+	ucs_list_add_tail(&eng->owed, &r->owed_link);
+	eng->st.replies_owed++;
+}
+
+/* Sends the owed replies, oldest first, until memory runs short again. */
+int tme_recv_pay_owed(struct tm_engine *eng)
+{
+	struct tm_recv *r;
+	int n = 0, rc;
+
+	while (!ucs_list_is_empty(&eng->owed)) {
+		r = ucs_list_head(&eng->owed, struct tm_recv, owed_link);
+		rc = (r->flags & RF_OWE_ACK) ?
+		     tme_send_ack(eng, r->peer, r->send_seq) :
+		     tme_send_fin(eng, r->peer, r->hdr);
+		if (rc != TM_OK)
+			break;
+		ucs_list_del(&r->owed_link);
+		r->flags &= ~(RF_OWE_ACK | RF_OWE_FIN);
+		r->ops_pending--;
+		recv_try_done(eng, r);
+		n++;
+	}
+	return n;
+}
+
 /* ---- software rendezvous -------------------------------------------- */
 
 /* r->hdr holds the request's TMH+RVH; reads min(len, buffer) then FINs. */
@@ -85,7 +128,7 @@ static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r)
 	}
 	if (!r->rd_len || !r->len || !r->mr) {
 		r->recv_len = 0;
-		tme_send_fin(eng, r->peer, r->hdr);
+		reply(eng, r, TX_FIN);
 		tme_recv_finish(eng, r, !r->mr && r->rd_len && r->len ?
 			    TM_REQ_ERROR : r->rd_len > r->len ?
 			    TM_REQ_TRUNCATED : TM_REQ_OK);
@@ -95,7 +138,7 @@ static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r)
 	if (!tx || r->peer >= eng->npeers) {
 		if (tx)
 			tme_tx_free(tx);
-		tme_send_fin(eng, r->peer, r->hdr);
+		reply(eng, r, TX_FIN);
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
 		return;
 	}
@@ -108,7 +151,7 @@ static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r)
 void tme_sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status)
 {
 	eng->reads_active--;
-	tme_send_fin(eng, r->peer, r->hdr);
+	reply(eng, r, TX_FIN);
 	r->recv_len = r->rd_len < r->len ? r->rd_len : r->len;
 	if (status != IBV_WC_SUCCESS)
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
@@ -118,6 +161,15 @@ void tme_sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status)
 }
 
 /* ---- matching in software ------------------------------------------- */
+
+/* m is done with: its memory, or its plain buffer back to the card. */
+static void msg_free(struct tm_engine *eng, struct tm_msg *m)
+{
+	if (m->plain >= 0)
+		tme_post_plain(eng, (uint32_t)m->plain);
+	else
+		free(m);
+}
 
 /* Delivers unexpected message m into receive r (which left the queues). */
 static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
@@ -132,15 +184,15 @@ static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
 	ucs_list_del(&m->all);
 	if (m->rndv) {
 		memcpy(r->hdr, m->hdr, sizeof(r->hdr));
-		free(m);
+		msg_free(eng, m);
 		sw_rndv_start(eng, r);
 		return;
 	}
 	if (m->app & TM_APP_SYNC)
-		tme_send_ack(eng, m->peer, m->app);
+		reply(eng, r, TX_ACK);
 	r->recv_len = m->len < r->len ? m->len : r->len;
 	memcpy(r->buf, m->data, r->recv_len);
-	free(m);
+	msg_free(eng, m);
 	tme_recv_finish(eng, r, r->msg_len > r->len ? TM_REQ_TRUNCATED : TM_REQ_OK);
 }
 
@@ -161,8 +213,10 @@ static void handle_unexpected_msg(struct tm_engine *eng, struct tm_msg *m)
 	struct tm_recv *r;
 
 	if (!q) {
+		/* a message that cannot be queued cannot be matched: stop
+		 * rather than lose it (it stays on all_msgs) */
 		if (tm_mq_msg_add(&eng->mq, &m->mq, m->tag, m->stamp) != TM_OK)
-			eng->st.errors++;
+			tme_engine_fatal(eng, TM_ERR_NO_MEMORY);
 		return;
 	}
 	r = ucs_container_of(q, struct tm_recv, mq);
@@ -184,23 +238,31 @@ static void handle_unexpected_msg(struct tm_engine *eng, struct tm_msg *m)
 /* ---- TM CQ handlers ------------------------------------------------- */
 
 /* An unexpected tagged message in a plain buffer: keep a copy, match it. */
-void tme_on_unexpected(struct tm_engine *eng, const uint8_t *buf,
-		       const struct tm_cqe *c)
+int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
+		      const struct tm_cqe *c)
 {
 	const struct ibv_tmh *tmh = (const void *)buf;
 	const struct ibv_rvh *rvh = (const void *)(buf + TMH_LEN);
 	uint32_t plen = 0;
 	struct tm_msg *m;
-	int rndv = tmh->opcode == IBV_TMH_RNDV;
+	int rndv = tmh->opcode == IBV_TMH_RNDV, held;
 
 	eng->uq_count++;
 	eng->st.unexpected++;
 	if (!rndv && c->byte_len >= TMH_LEN)
 		plen = c->byte_len - TMH_LEN;
-	m = malloc(sizeof(*m) + plen);
-	if (!m) {
-		eng->st.errors++;
-		return;
+	m = tme_fault(eng, TM_SITE_ALLOC_MSG) ? NULL :
+	    malloc(sizeof(*m) + plen);
+	if (m) {
+		m->plain = -1;
+		m->data = (uint8_t *)(m + 1);
+	} else {
+		/* no copy: the message keeps its plain buffer until it is
+		 * received, and the card has one buffer less meanwhile */
+		m = &eng->msg_pool[idx];
+		m->plain = (int32_t)idx;
+		m->data = buf + TMH_LEN;
+		eng->st.msg_held++;
 	}
 	m->tag = be64toh(tmh->tag);
 	m->app = be32toh(tmh->app_ctx);
@@ -209,12 +271,14 @@ void tme_on_unexpected(struct tm_engine *eng, const uint8_t *buf,
 	m->len = rndv ? be32toh(rvh->len) : plen;
 	if (rndv)
 		memcpy(m->hdr, buf, TMH_LEN + RVH_LEN);
-	else
+	else if (m->plain < 0)
 		memcpy(m->data, buf + TMH_LEN, plen);
 	m->stamp = eng->clock++;
 	ucs_list_add_tail(&eng->all_msgs, &m->all);
 	report_arrival(eng, m->tag, m->app, m->peer, m->len, m->stamp, 0);
+	held = m->plain >= 0; /* m may be gone after the next line */
 	handle_unexpected_msg(eng, m);
+	return held;
 }
 
 /* The card matched r: this is the message's linearisation point. */
@@ -253,7 +317,7 @@ static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
 	}
 	r->state = R_WAIT_DATA;
 	if ((app & TM_APP_SYNC) && !(app & TM_APP_RNDV))
-		tme_send_ack(eng, r->peer, app);
+		reply(eng, r, TX_ACK);
 	if (lost)
 		handle_unexpected_msg(eng, lost);
 }
@@ -290,7 +354,7 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 			/* the card sends no FIN after a failed read */
 			memset(r->hdr, 0, sizeof(r->hdr));
 			tmh_fill(r->hdr, IBV_TMH_RNDV, c->tm.priv, c->tm.tag);
-			tme_send_fin(eng, r->peer, r->hdr);
+			reply(eng, r, TX_FIN);
 		}
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
 		break;
@@ -377,6 +441,8 @@ int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 	if (ctx > TM_MAX_CTX || (src != TM_ANY_SRC &&
 	    (src < 0 || (uint32_t)src > TM_MAX_SRC)))
 		return TM_ERR_RANGE;
+	if (eng->fatal)
+		return eng->fatal;
 	tme_drain(eng);
 	recv_init(r, buf, len, mr);
 	r->post_stamp = eng->clock++;
@@ -400,6 +466,8 @@ out:
 
 int tm_engine_cancel_recv(struct tm_engine *eng, struct tm_recv *r)
 {
+	if (eng->fatal)
+		return eng->fatal;
 	tme_drain(eng);
 	if (r->state == R_SW) {
 		recv_leave_queues(eng, r);
@@ -446,6 +514,8 @@ int tm_engine_iprobe(struct tm_engine *eng, uint32_t ctx, int32_t src,
 
 	if (ctx > TM_MAX_CTX)
 		return TM_ERR_RANGE;
+	if (eng->fatal)
+		return eng->fatal;
 	m = probe(eng, ctx, src, tag, info);
 	tme_flush_work(eng);
 	tme_fire_done(eng);
@@ -460,6 +530,8 @@ int tm_engine_improbe(struct tm_engine *eng, uint32_t ctx, int32_t src,
 
 	if (ctx > TM_MAX_CTX)
 		return TM_ERR_RANGE;
+	if (eng->fatal)
+		return eng->fatal;
 	m = probe(eng, ctx, src, tag, info);
 	if (m)
 		tm_mq_msg_remove(&eng->mq, &m->mq);
@@ -475,6 +547,8 @@ int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
 {
 	if (!msg)
 		return TM_ERR_INVALID;
+	if (eng->fatal)
+		return eng->fatal;
 	tme_drain(eng);
 	recv_init(r, buf, len, mr);
 	r->post_stamp = eng->clock++;

@@ -111,40 +111,40 @@ void tme_peer_fail(struct tm_engine *eng, uint32_t peer)
 	}
 }
 
-void tme_send_ack(struct tm_engine *eng, uint32_t peer, uint32_t app)
+/* ACK: a synchronous send matched.  TM_ERR_NO_MEMORY: not sent (the
+ * receive owes it, tm_recv.c). */
+int tme_send_ack(struct tm_engine *eng, uint32_t peer, uint32_t app)
 {
 	struct tm_tx *tx;
 
 	if (peer >= eng->npeers)
-		return;
+		return TM_OK; /* an unknown peer: nobody to tell */
 	tx = tme_tx_new(eng, TX_ACK, peer);
-	if (!tx) {
-		eng->st.errors++;
-		return;
-	}
+	if (!tx)
+		return TM_ERR_NO_MEMORY;
 	tmh_fill(tx->hdr, IBV_TMH_NO_TAG,
 		 ((uint32_t)TM_CTRL_ACK << TM_APP_CTRL_SHIFT) |
 		 (app & TM_APP_SEQ_MASK), 0);
 	tx->hdr_len = TMH_LEN;
 	tme_tx_queue(eng, tx);
+	return TM_OK;
 }
 
-/* FIN: a copy of the request's TMH (opcode FIN) and RVH. */
-void tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr)
+/* FIN: a copy of the request's TMH (opcode FIN) and RVH; as for ACK. */
+int tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr)
 {
 	struct tm_tx *tx;
 
 	if (peer >= eng->npeers)
-		return;
+		return TM_OK; /* an unknown peer: nobody to tell */
 	tx = tme_tx_new(eng, TX_FIN, peer);
-	if (!tx) {
-		eng->st.errors++;
-		return;
-	}
+	if (!tx)
+		return TM_ERR_NO_MEMORY;
 	memcpy(tx->hdr, hdr, TMH_LEN + RVH_LEN);
 	((struct ibv_tmh *)tx->hdr)->opcode = IBV_TMH_FIN;
 	tx->hdr_len = TMH_LEN + RVH_LEN;
 	tme_tx_queue(eng, tx);
+	return TM_OK;
 }
 
 void tme_send_keepalive(struct tm_engine *eng, struct tm_peer *p,
@@ -230,6 +230,8 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 	if (peer >= eng->npeers || ctx > TM_MAX_CTX || src < 0 ||
 	    (uint32_t)src > TM_MAX_SRC || len > UINT32_MAX)
 		return TM_ERR_RANGE;
+	if (eng->fatal)
+		return eng->fatal;
 	tme_drain(eng);
 	s->status = TM_REQ_OK;
 	s->peer = peer;
