@@ -225,6 +225,16 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 		free(eng);
 		return TM_ERR_INVALID;
 	}
+	/* Below 2^32 - 1, so that the saturated RVH length of a longer
+	 * message exceeds every card buffer (doc/DESIGN.md, "Long messages");
+	 * a device that reports nothing gets a ConnectX's 1 GiB. */
+	eng->max_read = dev->max_msg_sz ? dev->max_msg_sz : 1u << 30;
+	if (eng->max_read > UINT32_MAX - 1)
+		eng->max_read = UINT32_MAX - 1;
+	if (eng->max_read < TMH_LEN + cfg->eager_limit) {
+		free(eng);
+		return TM_ERR_INVALID; /* an eager message would not fit */
+	}
 	eng->op_unsig = calloc(eng->max_ops, sizeof(*eng->op_unsig));
 	eng->sq_limit = dev->qp_max_send_wr > 4 ? dev->qp_max_send_wr / 2 : 1;
 	eng->slot_low = eng->n_slots / 4;

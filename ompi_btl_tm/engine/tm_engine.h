@@ -81,6 +81,7 @@ struct tm_engine_stats {
 	uint64_t sw_list_full;
 	uint64_t sw_ops_full;      /* max_ops reached or ops queued */
 	uint64_t sw_small_buf;
+	uint64_t sw_long_buf;      /* longer than the card reads at once */
 	uint64_t sw_no_offload;
 	uint64_t sw_reg_fail;
 	uint64_t promoted;         /* software-held receives moved to the card */
@@ -157,7 +158,7 @@ struct tm_recv {
 	struct tm_msg *claim;
 	uint64_t rd_va;
 	uint32_t rd_rkey;
-	uint32_t rd_len;
+	uint64_t rd_len;         /* the sender's full length */
 	uint8_t hdr[32] __attribute__((aligned(8))); /* TMH+RVH, sw rndv */
 };
 

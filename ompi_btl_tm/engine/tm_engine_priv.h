@@ -87,8 +87,15 @@ struct tm_tx {
 	int type;
 	int slot;
 	uint32_t peer;
+	int queued;            /* on its peer's txq */
 	struct tm_send *send;
 	struct tm_recv *recv;
+	/* TX_READ: posted in pieces of at most max_read bytes */
+	uint64_t rd_next;      /* offset of the next piece to post */
+	uint64_t rd_end;       /* bytes to read */
+	uint32_t rd_out;       /* pieces posted and not yet retired */
+	int rd_status;         /* first failed piece's status, or SUCCESS */
+	int rd_stop;           /* post no more pieces (error, dead peer) */
 	uint32_t hdr_len;
 	uint8_t hdr[32] __attribute__((aligned(8))); /* read as ibv_tmh */
 };
@@ -177,6 +184,7 @@ struct tm_engine {
 				 * post order: only these may be inactive */
 	uint32_t max_entries;
 	uint32_t max_ops;
+	uint64_t max_read;   /* longest read the device does at once */
 	uint32_t card_entries;
 	uint32_t ops_out;    /* list ops the card still counts as outstanding */
 	uint32_t ops_sig_out; /* ... of which signalled (a completion comes) */
@@ -368,7 +376,8 @@ int tme_wait_reply_start(struct tm_engine *eng, struct tm_send *s);
 void tme_wait_reply_end(struct tm_engine *eng, struct tm_send *s);
 void tme_peer_fail(struct tm_engine *eng, uint32_t peer);
 void tme_send_ack(struct tm_engine *eng, uint32_t peer, uint32_t app);
-void tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr);
+void tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr,
+		  int failed);
 void tme_send_keepalive(struct tm_engine *eng, struct tm_peer *p,
 			uint64_t now);
 void tme_keepalive_scan(struct tm_engine *eng);

@@ -99,7 +99,7 @@ void tme_swq_del(struct tm_engine *eng, struct tm_recv *r)
 static int never_on_card(struct tm_engine *eng, const struct tm_recv *r)
 {
 	return !eng->cfg.offload || r->len < TMH_LEN + RVH_LEN ||
-	       r->len > UINT32_MAX;
+	       r->len > eng->max_read;
 }
 
 /* The receive of q to promote: its head (see tme_promote()). */
@@ -191,7 +191,9 @@ void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
  *   2. prefix rule: no software-held posted receive accepts a message r
  *      accepts, O(1) through the tm_mq counters (sw_conflict);
  *   3. the buffer holds TMH+RVH, so a truncated rendezvous can be finished
- *      in software, and its length fits the card's 32 bits (sw_small_buf);
+ *      in software (sw_small_buf), and is no longer than the card reads in
+ *      one go, so a rendezvous the card cannot read never fits a card
+ *      buffer (sw_long_buf; doc/DESIGN.md, "Long messages");
  *   4. the card list has room (sw_list_full);
  *   5. an op slot is free and no list op is queued ahead (sw_ops_full);
  *   6. the buffer is registered: the caller's MR, or one from the dev
@@ -207,8 +209,10 @@ static uint64_t *offload_refusal(struct tm_engine *eng, struct tm_recv *r,
 	if (!(eng->test.faults & TM_FAULT_PREFIX) &&			/* 2 */
 	    tm_mq_sw_conflict(&eng->mq, tag, mask))
 		return &eng->st.sw_conflict;
-	if (r->len < TMH_LEN + RVH_LEN || r->len > UINT32_MAX)		/* 3 */
+	if (r->len < TMH_LEN + RVH_LEN)					/* 3 */
 		return &eng->st.sw_small_buf;
+	if (r->len > eng->max_read)
+		return &eng->st.sw_long_buf;
 	if (eng->card_entries >= eng->max_entries)			/* 4 */
 		return &eng->st.sw_list_full;
 	if (!ucs_list_is_empty(&eng->opq) || eng->ops_out >= eng->max_ops)

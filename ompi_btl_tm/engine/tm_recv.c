@@ -66,16 +66,20 @@ void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r, int status)
 
 /* ---- software rendezvous -------------------------------------------- */
 
-/* r->hdr holds the request's TMH+RVH; reads min(len, buffer) then FINs. */
-static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r)
+/*
+ * r->hdr holds the request's TMH+RVH, msg_len is the sender's length: reads
+ * min(msg_len, buffer), in pieces the device accepts (tm_tx.c), then FINs.
+ */
+static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r,
+			  uint64_t msg_len)
 {
 	const struct ibv_rvh *rvh = (const void *)(r->hdr + TMH_LEN);
 	struct tm_tx *tx;
 
 	r->rd_va = be64toh(rvh->va);
 	r->rd_rkey = be32toh(rvh->rkey);
-	r->rd_len = be32toh(rvh->len);
-	r->msg_len = r->rd_len;
+	r->rd_len = msg_len;
+	r->msg_len = msg_len;
 	eng->st.rndv_sw++;
 	if (r->rd_len && r->len && !r->mr) {
 		if (tm_dev_mem_get(eng->dev, r->buf, r->len,
@@ -83,22 +87,25 @@ static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r)
 			r->own_mr = 1;
 	}
 	if (!r->rd_len || !r->len || !r->mr) {
+		int failed = !r->mr && r->rd_len && r->len;
+
 		r->recv_len = 0;
-		tme_send_fin(eng, r->peer, r->hdr);
-		tme_recv_finish(eng, r, !r->mr && r->rd_len && r->len ?
-			    TM_REQ_ERROR : r->rd_len > r->len ?
-			    TM_REQ_TRUNCATED : TM_REQ_OK);
+		tme_send_fin(eng, r->peer, r->hdr, failed);
+		tme_recv_finish(eng, r, failed ? TM_REQ_ERROR :
+				r->rd_len > r->len ? TM_REQ_TRUNCATED :
+				TM_REQ_OK);
 		return;
 	}
 	tx = tme_tx_new(eng, TX_READ, r->peer);
 	if (!tx || r->peer >= eng->npeers) {
 		if (tx)
 			tme_tx_free(tx);
-		tme_send_fin(eng, r->peer, r->hdr);
+		tme_send_fin(eng, r->peer, r->hdr, 1);
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
 		return;
 	}
 	tx->recv = r;
+	tx->rd_end = r->rd_len < r->len ? r->rd_len : r->len;
 	r->state = R_SW_READ;
 	eng->reads_active++;
 	tme_tx_queue(eng, tx);
@@ -107,7 +114,7 @@ static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r)
 void tme_sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status)
 {
 	eng->reads_active--;
-	tme_send_fin(eng, r->peer, r->hdr);
+	tme_send_fin(eng, r->peer, r->hdr, status != IBV_WC_SUCCESS);
 	r->recv_len = r->rd_len < r->len ? r->rd_len : r->len;
 	if (status != IBV_WC_SUCCESS)
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
@@ -132,7 +139,7 @@ static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
 	if (m->rndv) {
 		memcpy(r->hdr, m->hdr, sizeof(r->hdr));
 		free(m);
-		sw_rndv_start(eng, r);
+		sw_rndv_start(eng, r, r->msg_len);
 		return;
 	}
 	if (m->app & TM_APP_SYNC)
@@ -182,12 +189,34 @@ static void handle_unexpected_msg(struct tm_engine *eng, struct tm_msg *m)
 
 /* ---- TM CQ handlers ------------------------------------------------- */
 
+/*
+ * The length of a rendezvous request: the metadata's 64 bits when it came
+ * and agrees with the RVH (which saturates at 2^32 - 1), else the RVH's.
+ */
+static uint64_t rndv_len(struct tm_engine *eng, const uint8_t *buf,
+			 uint32_t byte_len)
+{
+	const struct ibv_rvh *rvh = (const void *)(buf + TMH_LEN);
+	uint32_t len = be32toh(rvh->len);
+	struct tm_rndv_md md;
+	uint64_t full;
+
+	if (byte_len < RNDV_HDR_LEN)
+		return len;
+	memcpy(&md, buf + TMH_LEN + RVH_LEN, sizeof(md));
+	full = be64toh(md.len);
+	if ((full > UINT32_MAX ? UINT32_MAX : full) != len) {
+		eng->st.malformed++;
+		return len;
+	}
+	return full;
+}
+
 /* An unexpected tagged message in a plain buffer: keep a copy, match it. */
 void tme_on_unexpected(struct tm_engine *eng, const uint8_t *buf,
 		       const struct tm_cqe *c)
 {
 	const struct ibv_tmh *tmh = (const void *)buf;
-	const struct ibv_rvh *rvh = (const void *)(buf + TMH_LEN);
 	uint32_t plen = 0;
 	struct tm_msg *m;
 	int rndv = tmh->opcode == IBV_TMH_RNDV;
@@ -205,7 +234,7 @@ void tme_on_unexpected(struct tm_engine *eng, const uint8_t *buf,
 	m->app = be32toh(tmh->app_ctx);
 	m->peer = tme_peer_of_qpn(eng, c->qp_num);
 	m->rndv = rndv;
-	m->len = rndv ? be32toh(rvh->len) : plen;
+	m->len = rndv ? rndv_len(eng, buf, c->byte_len) : plen;
 	if (rndv)
 		memcpy(m->hdr, buf, TMH_LEN + RVH_LEN);
 	else
@@ -272,8 +301,11 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 		break;
 	case IBV_WC_TM_RNDV_INCOMPLETE:
 		/* the card left TMH+RVH in the buffer (>= 32 bytes) */
+		/* the RVH length is all there is: the metadata did not come,
+		 * and a saturated one still exceeds the buffer (truncated) */
 		memcpy(r->hdr, r->buf, TMH_LEN + RVH_LEN);
-		sw_rndv_start(eng, r);
+		sw_rndv_start(eng, r, be32toh(((const struct ibv_rvh *)
+					      (r->hdr + TMH_LEN))->len));
 		break;
 	default:
 		r->recv_len = 0;
@@ -283,7 +315,7 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 			/* the card sends no FIN after a failed read */
 			memset(r->hdr, 0, sizeof(r->hdr));
 			tmh_fill(r->hdr, IBV_TMH_RNDV, c->tm.priv, c->tm.tag);
-			tme_send_fin(eng, r->peer, r->hdr);
+			tme_send_fin(eng, r->peer, r->hdr, 1);
 		}
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
 		break;

@@ -129,9 +129,16 @@ void tme_send_ack(struct tm_engine *eng, uint32_t peer, uint32_t app)
 	tme_tx_queue(eng, tx);
 }
 
-/* FIN: a copy of the request's TMH (opcode FIN) and RVH. */
-void tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr)
+/*
+ * FIN: a copy of the request's TMH (opcode FIN) and RVH.  failed: the
+ * receive completed TM_REQ_ERROR (the read was refused, the buffer could
+ * not be registered), and the send is told so that it fails too rather
+ * than report a transfer that did not happen.
+ */
+void tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr,
+		  int failed)
 {
+	struct ibv_tmh *tmh;
 	struct tm_tx *tx;
 
 	if (peer >= eng->npeers)
@@ -142,7 +149,10 @@ void tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr)
 		return;
 	}
 	memcpy(tx->hdr, hdr, TMH_LEN + RVH_LEN);
-	((struct ibv_tmh *)tx->hdr)->opcode = IBV_TMH_FIN;
+	tmh = (struct ibv_tmh *)tx->hdr;
+	tmh->opcode = IBV_TMH_FIN;
+	if (failed)
+		tmh->app_ctx = htobe32(be32toh(tmh->app_ctx) | TM_APP_FIN_ERR);
 	tx->hdr_len = TMH_LEN + RVH_LEN;
 	tme_tx_queue(eng, tx);
 }
@@ -216,6 +226,8 @@ void tme_on_control(struct tm_engine *eng, const uint8_t *buf,
 		return;
 	}
 	s = kh_value(eng->sends, it);
+	if (tmh->opcode == IBV_TMH_FIN && (app & TM_APP_FIN_ERR))
+		s->status = TM_REQ_ERROR;
 	tme_wait_reply_end(eng, s);
 	tme_send_try_done(eng, s);
 }
@@ -228,7 +240,7 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 	int ret, reply;
 
 	if (peer >= eng->npeers || ctx > TM_MAX_CTX || src < 0 ||
-	    (uint32_t)src > TM_MAX_SRC || len > UINT32_MAX)
+	    (uint32_t)src > TM_MAX_SRC)
 		return TM_ERR_RANGE;
 	tme_drain(eng);
 	s->status = TM_REQ_OK;

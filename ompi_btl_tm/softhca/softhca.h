@@ -21,7 +21,8 @@
  *  - Basic SRQs, QP receive queues, and the TM-SRQ (IBV_SRQT_TM) of
  *    doc/DESIGN.md section 3; ibv_post_srq_ops ADD / DEL / SYNC.
  *  - ibv_post_send: IBV_WR_SEND (with IBV_SEND_INLINE / SIGNALED) and
- *    IBV_WR_RDMA_READ.  Other opcodes fail with EINVAL.
+ *    IBV_WR_RDMA_READ.  Other opcodes, and a WR longer than the port's
+ *    max_msg_sz (cfg.max_msg_sz), fail with EINVAL.
  *
  * The TM-SRQ, as the card does it (rdma-core/mlx5 semantics):
  *  - ADD returns its handle in wr->tm.handle at post time; a full list fails
@@ -51,7 +52,9 @@
  *    the data (RDMA read checked against the sender's rkey table), completes
  *    TM_DATA_VALID, then sends FIN (TMH copy with opcode FIN, then the RVH)
  *    to the sender.  A read the sender's rkey does not allow completes with
- *    IBV_WC_REM_ACCESS_ERR and no FIN.
+ *    IBV_WC_REM_ACCESS_ERR and no FIN; one longer than max_msg_sz (only
+ *    into a tagged buffer that long) with IBV_WC_REM_INV_REQ_ERR and no
+ *    FIN, as a card that cannot do it.
  *  - DEL of an entry a message consumed completes with IBV_WC_TM_ERR.
  *    A handle is reused only after its final completion was polled and no
  *    op naming it is outstanding.
@@ -111,14 +114,18 @@ struct softhca_config {
 	enum softhca_sched sched;   /* default mode for new contexts */
 	uint64_t seed;              /* RANDOM mode seed (0: from pid and time) */
 	int force_copy_read;        /* never use process_vm_readv */
+	uint32_t max_msg_sz;        /* port max_msg_sz: longest SEND, RDMA
+				     * read or card rendezvous read */
 };
 
-/* Defaults mirror a ConnectX-5: 1023 tags, 64 B rndv header, 1 SGE. */
+/* Defaults mirror a ConnectX-5: 1023 tags, 64 B rndv header, 1 SGE, 1 GiB
+ * messages. */
 void softhca_config_default(struct softhca_config *cfg);
 
 /*
  * Overrides cfg fields from SOFTHCA_* environment variables
  * (SOFTHCA_MAX_NUM_TAGS, SOFTHCA_MAX_OPS, SOFTHCA_MTU, SOFTHCA_RING_DEPTH,
+ * SOFTHCA_MAX_MSG_SZ,
  * SOFTHCA_SCHED=auto|random|manual, SOFTHCA_SEED, SOFTHCA_FORCE_COPY_READ,
  * ...).  Returns 0, or EINVAL naming the bad variable on stderr.
  */
