@@ -207,6 +207,8 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 
 	if (!cfg->n_plain || cfg->n_plain >= 32768 || !cfg->n_send_slots)
 		return TM_ERR_INVALID;
+	if (cfg->keepalive_ms > TM_KEEPALIVE_MAX_MS)
+		return TM_ERR_RANGE;
 	eng = calloc(1, sizeof(*eng));
 	if (!eng)
 		return TM_ERR_NO_MEMORY;
@@ -241,6 +243,7 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 	eng->ka_ns = (uint64_t)(cfg->keepalive_ms ? cfg->keepalive_ms : 1000) *
 		     1000000ULL;
 	ucs_list_head_init(&eng->wait_peers);
+	ucs_list_head_init(&eng->rwait_peers);
 	ucs_list_head_init(&eng->opq);
 	ucs_list_head_init(&eng->unconf);
 	ucs_list_head_init(&eng->done_recv);
@@ -326,6 +329,7 @@ int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
 	p->id = eng->npeers;
 	ucs_list_head_init(&p->txq);
 	ucs_list_head_init(&p->waitq);
+	ucs_list_head_init(&p->recvq);
 	/* at most sq_limit WRs outstanding: a power of two above it */
 	for (n = 1; n <= eng->sq_limit; n <<= 1)
 		;
@@ -352,7 +356,8 @@ int tm_engine_progress(struct tm_engine *eng)
 {
 	int n = tme_drain(eng);
 
-	if (!ucs_list_is_empty(&eng->wait_peers))
+	if (!ucs_list_is_empty(&eng->wait_peers) ||
+	    !ucs_list_is_empty(&eng->rwait_peers))
 		tme_keepalive_scan(eng);
 	n += tme_flush_work(eng);
 	tme_fire_done(eng);

@@ -50,6 +50,8 @@ enum {
 	RF_PINNED = 1 << 7, /* can never go to the card */
 	RF_ADD_UNSIG = 1 << 8, /* its ADD went unsignalled */
 	RF_UNCONF = 1 << 9, /* live entry on eng->unconf (may be inactive) */
+	RF_WATCHED = 1 << 10, /* on its named peer's recvq */
+	RF_PEER_DEAD = 1 << 11, /* its DEL is because its peer died */
 };
 
 /* wr_id low bits: what a TM-CQ completion is about. */
@@ -143,6 +145,9 @@ struct tm_peer {
 	uint64_t ka_last_ns;       /* when the last keepalive was queued */
 	int ka_out;                /* a keepalive is queued or posted */
 	int dead;                  /* its QP failed: nothing goes to it again */
+	ucs_list_link_t recvq;     /* posted receives naming it, oldest first */
+	ucs_list_link_t rwait_link; /* in eng->rwait_peers while recvq is not
+				     * empty */
 };
 
 /* The software-held receives of one context, in post order. */
@@ -237,6 +242,8 @@ struct tm_engine {
 	 * send it completes) */
 	uint64_t sends_waiting;
 	ucs_list_link_t wait_peers; /* peers with sends waiting for FIN/ACK */
+	ucs_list_link_t rwait_peers; /* peers with receives naming them
+				      * (tm_recv.c adds, tm_send.c probes) */
 	uint64_t ka_ns;             /* cfg.keepalive_ms */
 	uint64_t ka_next_ns;        /* next look at wait_peers */
 	struct tm_engine_stats st;
@@ -369,6 +376,7 @@ void tme_on_unexpected(struct tm_engine *eng, const uint8_t *buf,
 void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
 		      const struct tm_cqe *c);
 void tme_sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status);
+void tme_recv_peer_dead(struct tm_engine *eng, struct tm_peer *p);
 
 /* ---- tm_send.c ------------------------------------------------------- */
 uint64_t tme_now_ns(void);

@@ -150,8 +150,34 @@ static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
 	tme_recv_finish(eng, r, r->msg_len > r->len ? TM_REQ_TRUNCATED : TM_REQ_OK);
 }
 
+/* r names a peer: waits on it, oldest first (see tme_keepalive_scan). */
+static void recv_watch(struct tm_engine *eng, struct tm_recv *r)
+{
+	struct tm_peer *p = eng->peers[r->want_peer];
+
+	r->wait_ns = tme_now_ns();
+	if (ucs_list_is_empty(&p->recvq))
+		ucs_list_add_tail(&eng->rwait_peers, &p->rwait_link);
+	ucs_list_add_tail(&p->recvq, &r->peer_link);
+	r->flags |= RF_WATCHED;
+}
+
+static void recv_unwatch(struct tm_engine *eng, struct tm_recv *r)
+{
+	struct tm_peer *p;
+
+	if (!(r->flags & RF_WATCHED))
+		return;
+	p = eng->peers[r->want_peer];
+	r->flags &= ~RF_WATCHED;
+	ucs_list_del(&r->peer_link);
+	if (ucs_list_is_empty(&p->recvq))
+		ucs_list_del(&p->rwait_link);
+}
+
 static void recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
 {
+	recv_unwatch(eng, r);
 	tme_swq_del(eng, r);
 	tm_mq_recv_remove(&eng->mq, &r->mq);
 }
@@ -352,6 +378,10 @@ void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
 			m = r->claim;
 			r->claim = NULL;
 			deliver(eng, r, m);
+		} else if (r->state == R_CARD && (r->flags & RF_PEER_DEAD)) {
+			recv_leave_queues(eng, r);
+			r->peer = r->want_peer;
+			tme_recv_finish(eng, r, TM_REQ_ERROR);
 		} else if (r->state == R_CARD) { /* cancel confirmed */
 			recv_leave_queues(eng, r);
 			r->cancel_stamp = eng->clock++;
@@ -383,22 +413,59 @@ static void recv_init(struct tm_recv *r, void *buf, size_t len,
 	r->state = R_IDLE;
 	r->ops_pending = 0;
 	r->flags = 0;
+	r->want_peer = TM_PEER_ANY;
 	r->claim = NULL;
+}
+
+/*
+ * The peer a receive names died: nothing more comes from it.  A
+ * software-held receive fails at once; a card-held one once the card
+ * confirms its DEL (a message that took the entry first is delivered).
+ */
+void tme_recv_peer_dead(struct tm_engine *eng, struct tm_peer *p)
+{
+	struct tm_recv *r;
+
+	while (!ucs_list_is_empty(&p->recvq)) {
+		r = ucs_list_head(&p->recvq, struct tm_recv, peer_link);
+		recv_unwatch(eng, r);
+		if (r->state == R_SW) {
+			recv_leave_queues(eng, r);
+			r->peer = p->id;
+			tme_recv_finish(eng, r, TM_REQ_ERROR);
+		} else if (r->state == R_CARD) {
+			r->flags |= RF_PEER_DEAD;
+			if (!(r->flags & RF_DEL_POSTED)) {
+				r->flags |= RF_DEL_POSTED;
+				tme_op_decide(eng, WR_DEL, r);
+			}
+		}
+	}
 }
 
 int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		    int32_t src, int32_t tag, void *buf, size_t len,
 		    struct ibv_mr *mr)
 {
+	return tm_engine_irecv_from(eng, r, ctx, src, tag, TM_PEER_ANY, buf,
+				    len, mr);
+}
+
+int tm_engine_irecv_from(struct tm_engine *eng, struct tm_recv *r,
+			 uint32_t ctx, int32_t src, int32_t tag, uint32_t peer,
+			 void *buf, size_t len, struct ibv_mr *mr)
+{
 	struct tm_mq_msg *q;
 	uint64_t rtag, mask;
 	int rc;
 
 	if (ctx > TM_MAX_CTX || (src != TM_ANY_SRC &&
-	    (src < 0 || (uint32_t)src > TM_MAX_SRC)))
+	    (src < 0 || (uint32_t)src > TM_MAX_SRC)) ||
+	    (peer != TM_PEER_ANY && (peer >= eng->npeers || src == TM_ANY_SRC)))
 		return TM_ERR_RANGE;
 	tme_drain(eng);
 	recv_init(r, buf, len, mr);
+	r->want_peer = peer;
 	r->post_stamp = eng->clock++;
 	eng->st.recv_posted++;
 	tm_tag_recv(ctx, src, tag, &rtag, &mask);
@@ -409,9 +476,17 @@ int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		deliver(eng, r, ucs_container_of(q, struct tm_msg, mq));
 		goto out;
 	}
+	if (peer != TM_PEER_ANY && eng->peers[peer]->dead) {
+		/* what it sent before dying was looked at above */
+		r->peer = peer;
+		tme_recv_finish(eng, r, TM_REQ_ERROR);
+		goto out;
+	}
 	rc = tme_recv_place(eng, r, ctx, rtag, mask);
 	if (rc != TM_OK)
 		return rc;
+	if (peer != TM_PEER_ANY)
+		recv_watch(eng, r);
 out:
 	tme_flush_work(eng);
 	tme_fire_done(eng);

@@ -109,6 +109,7 @@ void tme_peer_fail(struct tm_engine *eng, uint32_t peer)
 		tme_wait_reply_end(eng, s);
 		tme_send_try_done(eng, s);
 	}
+	tme_recv_peer_dead(eng, p);
 }
 
 void tme_send_ack(struct tm_engine *eng, uint32_t peer, uint32_t app)
@@ -173,17 +174,20 @@ void tme_send_keepalive(struct tm_engine *eng, struct tm_peer *p,
 }
 
 /*
- * Probes each peer whose oldest send has waited ka_ns for its reply, at
- * most once per ka_ns per peer.  Looks at most every ka_ns / 4, and only
- * at peers with waiting sends, so an engine with none pays one list test.
+ * Probes each peer whose oldest send has waited ka_ns for its reply, or
+ * whose oldest receive naming it has waited ka_ns, at most once per ka_ns
+ * per peer.  Looks at most every ka_ns / 4, and only at such peers, so an
+ * engine with none pays two list tests.
  */
 void tme_keepalive_scan(struct tm_engine *eng)
 {
 	struct tm_peer *p;
 	struct tm_send *s;
+	struct tm_recv *r;
 	uint64_t now;
 
-	if (ucs_list_is_empty(&eng->wait_peers))
+	if (ucs_list_is_empty(&eng->wait_peers) &&
+	    ucs_list_is_empty(&eng->rwait_peers))
 		return;
 	now = tme_now_ns();
 	if (now < eng->ka_next_ns)
@@ -192,6 +196,12 @@ void tme_keepalive_scan(struct tm_engine *eng)
 	ucs_list_for_each(p, &eng->wait_peers, wait_link) {
 		s = ucs_list_head(&p->waitq, struct tm_send, wait_link);
 		if (!p->ka_out && now - s->wait_ns >= eng->ka_ns &&
+		    now - p->ka_last_ns >= eng->ka_ns)
+			tme_send_keepalive(eng, p, now);
+	}
+	ucs_list_for_each(p, &eng->rwait_peers, rwait_link) {
+		r = ucs_list_head(&p->recvq, struct tm_recv, peer_link);
+		if (!p->ka_out && now - r->wait_ns >= eng->ka_ns &&
 		    now - p->ka_last_ns >= eng->ka_ns)
 			tme_send_keepalive(eng, p, now);
 	}

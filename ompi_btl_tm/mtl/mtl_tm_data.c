@@ -38,7 +38,9 @@
  *
  * Errors: an engine error on a request (a peer that died, a failed
  * read) becomes MPI_ERR_OTHER in the request's status; the engine reports
- * a send to a dead peer through the soft HCA's RETRY_EXC completion.
+ * a send to a dead peer through the soft HCA's RETRY_EXC completion.  A
+ * receive from a specific rank names that rank's engine peer, so it fails
+ * too when that process dies (MPI_ANY_SOURCE receives do not).
  */
 #include "mtl_tm.h"
 
@@ -385,11 +387,20 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 		 mca_mtl_request_t *mtl_request)
 {
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
+	struct mtl_tm_endpoint *ep;
+	uint32_t peer = TM_PEER_ANY;
 	int rc;
 
 	void *buf;
 	size_t len;
 
+	/* the engine cannot tell which process a (context, rank) names: say
+	 * it, so that the receive fails if that process dies */
+	if (src != MPI_ANY_SOURCE) {
+		ep = peer_ep(comm, src);
+		if (ep)
+			peer = ep->peer;
+	}
 	rc = prepare_recv(convertor, req);
 	if (rc != OMPI_SUCCESS)
 		return rc;
@@ -402,10 +413,11 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 		len = sizeof(req->small);
 	}
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_irecv(mtl_tm.eng, &req->u.recv, ompi_comm_get_cid(comm),
-			     src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
-			     tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, buf, len,
-			     NULL);
+	rc = tm_engine_irecv_from(mtl_tm.eng, &req->u.recv,
+				  ompi_comm_get_cid(comm),
+				  src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
+				  tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, peer,
+				  buf, len, NULL);
 	mtl_tm_unlock_and_complete();
 	if (rc != TM_OK) {
 		free_pack(req);
