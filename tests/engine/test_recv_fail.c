@@ -14,6 +14,8 @@
  * fails at once, but one that A's message, arrived before the death,
  * matches is delivered; the unnamed one keeps waiting and cancels
  * normally; the any-source one gets B's message; each completes once.
+ * First, in the parent alone: keepalive_ms is bounded (TM_KEEPALIVE_MAX_MS
+ * accepted, one more refused), so no configuration waits for ever.
  */
 #include <poll.h>
 #include <signal.h>
@@ -188,6 +190,31 @@ static void post(struct pnode *nd, struct eu_recv *t, int src, int tag,
 		tap_bail("irecv_from refused");
 }
 
+static void test_keepalive_bound(void)
+{
+	struct tm_engine_config ec;
+	struct tm_dev_config dc;
+	struct tm_engine *eng = NULL;
+	struct tm_dev *dev;
+	int over, at;
+
+	tm_dev_config_default(&dc);
+	dc.provider = "soft";
+	if (tm_dev_open(&dc, &dev) != TM_OK)
+		tap_bail("cannot open the soft HCA");
+	tm_engine_config_default(&ec);
+	ec.keepalive_ms = TM_KEEPALIVE_MAX_MS + 1;
+	over = tm_engine_create(dev, &ec, &eng);
+	ec.keepalive_ms = TM_KEEPALIVE_MAX_MS;
+	at = tm_engine_create(dev, &ec, &eng);
+	tap_check(over == TM_ERR_RANGE && at == TM_OK,
+		  "keepalive_ms %u refused (%d), %u accepted (%d)",
+		  TM_KEEPALIVE_MAX_MS + 1, over, TM_KEEPALIVE_MAX_MS, at);
+	if (at == TM_OK)
+		tm_engine_destroy(eng);
+	tm_dev_close(dev);
+}
+
 int main(void)
 {
 	static struct pnode nd;
@@ -199,6 +226,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGALRM, on_alarm);
 	alarm(15);
+	test_keepalive_bound();
 	if (node_open(&nd))
 		tap_bail("cannot open the soft HCA");
 	pa = spawn(&nd, 0, 1);
