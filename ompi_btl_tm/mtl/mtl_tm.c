@@ -472,7 +472,7 @@ static void log_stats(uint64_t errors_run)
 		return;
 	tm_engine_get_stats(mtl_tm.eng, &st);
 	opal_output(mtl_tm_output,
-		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown)",
+		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu, long buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown)",
 		    mtl_tm.my_vpid, (unsigned long long)st.recv_posted,
 		    (unsigned long long)st.recv_to_card,
 		    (unsigned long long)st.sw_matched_uq,
@@ -480,6 +480,7 @@ static void log_stats(uint64_t errors_run)
 		    (unsigned long long)st.sw_list_full,
 		    (unsigned long long)st.sw_ops_full,
 		    (unsigned long long)st.sw_small_buf,
+		    (unsigned long long)st.sw_long_buf,
 		    (unsigned long long)st.card_matched,
 		    (unsigned long long)st.unexpected,
 		    (unsigned long long)st.rndv_card,
