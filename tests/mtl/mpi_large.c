@@ -1,12 +1,15 @@
 /*
- * mpi_large.c - one message longer than 2 GiB, rank 0 to rank 1, both
- * ways round: arriving before its receive is posted (rank 1 waits for it
- * with MPI_Iprobe, whose status must give the full size), and with the
- * receive posted first.  The size is counted in 1 MiB blocks of a
+ * mpi_large.c - a message longer than 2 GiB, rank 0 to rank 1, four
+ * times: arriving before its receive is posted (rank 1 waits for it with
+ * MPI_Iprobe, whose status must give the full size), with the receive
+ * posted first, through MPI_Mprobe + MPI_Mrecv, and into a receive 1 GiB
+ * shorter (MPI_ERR_TRUNCATE, exactly the buffer delivered, the rest of
+ * it untouched).  The size is counted in 1 MiB blocks of a
  * contiguous derived datatype, so no int overflows on the way: 2049
  * blocks by default (2 GiB + 1 MiB), or the number given as argv[1]
  * (4608: 4.5 GiB, past 32 bits).  Each received byte is checked.  Prints
- * "rank 1: ok <bytes> bytes, unexpected <s> s, posted first <s> s".
+ * "rank 1: ok <bytes> bytes, unexpected <s> s, posted first <s> s,
+ * mprobe <s> s, truncated <s> s".
  * Needs the message's size in memory on each of the two ranks.
  */
 #include <mpi.h>
@@ -69,7 +72,8 @@ int main(int argc, char **argv)
 {
 	int blocks = argc > 1 ? atoi(argv[1]) : 2049;
 	uint64_t bytes = (uint64_t)blocks * BLOCK;
-	double t0, t_unexp, t_posted;
+	double t0, t_unexp, t_posted, t_mprobe, t_trunc;
+	MPI_Message msg;
 	MPI_Datatype blk;
 	MPI_Request req;
 	MPI_Status st;
@@ -97,6 +101,14 @@ int main(int argc, char **argv)
 		rc = MPI_Send(buf, blocks, blk, 1, 2, MPI_COMM_WORLD);
 		if (rc != MPI_SUCCESS)
 			fail("rank 0: MPI_Send (posted first) returned", rc, 0);
+		fill(buf, bytes / 8, 3);
+		rc = MPI_Send(buf, blocks, blk, 1, 3, MPI_COMM_WORLD);
+		if (rc != MPI_SUCCESS)
+			fail("rank 0: MPI_Send (mprobe) returned", rc, 0);
+		fill(buf, bytes / 8, 4);
+		rc = MPI_Send(buf, blocks, blk, 1, 4, MPI_COMM_WORLD);
+		if (rc != MPI_SUCCESS)
+			fail("rank 0: MPI_Send (truncated) returned", rc, 0);
 	} else if (rank == 1) {
 		memset(buf, 0, bytes);
 		t0 = MPI_Wtime();
@@ -119,8 +131,37 @@ int main(int argc, char **argv)
 			fail("MPI_Wait (posted first) returned", rc, 0);
 		check(&st, blk, blocks, buf, bytes, 2);
 		t_posted = MPI_Wtime() - t0;
-		printf("rank 1: ok %llu bytes, unexpected %.1f s, posted first %.1f s\n",
-		       (unsigned long long)bytes, t_unexp, t_posted);
+
+		memset(buf, 0, bytes);
+		t0 = MPI_Wtime();
+		rc = MPI_Mprobe(0, 3, MPI_COMM_WORLD, &msg, &st);
+		if (rc != MPI_SUCCESS)
+			fail("MPI_Mprobe returned", rc, 0);
+		check(&st, blk, blocks, NULL, bytes, 0);
+		rc = MPI_Mrecv(buf, blocks, blk, &msg, &st);
+		if (rc != MPI_SUCCESS)
+			fail("MPI_Mrecv returned", rc, 0);
+		check(&st, blk, blocks, buf, bytes, 3);
+		t_mprobe = MPI_Wtime() - t0;
+
+		/* 1 GiB short: the last GiB of buf must stay zero */
+		memset(buf, 0, bytes);
+		t0 = MPI_Wtime();
+		rc = MPI_Recv(buf, blocks - 1024, blk, 0, 4, MPI_COMM_WORLD, &st);
+		if (rc != MPI_ERR_TRUNCATE)
+			fail("truncated MPI_Recv returned", rc, MPI_ERR_TRUNCATE);
+		st.MPI_ERROR = MPI_SUCCESS;
+		check(&st, blk, blocks - 1024, buf,
+		      (uint64_t)(blocks - 1024) * BLOCK, 4);
+		for (uint64_t i = (uint64_t)(blocks - 1024) * BLOCK / 8;
+		     i < bytes / 8; i++)
+			if (buf[i])
+				fail("written past the buffer at byte",
+				     (long long)(i * 8), -1);
+		t_trunc = MPI_Wtime() - t0;
+		printf("rank 1: ok %llu bytes, unexpected %.1f s, posted first %.1f s, mprobe %.1f s, truncated %.1f s\n",
+		       (unsigned long long)bytes, t_unexp, t_posted, t_mprobe,
+		       t_trunc);
 	} else {
 		MPI_Barrier(MPI_COMM_WORLD);
 	}

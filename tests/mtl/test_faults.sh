@@ -2,7 +2,7 @@
 # test_faults.sh - mtl tm under mpirun where things are large or go wrong
 # (TAP).  Issue 10, items 1, 5 and 7:
 #   - a message over 2 GiB (mpi_large: before and after its receive is
-#     posted), with the soft HCA's max_msg_sz at 64 MiB (the read goes in
+#     posted, through MPI_Mprobe, and truncated by 1 GiB), with the soft HCA's max_msg_sz at 64 MiB (the read goes in
 #     33 pieces) and at its default (1 GiB, 3 pieces); a 4.5 GiB one
 #     (past 32 bits) only with TM_TEST_HUGE=1: it needs 9 GiB of memory;
 #   - a receive from a rank that dies returns an error within seconds, and
