@@ -247,6 +247,18 @@ int tm_engine_iprobe(struct tm_engine *eng, uint32_t ctx, int32_t src,
 int tm_engine_improbe(struct tm_engine *eng, uint32_t ctx, int32_t src,
 		      int32_t tag, struct tm_msg **msg,
 		      struct tm_probe_info *info);
+/*
+ * The same for a source only engine peer `peer` sends as (see
+ * tm_engine_irecv_from): when nothing matches and that peer is dead,
+ * TM_ERR_PEER_DEAD instead of TM_ERR_NOT_FOUND; a caller that keeps
+ * probing it for keepalive_ms makes the engine probe the peer.
+ */
+int tm_engine_iprobe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
+			  int32_t tag, uint32_t peer,
+			  struct tm_probe_info *info);
+int tm_engine_improbe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
+			   int32_t tag, uint32_t peer, struct tm_msg **msg,
+			   struct tm_probe_info *info);
 int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
 		     struct tm_msg *msg, void *buf, size_t len,
 		     struct ibv_mr *mr);

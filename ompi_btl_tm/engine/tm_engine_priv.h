@@ -148,6 +148,8 @@ struct tm_peer {
 	ucs_list_link_t recvq;     /* posted receives naming it, oldest first */
 	ucs_list_link_t rwait_link; /* in eng->rwait_peers while recvq is not
 				     * empty */
+	uint64_t probe_since_ns;   /* probes naming it have found nothing */
+	uint64_t probe_last_ns;    /* ... since then, the last one */
 };
 
 /* The software-held receives of one context, in post order. */
@@ -389,6 +391,7 @@ void tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr,
 void tme_send_keepalive(struct tm_engine *eng, struct tm_peer *p,
 			uint64_t now);
 void tme_keepalive_scan(struct tm_engine *eng);
+int tme_probe_missed(struct tm_engine *eng, uint32_t peer);
 void tme_on_control(struct tm_engine *eng, const uint8_t *buf,
 		    const struct tm_cqe *c);
 

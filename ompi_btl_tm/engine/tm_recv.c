@@ -534,34 +534,59 @@ static struct tm_msg *probe(struct tm_engine *eng, uint32_t ctx, int32_t src,
 	return m;
 }
 
+static int probe_args_bad(struct tm_engine *eng, uint32_t ctx, int32_t src,
+			  uint32_t peer)
+{
+	return ctx > TM_MAX_CTX || (peer != TM_PEER_ANY &&
+				    (peer >= eng->npeers || src == TM_ANY_SRC));
+}
+
 int tm_engine_iprobe(struct tm_engine *eng, uint32_t ctx, int32_t src,
 		     int32_t tag, struct tm_probe_info *info)
 {
-	struct tm_msg *m;
+	return tm_engine_iprobe_from(eng, ctx, src, tag, TM_PEER_ANY, info);
+}
 
-	if (ctx > TM_MAX_CTX)
+int tm_engine_iprobe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
+			  int32_t tag, uint32_t peer,
+			  struct tm_probe_info *info)
+{
+	int rc;
+
+	if (probe_args_bad(eng, ctx, src, peer))
 		return TM_ERR_RANGE;
-	m = probe(eng, ctx, src, tag, info);
+	rc = probe(eng, ctx, src, tag, info) ? TM_OK :
+	     tme_probe_missed(eng, peer);
 	tme_flush_work(eng);
 	tme_fire_done(eng);
-	return m ? TM_OK : TM_ERR_NOT_FOUND;
+	return rc;
 }
 
 int tm_engine_improbe(struct tm_engine *eng, uint32_t ctx, int32_t src,
 		      int32_t tag, struct tm_msg **msg,
 		      struct tm_probe_info *info)
 {
-	struct tm_msg *m;
+	return tm_engine_improbe_from(eng, ctx, src, tag, TM_PEER_ANY, msg,
+				      info);
+}
 
-	if (ctx > TM_MAX_CTX)
+int tm_engine_improbe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
+			   int32_t tag, uint32_t peer, struct tm_msg **msg,
+			   struct tm_probe_info *info)
+{
+	struct tm_msg *m;
+	int rc;
+
+	if (probe_args_bad(eng, ctx, src, peer))
 		return TM_ERR_RANGE;
 	m = probe(eng, ctx, src, tag, info);
 	if (m)
 		tm_mq_msg_remove(&eng->mq, &m->mq);
 	*msg = m;
+	rc = m ? TM_OK : tme_probe_missed(eng, peer);
 	tme_flush_work(eng);
 	tme_fire_done(eng);
-	return m ? TM_OK : TM_ERR_NOT_FOUND;
+	return rc;
 }
 
 int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,

@@ -207,6 +207,32 @@ void tme_keepalive_scan(struct tm_engine *eng)
 	}
 }
 
+/*
+ * A probe naming peer found nothing.  Probes leave no state to scan, so
+ * the caller's own calls pace the keepalive: once they have found nothing
+ * for ka_ns without a pause longer than ka_ns, the peer is probed (at most
+ * once per ka_ns), and when it has died the probe says so.
+ */
+int tme_probe_missed(struct tm_engine *eng, uint32_t peer)
+{
+	struct tm_peer *p;
+	uint64_t now;
+
+	if (peer == TM_PEER_ANY)
+		return TM_ERR_NOT_FOUND;
+	p = eng->peers[peer];
+	if (p->dead)
+		return TM_ERR_PEER_DEAD;
+	now = tme_now_ns();
+	if (now - p->probe_last_ns > eng->ka_ns)
+		p->probe_since_ns = now;
+	p->probe_last_ns = now;
+	if (!p->ka_out && now - p->probe_since_ns >= eng->ka_ns &&
+	    now - p->ka_last_ns >= eng->ka_ns)
+		tme_send_keepalive(eng, p, now);
+	return TM_ERR_NOT_FOUND;
+}
+
 /* A NO_TAG or FIN message: the reply a waiting send expects, or a probe. */
 void tme_on_control(struct tm_engine *eng, const uint8_t *buf,
 		       const struct tm_cqe *c)

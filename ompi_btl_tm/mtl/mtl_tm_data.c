@@ -39,8 +39,8 @@
  * Errors: an engine error on a request (a peer that died, a failed
  * read) becomes MPI_ERR_OTHER in the request's status; the engine reports
  * a send to a dead peer through the soft HCA's RETRY_EXC completion.  A
- * receive from a specific rank names that rank's engine peer, so it fails
- * too when that process dies (MPI_ANY_SOURCE receives do not).
+ * receive or probe from a specific rank names that rank's engine peer, so
+ * it fails too when that process dies (MPI_ANY_SOURCE ones do not).
  */
 #include "mtl_tm.h"
 
@@ -64,6 +64,8 @@ static int tm_to_ompi(int rc)
 	case TM_ERR_RANGE:
 	case TM_ERR_INVALID: return OMPI_ERR_BAD_PARAM;
 	case TM_ERR_UNSUPPORTED: return OMPI_ERR_NOT_SUPPORTED;
+	/* as a failed request's status: MPI_ERR_OTHER */
+	case TM_ERR_PEER_DEAD: return OMPI_ERROR;
 	}
 	return OMPI_ERROR;
 }
@@ -221,6 +223,21 @@ static struct mtl_tm_endpoint *peer_ep(struct ompi_communicator_t *comm,
 		ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
 	}
 	return ep && ep->connected ? ep : NULL;
+}
+
+/*
+ * The engine peer that source rank src of comm names, for requests that
+ * should fail when it dies (the engine cannot tell which process a
+ * (context, rank) pair is); TM_PEER_ANY for MPI_ANY_SOURCE.
+ */
+static uint32_t src_peer(struct ompi_communicator_t *comm, int src)
+{
+	struct mtl_tm_endpoint *ep;
+
+	if (src == MPI_ANY_SOURCE)
+		return TM_PEER_ANY;
+	ep = peer_ep(comm, src);
+	return ep ? ep->peer : TM_PEER_ANY;
 }
 
 /*
@@ -387,20 +404,12 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 		 mca_mtl_request_t *mtl_request)
 {
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
-	struct mtl_tm_endpoint *ep;
-	uint32_t peer = TM_PEER_ANY;
+	uint32_t peer = src_peer(comm, src);
 	int rc;
 
 	void *buf;
 	size_t len;
 
-	/* the engine cannot tell which process a (context, rank) names: say
-	 * it, so that the receive fails if that process dies */
-	if (src != MPI_ANY_SOURCE) {
-		ep = peer_ep(comm, src);
-		if (ep)
-			peer = ep->peer;
-	}
 	rc = prepare_recv(convertor, req);
 	if (rc != OMPI_SUCCESS)
 		return rc;
@@ -442,12 +451,14 @@ int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,
 		  int *flag, struct ompi_status_public_t *status)
 {
 	struct tm_probe_info info;
+	uint32_t peer = src_peer(comm, src);
 	int rc;
 
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_iprobe(mtl_tm.eng, ompi_comm_get_cid(comm),
-			      src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
-			      tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, &info);
+	rc = tm_engine_iprobe_from(mtl_tm.eng, ompi_comm_get_cid(comm),
+				   src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
+				   tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, peer,
+				   &info);
 	mtl_tm_unlock_and_complete();
 	*flag = rc == TM_OK;
 	if (rc == TM_OK)
@@ -473,10 +484,10 @@ int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
 	if (!m)
 		return OMPI_ERR_OUT_OF_RESOURCE;
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_improbe(mtl_tm.eng, ompi_comm_get_cid(comm),
-			       src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
-			       tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, &msg,
-			       &info);
+	rc = tm_engine_improbe_from(mtl_tm.eng, ompi_comm_get_cid(comm),
+				    src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
+				    tag == MPI_ANY_TAG ? TM_ANY_TAG : tag,
+				    src_peer(comm, src), &msg, &info);
 	mtl_tm_unlock_and_complete();
 	if (rc != TM_OK) {
 		ompi_message_return(m);

@@ -14,6 +14,11 @@
  * fails at once, but one that A's message, arrived before the death,
  * matches is delivered; the unnamed one keeps waiting and cancels
  * normally; the any-source one gets B's message; each completes once.
+ * Probes: child C (source 3) is like A but nothing but probes names it:
+ * before its death they find nothing (TM_ERR_NOT_FOUND); a probe loop for
+ * a message C never sent ends in TM_ERR_PEER_DEAD within a second (the
+ * probes' own keepalive found the death), so does a matched probe, and
+ * the message C sent before dying is still found.
  * First, in the parent alone: keepalive_ms is bounded (TM_KEEPALIVE_MAX_MS
  * accepted, one more refused), so no configuration waits for ever.
  */
@@ -34,9 +39,9 @@
 struct pnode {
 	struct tm_dev *dev;
 	struct tm_engine *eng;
-	struct ibv_qp *qp[2];
-	uint32_t peer[2];
-	int sock[2];
+	struct ibv_qp *qp[3];
+	uint32_t peer[3];
+	int sock[3];
 	uint8_t arena[1 << 16];
 	struct ibv_mr *mr;
 };
@@ -114,8 +119,8 @@ static struct tm_engine_stats stats(struct tm_engine *eng)
 	return st;
 }
 
-/* src 1: one eager (tag 5) at once, die on 'k'; src 2: one (tag 12) on
- * 'g', exit on the next byte */
+/* src 1 and 3: one eager (tag 5) at once, die on 'k'; src 2: one (tag
+ * 12) on 'g', exit on the next byte */
 static void child_main(int src, int fd)
 {
 	static struct pnode nd;
@@ -129,12 +134,12 @@ static void child_main(int src, int fd)
 	memset(nd.arena, src, 100);
 	if (src == 2 && wait_byte(nd.eng, fd) != 'g')
 		_exit(81);
-	tm_engine_isend(nd.eng, &s.s, nd.peer[0], 1, src, src == 1 ? 5 : 12,
+	tm_engine_isend(nd.eng, &s.s, nd.peer[0], 1, src, src != 2 ? 5 : 12,
 			nd.arena, 100, nd.mr, 0);
 	while (!s.done)
 		tm_engine_progress(nd.eng);
 	wait_byte(nd.eng, fd);
-	if (src == 1)
+	if (src != 2)
 		kill(getpid(), SIGKILL);
 	_exit(s.s.status == TM_REQ_OK ? 0 : 82);
 }
@@ -220,8 +225,11 @@ int main(void)
 	static struct pnode nd;
 	struct eu_recv rc, rs, ra, rn, late, early;
 	struct tm_engine_stats s0, st;
+	struct tm_probe_info info;
+	struct tm_msg *m;
 	double t0, dt;
-	pid_t pa, pb;
+	int prc;
+	pid_t pa, pb, pc;
 
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGALRM, on_alarm);
@@ -231,8 +239,29 @@ int main(void)
 		tap_bail("cannot open the soft HCA");
 	pa = spawn(&nd, 0, 1);
 	pb = spawn(&nd, 1, 2);
-	while (stats(nd.eng).unexpected < 1) /* A's eager message */
+	pc = spawn(&nd, 2, 3);
+	while (stats(nd.eng).unexpected < 2) /* A's and C's eager messages */
 		tm_engine_progress(nd.eng);
+
+	tap_check(tm_engine_iprobe_from(nd.eng, 1, 3, 9, nd.peer[2], &info) ==
+		  TM_ERR_NOT_FOUND, "a probe naming live C finds nothing");
+	s0 = stats(nd.eng);
+	say(nd.sock[2], 'k');
+	t0 = now_s();
+	do {
+		prc = tm_engine_iprobe_from(nd.eng, 1, 3, 9, nd.peer[2], &info);
+	} while (prc == TM_ERR_NOT_FOUND && now_s() - t0 < 5);
+	tap_check(prc == TM_ERR_PEER_DEAD && now_s() - t0 < 1.0 &&
+		  stats(nd.eng).keepalives_sent > s0.keepalives_sent,
+		  "a probe loop naming C ends in TM_ERR_PEER_DEAD (%d) after %.3f s, through a keepalive",
+		  prc, now_s() - t0);
+	m = NULL;
+	prc = tm_engine_improbe_from(nd.eng, 1, 3, 9, nd.peer[2], &m, &info);
+	tap_check(prc == TM_ERR_PEER_DEAD && !m,
+		  "so does a matched probe (%d)", prc);
+	prc = tm_engine_iprobe_from(nd.eng, 1, 3, 5, nd.peer[2], &info);
+	tap_check(prc == TM_OK && info.len == 100,
+		  "a probe for what C sent before dying finds it (%d)", prc);
 
 	s0 = stats(nd.eng);
 	post(&nd, &rc, 1, 1, 0, 0, 200);      /* card-held, names A */
@@ -260,9 +289,10 @@ int main(void)
 		  rs.done == 1 && rs.r.status == TM_REQ_ERROR && dt < 1.0,
 		  "A died: both receives naming it fail (card-held %d, software-held %d) in %.3f s",
 		  rc.r.status, rs.r.status, dt);
-	tap_check(st.keepalives_sent >= 1 && st.peer_failures == 1 &&
+	tap_check(st.keepalives_sent > s0.keepalives_sent &&
+		  st.peer_failures == 2 &&
 		  st.card_entries + 1 == s0.card_entries,
-		  "found by a keepalive (%lu sent), peer dead once, its card entry deleted (%u -> %u)",
+		  "found by a keepalive (%lu sent), A dead once (C before it), its card entry deleted (%u -> %u)",
 		  (unsigned long)st.keepalives_sent, s0.card_entries,
 		  st.card_entries);
 	tap_check(!rn.done && !ra.done,
@@ -294,11 +324,11 @@ int main(void)
 		  rn.done == 1 && early.done == 1 && late.done == 1 &&
 		  tm_engine_idle(nd.eng), "each request completed once; idle");
 	say(nd.sock[1], 'q');
-	tap_check(reap(pa) == 128 + SIGKILL && reap(pb) == 0,
-		  "A was killed, B exited cleanly");
+	tap_check(reap(pa) == 128 + SIGKILL && reap(pc) == 128 + SIGKILL &&
+		  reap(pb) == 0, "A and C were killed, B exited cleanly");
 	tm_engine_destroy(nd.eng);
-	tm_dev_qp_destroy(nd.dev, nd.qp[0]);
-	tm_dev_qp_destroy(nd.dev, nd.qp[1]);
+	for (int i = 0; i < 3; i++)
+		tm_dev_qp_destroy(nd.dev, nd.qp[i]);
 	tm_dev_dereg(nd.dev, nd.mr);
 	tm_dev_close(nd.dev);
 	return tap_done();

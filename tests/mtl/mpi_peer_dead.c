@@ -5,7 +5,8 @@
  * Rank 0 posts MPI_Irecv from rank 1 and MPI_Irecv from MPI_ANY_SOURCE
  * (tag 2); after a barrier rank 1 SIGKILLs itself.  Rank 0's receive from
  * rank 1 must return an error (MPI_ERRORS_RETURN) within LIMIT seconds; so
- * must a blocking MPI_Recv from rank 1 posted afterwards; the
+ * must a blocking MPI_Recv from rank 1 posted afterwards, and an
+ * MPI_Probe and an MPI_Mprobe naming rank 1; the
  * MPI_ANY_SOURCE receive gets rank 2's message, sent 2 s after the kill.
  * Rank 0 prints "rank 0: ok: receive from the dead rank failed in <s> s
  * (<error>), ..."; neither survivor calls MPI_Finalize (its fence would
@@ -21,11 +22,12 @@
 
 int main(int argc, char **argv)
 {
-	char err[MPI_MAX_ERROR_STRING];
-	int rank, size, rc, len, v = 0, w = 0, ok = 1;
+	char err[MPI_MAX_ERROR_STRING], perr[MPI_MAX_ERROR_STRING];
+	int rank, size, rc, rc2, len, v = 0, w = 0, ok = 1;
+	MPI_Message msg;
 	MPI_Request r1, r2;
 	MPI_Status st;
-	double t0, dt, dt2;
+	double t0, dt, dt2, dt3;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -69,6 +71,16 @@ int main(int argc, char **argv)
 		       rc, dt2);
 		ok = 0;
 	}
+	t0 = MPI_Wtime();
+	rc = MPI_Probe(1, 4, MPI_COMM_WORLD, &st);
+	rc2 = MPI_Mprobe(1, 5, MPI_COMM_WORLD, &msg, &st);
+	dt3 = MPI_Wtime() - t0;
+	MPI_Error_string(rc, perr, &len);
+	if (rc == MPI_SUCCESS || rc2 == MPI_SUCCESS || dt3 > LIMIT) {
+		printf("rank 0: FAIL: probes naming the dead rank returned %d, %d after %.1f s\n",
+		       rc, rc2, dt3);
+		ok = 0;
+	}
 	rc = MPI_Wait(&r2, &st);
 	if (rc != MPI_SUCCESS || w != 42 || st.MPI_SOURCE != 2) {
 		printf("rank 0: FAIL: the any-source receive: rc %d, value %d, source %d\n",
@@ -76,8 +88,8 @@ int main(int argc, char **argv)
 		ok = 0;
 	}
 	if (ok)
-		printf("rank 0: ok: receive from the dead rank failed in %.2f s (%s), a later one in %.2f s, any-source from rank 2 fine\n",
-		       dt, err, dt2);
+		printf("rank 0: ok: receive from the dead rank failed in %.2f s (%s), a later one in %.2f s, probes in %.2f s (%s), any-source from rank 2 fine\n",
+		       dt, err, dt2, dt3, perr);
 	fflush(stdout);
 	_exit(ok ? 0 : 1);
 }
