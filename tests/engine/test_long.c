@@ -11,8 +11,10 @@
  * message exactly max_msg_sz read by the card, probe and mprobe lengths,
  * a message over 4 GiB (64-bit length, saturated RVH; its sender's buffer
  * is a sparse mapping, the receives truncate so only what they read is
- * touched), an engine whose eager messages would not fit the port, and a
- * receive that cannot register its buffer failing the send as well.
+ * touched), a request whose metadata disagrees with its RVH (the RVH's
+ * length is used, counted malformed), an engine whose eager messages would
+ * not fit the port, and a receive that cannot register its buffer failing
+ * the send as well.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #include <sys/mman.h>
 #include "tap.h"
 #include "eng_util.h"
+#include "engine/tm_wire.h"
 
 #define MAXMSG (64u << 10)          /* the soft HCA's max_msg_sz here */
 #define MSG ((1u << 20) + 123)      /* 17 pieces */
@@ -232,6 +235,57 @@ static void test_huge(void)
 	munmap(h, HUGE);
 }
 
+/*
+ * A rendezvous request written by hand (node 0's QP, behind its engine's
+ * back) whose metadata says 5000 bytes and whose RVH says 100: the length
+ * the card would read wins, and the disagreement is counted.
+ */
+static void test_bad_md(void)
+{
+	uint8_t *hdr = W.node[0].arena + (3u << 20), *rbuf = W.node[1].arena;
+	struct ibv_send_wr wr, *bad;
+	struct tm_engine_stats st1 = stats(1), st0 = stats(0);
+	struct tm_probe_info info;
+	struct tm_rndv_md md = { .len = htobe64(5000) };
+	struct ibv_rvh *rvh = (struct ibv_rvh *)(hdr + TMH_LEN);
+	struct ibv_sge sge;
+	struct eu_recv r;
+	int rc;
+
+	fill(W.node[0].arena, 100, 9);
+	tmh_fill(hdr, IBV_TMH_RNDV, TM_APP_RNDV | 77, tm_tag_make(1, 0, 9));
+	rvh->va = htobe64((uintptr_t)W.node[0].arena);
+	rvh->rkey = htobe32(W.node[0].mr->rkey);
+	rvh->len = htobe32(100);
+	memcpy(hdr + TMH_LEN + RVH_LEN, &md, sizeof(md));
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = (uintptr_t)hdr;
+	sge.length = RNDV_HDR_LEN;
+	sge.lkey = W.node[0].mr->lkey;
+	wr.wr_id = UINT64_MAX; /* names no engine WR */
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	if (ibv_post_send(W.node[0].qp[1], &wr, &bad)) {
+		tap_check(0, "post a hand-made rendezvous request");
+		return;
+	}
+	eu_pump(&W);
+	memset(&info, 0, sizeof(info));
+	rc = tm_engine_iprobe(W.node[1].eng, 1, 0, 9, &info);
+	tap_check(rc == TM_OK && info.len == 100 &&
+		  stats(1).malformed == st1.malformed + 1,
+		  "metadata 5000, RVH 100: probe says %llu, counted malformed",
+		  (unsigned long long)info.len);
+	memset(rbuf, 0, 200);
+	recv_post(&r, 9, rbuf, 200, W.node[1].mr);
+	eu_pump(&W);
+	tap_check(r.done == 1 && r.r.status == TM_REQ_OK &&
+		  r.r.recv_len == 100 && check(rbuf, 100, 9) && rbuf[100] == 0 &&
+		  stats(0).fin_unknown == st0.fin_unknown + 1,
+		  "... and exactly 100 bytes are read, the FIN names no send");
+}
+
 /* The receiver cannot register its buffer: both sides fail. */
 static void test_both_fail(void)
 {
@@ -294,6 +348,7 @@ int main(void)
 		tap_bail("world set-up");
 	test_paths();
 	test_huge();
+	test_bad_md();
 	test_eager_fits();
 	eu_world_fini(&W);
 	/* each node: its arena, plain buffers and send slots, and one more */
