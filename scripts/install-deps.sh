@@ -19,6 +19,8 @@ PACKAGES=(
 	libhwloc-dev
 	libucx-dev		# libucs
 	gnuplot-nox		# benchmark plots
+	clang			# the fuzz target (tests/fuzz)
+	libclang-rt-14-dev	# libFuzzer and the sanitizers for clang
 )
 
 missing=()

@@ -12,6 +12,7 @@
 #include <ucs/memory/rcache.h>
 #include "dev/tm_dev.h"
 #include "dev/tm_near.h"
+#include "dev/tm_dev_priv.h"
 #include "softhca/softhca.h"
 #include "verbs/tm_verbs.h"
 
@@ -128,15 +129,15 @@ static uint32_t clamp_cap(uint32_t want, uint32_t cap)
 	return (want == 0 || want > cap) ? cap : want;
 }
 
-static int create_queues(struct tm_dev *dev, const struct tm_dev_config *cfg)
+static int create_queues(struct tm_dev *dev)
 {
 	struct ibv_cq_init_attr_ex cq_attr = {
-		.cqe = cfg->cq_size,
+		.cqe = dev->tm_cq_size,
 		.wc_flags = IBV_WC_EX_WITH_TM_INFO | IBV_WC_EX_WITH_BYTE_LEN |
 			    IBV_WC_EX_WITH_QP_NUM,
 	};
 	struct ibv_srq_init_attr_ex srq_attr = {
-		.attr = { .max_wr = cfg->srq_max_wr, .max_sge = 1 },
+		.attr = { .max_wr = dev->srq_max_wr, .max_sge = 1 },
 		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
 			     IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM,
 		.srq_type = IBV_SRQT_TM,
@@ -148,8 +149,8 @@ static int create_queues(struct tm_dev *dev, const struct tm_dev_config *cfg)
 	dev->tm_cq = ibv_create_cq_ex(dev->ctx, &cq_attr);
 	if (!dev->tm_cq)
 		return TM_ERR_IO;
-	dev->send_cq = dev->verbs->create_cq(dev->ctx, cfg->cq_size, NULL,
-					     NULL, 0);
+	dev->send_cq = dev->verbs->create_cq(dev->ctx, (int)dev->send_cq_size,
+					     NULL, NULL, 0);
 	if (!dev->send_cq)
 		return TM_ERR_IO;
 	srq_attr.pd = dev->pd;
@@ -162,20 +163,74 @@ static int create_queues(struct tm_dev *dev, const struct tm_dev_config *cfg)
 	return TM_OK;
 }
 
-static int query_port(struct tm_dev *dev)
+static uint32_t pow2_floor(uint32_t x)
 {
-	struct ibv_port_attr pattr;
+	uint32_t p = 1;
 
-	dev->port = 1;
-	memset(&pattr, 0, sizeof(pattr));
-	if (ibv_query_port(dev->ctx, dev->port, &pattr))
-		return TM_ERR_IO;
-	dev->lid = pattr.lid;
-	dev->mtu = pattr.active_mtu;
-	dev->max_msg_sz = pattr.max_msg_sz;
-	if (dev->verbs->query_gid(dev->ctx, dev->port, 0, &dev->gid))
-		return TM_ERR_IO;
-	return TM_OK;
+	if (!x)
+		return 0;
+	while (p <= x / 2)
+		p <<= 1;
+	return p;
+}
+
+static uint32_t min_u32(uint32_t a, uint32_t b)
+{
+	return a < b ? a : b;
+}
+
+static uint32_t clamp_int(int v)
+{
+	return v > 0 ? (uint32_t)v : 0;
+}
+
+/*
+ * Sizes of everything tm_dev_open() creates, from the config and the
+ * device's caps (tm_dev.h "Sizes"; doc/mlx5-rules.md rules 2, 4-6, 19).
+ * Returns a message for what the device cannot do, or NULL.
+ */
+static const char *size_queues(struct tm_dev *dev,
+			       const struct tm_dev_config *cfg,
+			       const struct ibv_device_attr_ex *attr)
+{
+	const struct ibv_device_attr *a = &attr->orig_attr;
+	uint32_t hw_ops, want, max_cqe = clamp_int(a->max_cqe);
+	uint64_t tm_cqe, send_cqe;
+
+	dev->caps.max_num_tags = clamp_cap(cfg->max_num_tags,
+					   attr->tm_caps.max_num_tags);
+	/* mlx5's command queue: 4 send blocks per op, power-of-two sized,
+	 * within max_qp_wr (== the card's max_send_wqebb) blocks */
+	hw_ops = min_u32(attr->tm_caps.max_ops,
+			 pow2_floor(clamp_int(a->max_qp_wr) / 4));
+	want = cfg->max_ops ? cfg->max_ops : 2 * dev->caps.max_num_tags + 2;
+	dev->caps.max_ops = min_u32(want, hw_ops);
+	if (!dev->caps.max_num_tags || !dev->caps.max_ops)
+		return "no room for a tag list or its operations";
+	dev->srq_max_wr = cfg->srq_max_wr > TM_DEV_MIN_PLAIN ?
+			  cfg->srq_max_wr : TM_DEV_MIN_PLAIN;
+	if (dev->srq_max_wr > clamp_int(a->max_srq_wr))
+		dev->srq_max_wr = clamp_int(a->max_srq_wr);
+	if (dev->srq_max_wr < TM_DEV_MIN_PLAIN)
+		return "the SRQ cannot hold the 33 plain WQEs tag matching needs";
+	/* a completion per plain WQE, 3 per tag (ADD, match, data), one per
+	 * op, and a SYNC per 2^14 unexpected messages (UCX's sizing) */
+	tm_cqe = (uint64_t)dev->srq_max_wr + 3ull * dev->caps.max_num_tags +
+		 dev->caps.max_ops + dev->srq_max_wr / (1u << 14) + 1;
+	if (tm_cqe < cfg->cq_size)
+		tm_cqe = cfg->cq_size;
+	send_cqe = (uint64_t)cfg->max_peers * cfg->qp_max_send_wr;
+	if (send_cqe < cfg->cq_size)
+		send_cqe = cfg->cq_size;
+	if (max_cqe) {
+		tm_cqe = tm_cqe > max_cqe ? max_cqe : tm_cqe;
+		send_cqe = send_cqe > max_cqe ? max_cqe : send_cqe;
+	}
+	dev->tm_cq_size = (uint32_t)tm_cqe;
+	dev->send_cq_size = (uint32_t)(send_cqe ? send_cqe : 1);
+	dev->max_rd_atomic = (uint8_t)min_u32(16, clamp_int(a->max_qp_init_rd_atom));
+	dev->max_dest_rd_atomic = (uint8_t)min_u32(16, clamp_int(a->max_qp_rd_atom));
+	return NULL;
 }
 
 /* ---- registration cache (see tm_dev.h) -------------------------------- */
@@ -390,11 +445,18 @@ void tm_dev_mem_put(struct tm_dev *dev, struct ibv_mr *mr)
 	ucs_rcache_region_put(dev->rcache, &reg->super);
 }
 
+static __thread const char *open_why;
+
+const char *tm_dev_open_why(void)
+{
+	return open_why;
+}
+
 int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out)
 {
 	struct ibv_device_attr_ex attr;
 	const char *prov = cfg->provider ? cfg->provider : "auto";
-	const char *devname = "?";
+	const char *devname = "?", *why;
 	struct tm_dev *dev;
 	int rc, err;
 
@@ -403,14 +465,18 @@ int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out)
 	if (strcmp(prov, "auto") && strcmp(prov, "soft") &&
 	    strcmp(prov, "verbs"))
 		return TM_ERR_INVALID;
+	open_why = NULL;
 	dev = calloc(1, sizeof(*dev));
 	if (!dev)
 		return TM_ERR_NO_MEMORY;
-	if (strcmp(prov, "soft")) {
+	if (cfg->verbs) {
+		dev->verbs = cfg->verbs;
+		dev->ctx = open_tm_device(dev->verbs, &attr, &devname);
+	} else if (strcmp(prov, "soft")) {
 		dev->verbs = &tm_verbs_ibv;
 		dev->ctx = open_tm_device(dev->verbs, &attr, &devname);
 	}
-	if (!dev->ctx && strcmp(prov, "verbs")) {
+	if (!dev->ctx && !cfg->verbs && strcmp(prov, "verbs")) {
 		dev->verbs = softhca_verbs();
 		dev->ctx = open_tm_device(dev->verbs, &attr, &devname);
 	}
@@ -420,15 +486,23 @@ int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out)
 	}
 	snprintf(dev->name, sizeof(dev->name), "%s:%s", dev->verbs->name,
 		 devname);
-	dev->caps.max_num_tags = clamp_cap(cfg->max_num_tags,
-					   attr.tm_caps.max_num_tags);
-	dev->caps.max_ops = clamp_cap(cfg->max_ops, attr.tm_caps.max_ops);
 	dev->caps.max_rndv_hdr_size = attr.tm_caps.max_rndv_hdr_size;
 	dev->caps.max_sge = attr.tm_caps.max_sge;
 	dev->qp_max_send_wr = cfg->qp_max_send_wr;
-	rc = query_port(dev);
-	if (rc == TM_OK)
-		rc = create_queues(dev, cfg);
+	why = size_queues(dev, cfg, &attr);
+	if (why) {
+		open_why = why;
+		tm_dev_close(dev);
+		return TM_ERR_UNSUPPORTED;
+	}
+	rc = tm_dev_select_port(dev, &attr);
+	if (rc != TM_OK) {
+		open_why = rc == TM_ERR_NO_DEVICE ? "no active port" :
+			   "no usable GID (RoCE v2/v1) on the port";
+		tm_dev_close(dev);
+		return rc;
+	}
+	rc = create_queues(dev);
 	if (rc != TM_OK) {
 		/* the caller reports the verbs call's errno, not close's */
 		err = errno;
@@ -460,87 +534,6 @@ void tm_dev_close(struct tm_dev *dev)
 	if (dev->ctx)
 		dev->verbs->close_device(dev->ctx);
 	free(dev);
-}
-
-int tm_dev_qp_create(struct tm_dev *dev, struct ibv_qp **out)
-{
-	struct ibv_qp_init_attr init = {
-		.send_cq = dev->send_cq,
-		.recv_cq = ibv_cq_ex_to_cq(dev->tm_cq),
-		.srq = dev->srq,
-		.cap = { .max_send_wr = dev->qp_max_send_wr, .max_send_sge = 1,
-			 .max_recv_wr = 0, .max_recv_sge = 1 },
-		.qp_type = IBV_QPT_RC,
-	};
-	struct ibv_qp_attr attr = {
-		.qp_state = IBV_QPS_INIT,
-		.port_num = dev->port,
-		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
-				   IBV_ACCESS_REMOTE_READ |
-				   IBV_ACCESS_REMOTE_WRITE,
-	};
-	struct ibv_qp *qp;
-
-	qp = dev->verbs->create_qp(dev->pd, &init);
-	if (!qp)
-		return TM_ERR_IO;
-	if (dev->verbs->modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
-		dev->verbs->destroy_qp(qp);
-		return TM_ERR_IO;
-	}
-	*out = qp;
-	return TM_OK;
-}
-
-void tm_dev_qp_addr(struct tm_dev *dev, struct ibv_qp *qp,
-		    struct tm_dev_addr *addr)
-{
-	memset(addr, 0, sizeof(*addr));
-	memcpy(addr->gid, dev->gid.raw, sizeof(addr->gid));
-	addr->qp_num = qp->qp_num;
-	addr->lid = dev->lid;
-}
-
-int tm_dev_qp_connect(struct tm_dev *dev, struct ibv_qp *qp,
-		      const struct tm_dev_addr *remote)
-{
-	struct ibv_qp_attr attr;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.qp_state = IBV_QPS_RTR;
-	attr.path_mtu = dev->mtu ? dev->mtu : IBV_MTU_4096;
-	attr.dest_qp_num = remote->qp_num;
-	attr.rq_psn = 0;
-	attr.max_dest_rd_atomic = 16;
-	attr.min_rnr_timer = 12;
-	attr.ah_attr.is_global = 1;
-	attr.ah_attr.dlid = remote->lid;
-	attr.ah_attr.port_num = dev->port;
-	attr.ah_attr.grh.hop_limit = 1;
-	memcpy(attr.ah_attr.grh.dgid.raw, remote->gid, 16);
-	if (dev->verbs->modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV |
-				  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-				  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-				  IBV_QP_MIN_RNR_TIMER))
-		return TM_ERR_IO;
-	memset(&attr, 0, sizeof(attr));
-	attr.qp_state = IBV_QPS_RTS;
-	attr.timeout = 14;
-	attr.retry_cnt = 7;
-	attr.rnr_retry = 7; /* infinite: receiver-not-ready must never fail */
-	attr.sq_psn = 0;
-	attr.max_rd_atomic = 16;
-	if (dev->verbs->modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT |
-				  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-				  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-		return TM_ERR_IO;
-	return TM_OK;
-}
-
-int tm_dev_qp_destroy(struct tm_dev *dev, struct ibv_qp *qp)
-{
-	return dev->verbs->destroy_qp(qp) ? TM_ERR_IO : TM_OK;
 }
 
 int tm_dev_reg(struct tm_dev *dev, void *addr, size_t len, int access,

@@ -22,9 +22,36 @@
  * data-path verbs of <infiniband/verbs.h>; only the library verbs (QP
  * create/modify/destroy, MR reg/dereg, close) go through dev->verbs.
  *
- * QPs: tm_dev_qp_create() makes an RC QP attached to the TM-SRQ, in INIT.
- * Its address (struct tm_dev_addr: gid, lid, qp_num) is exchanged out of
- * band; tm_dev_qp_connect() moves it to RTR and RTS towards the peer.
+ * Sizes (doc/mlx5-rules.md): max_ops 0 means "as the hardware allows":
+ * 2 * max_num_tags + 2 (an ADD and a DEL per tag, and SYNCs, as UCX), at
+ * most the device's tm_caps.max_ops and at most the largest value whose
+ * command queue fits (mlx5 builds one with a 256-byte WQE per op within
+ * max_qp_wr 64-byte blocks: the largest power of two <= max_qp_wr / 4);
+ * an explicit max_ops is clamped the same way.  The TM-SRQ holds at least
+ * TM_DEV_MIN_PLAIN plain WQEs.  The TM CQ holds plain WQEs + 3 per tag +
+ * one per op + one per 2^14 plain WQEs (UCX's sizing); the send CQ
+ * max(cq_size, max_peers * qp_max_send_wr); both at most max_cqe.
+ *
+ * Port and address: the first active port of the device (dev->port); on
+ * Ethernet (RoCE) the GID index is chosen by type and address, in this
+ * order: RoCE v2 IPv4, RoCE v2 IPv6 global, RoCE v2 IPv6 link-local, then
+ * the same for RoCE v1 (UCX's order); on InfiniBand, index 0.  Path MTU is
+ * min(local active MTU, the peer's, carried in the address);
+ * max_rd_atomic / max_dest_rd_atomic are min(16, the device's caps).
+ *
+ * QPs, the hardware's layout (tm_dev_pair_*): per peer, an rx QP attached
+ * to the TM-SRQ with no send queue (max_send_wr 0: on mlx5 this is the QP
+ * the card uses for rendezvous offload, its reads and FINs) and a tx QP
+ * (send queue qp_max_send_wr, also attached to the TM-SRQ: the peer card's
+ * FINs arrive there).  Software posts sends and RDMA reads on tx only.
+ * The address (struct tm_dev_pair_addr) carries both QP numbers; our tx
+ * connects to the peer's rx and our rx to the peer's tx.
+ *
+ * The single-QP layout (tm_dev_qp_create/connect: one QP per peer with a
+ * send queue, on the TM-SRQ) is kept until the engine moves to pairs; on
+ * a real card it gets no rendezvous offload.  Its address (struct
+ * tm_dev_addr: gid, lid, qp_num, mtu) is exchanged out of band;
+ * tm_dev_qp_connect() moves it to RTR and RTS towards the peer.
  *
  * MRs: tm_dev_reg()/tm_dev_dereg() are plain ibv_reg_mr()/ibv_dereg_mr(),
  * for long-lived buffers.  Per-message buffers go through
@@ -50,11 +77,13 @@ struct tm_verbs;
 
 struct tm_dev_config {
 	const char *provider;  /* "auto", "soft", "verbs"; NULL = "auto" */
+	const struct tm_verbs *verbs; /* tests: use this table, not provider's */
 	uint32_t max_num_tags; /* 0: the device maximum */
 	uint32_t max_ops;      /* 0: the device maximum */
 	uint32_t srq_max_wr;   /* plain buffers the TM-SRQ can hold */
 	uint32_t qp_max_send_wr;
-	uint32_t cq_size;
+	uint32_t cq_size;      /* send CQ, at least (and a floor for the TM CQ) */
+	uint32_t max_peers;    /* peers expected (sizes the send CQ); 0: unknown */
 	int rcache;                  /* cache tm_dev_mem_get() MRs (default 1);
 				      * TM_DEV_RCACHE=0/1 overrides */
 	uint32_t rcache_max_regions; /* unused regions kept: 0 = default
@@ -92,11 +121,16 @@ struct tm_dev {
 	struct ibv_srq *srq;      /* the TM-SRQ */
 	struct tm_dev_caps caps;
 	uint8_t port;
+	uint8_t link_layer;       /* IBV_LINK_LAYER_* of the port */
 	uint16_t lid;
 	enum ibv_mtu mtu;
-	uint32_t max_msg_sz;      /* largest message the port sends */
 	union ibv_gid gid;
+	int gid_index;            /* sgid_index used in address vectors */
 	uint32_t qp_max_send_wr;
+	uint32_t srq_max_wr;      /* plain WQEs the TM-SRQ holds (>= 33) */
+	uint32_t tm_cq_size, send_cq_size;
+	uint8_t max_rd_atomic, max_dest_rd_atomic;
+	uint32_t max_msg_sz;      /* port's: larger RDMA reads must be split */
 	char name[64];            /* provider:device, for messages */
 	struct ucs_rcache *rcache; /* NULL: tm_dev_mem_get() registers */
 	const char *rcache_off;   /* why there is no cache although one was
@@ -104,15 +138,38 @@ struct tm_dev {
 	struct tm_dev_mem_stats mem_st; /* relaxed atomics: read them so */
 };
 
+/* The hardware needs at least this many plain WQEs on a TM-SRQ. */
+#define TM_DEV_MIN_PLAIN 33u
+
 struct tm_dev_addr {
 	uint8_t gid[16];
 	uint32_t qp_num;
 	uint16_t lid;
-	uint16_t pad;
+	uint8_t mtu;      /* enum ibv_mtu; 0 (old peers): use ours */
+	uint8_t pad;
+};
+
+/* A peer's QPs in the hardware layout (see above). */
+struct tm_dev_pair {
+	struct ibv_qp *rx; /* on the TM-SRQ, no send queue */
+	struct ibv_qp *tx; /* sends and RDMA reads */
+};
+
+/* What the modex must carry for a pair. */
+struct tm_dev_pair_addr {
+	uint8_t gid[16];
+	uint32_t rx_qpn;
+	uint32_t tx_qpn;
+	uint16_t lid;
+	uint8_t mtu;       /* enum ibv_mtu */
+	uint8_t pad;
 };
 
 void tm_dev_config_default(struct tm_dev_config *cfg);
 int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out);
+/* Why this thread's last tm_dev_open() failed, in words (or NULL): the
+ * device layer prints nothing, the caller reports it. */
+const char *tm_dev_open_why(void);
 void tm_dev_close(struct tm_dev *dev);
 
 /*
@@ -128,6 +185,23 @@ void tm_dev_qp_addr(struct tm_dev *dev, struct ibv_qp *qp,
 int tm_dev_qp_connect(struct tm_dev *dev, struct ibv_qp *qp,
 		      const struct tm_dev_addr *remote);
 int tm_dev_qp_destroy(struct tm_dev *dev, struct ibv_qp *qp);
+
+/* Both QPs in INIT; on failure nothing is left behind. */
+int tm_dev_pair_create(struct tm_dev *dev, struct tm_dev_pair *pair);
+void tm_dev_pair_addr(struct tm_dev *dev, const struct tm_dev_pair *pair,
+		      struct tm_dev_pair_addr *addr);
+/* tx -> remote rx, rx -> remote tx; both to RTS. */
+int tm_dev_pair_connect(struct tm_dev *dev, struct tm_dev_pair *pair,
+			const struct tm_dev_pair_addr *remote);
+/* Destroys what is set (either may be NULL). */
+int tm_dev_pair_destroy(struct tm_dev *dev, struct tm_dev_pair *pair);
+
+/*
+ * ibv_start_poll with its return value sorted: TM_OK (a completion is
+ * current: read it, then ibv_end_poll), TM_ERR_NOT_FOUND (empty: ENOENT,
+ * no end_poll), TM_ERR_IO (any other value: the CQ failed).
+ */
+int tm_dev_start_poll(struct ibv_cq_ex *cq);
 
 /* access: IBV_ACCESS_* flags; LOCAL_WRITE is always added. */
 int tm_dev_reg(struct tm_dev *dev, void *addr, size_t len, int access,

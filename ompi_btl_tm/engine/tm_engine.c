@@ -13,10 +13,16 @@
 #include <string.h>
 #include "engine/tm_engine_priv.h"
 
-static void post_plain(struct tm_engine *eng, uint32_t idx)
+/*
+ * (Re)posts plain buffer idx.  The engine never has more plain buffers out
+ * than the SRQ holds, so a refusal will not go away: the engine stops, as
+ * without its plain buffers no unexpected or control message can arrive.
+ */
+void tme_post_plain(struct tm_engine *eng, uint32_t idx)
 {
 	struct ibv_recv_wr wr, *bad;
 	struct ibv_sge sge;
+	int ret;
 
 	sge.addr = (uintptr_t)(eng->plain + (size_t)idx * eng->plain_size);
 	sge.length = eng->plain_size;
@@ -25,14 +31,19 @@ static void post_plain(struct tm_engine *eng, uint32_t idx)
 	wr.wr_id = ((uint64_t)idx << 3) | WR_PLAIN;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
-	if (ibv_post_srq_recv(eng->dev->srq, &wr, &bad))
-		eng->repost[eng->n_repost++] = idx;
+	ret = tme_fault(eng, TM_SITE_POST_PLAIN);
+	if (!ret)
+		ret = ibv_post_srq_recv(eng->dev->srq, &wr, &bad);
+	if (ret) {
+		eng->st.post_failures++;
+		tme_engine_fatal(eng, TM_ERR_IO);
+	}
 }
 
 static void on_plain(struct tm_engine *eng, const struct tm_cqe *c)
 {
 	uint32_t idx = (uint32_t)(c->wr_id >> 3);
-	const uint8_t *buf = eng->plain + (size_t)idx * eng->plain_size;
+	uint8_t *buf = eng->plain + (size_t)idx * eng->plain_size;
 
 	if (c->status != IBV_WC_SUCCESS) {
 		eng->st.errors++;
@@ -52,14 +63,14 @@ static void on_plain(struct tm_engine *eng, const struct tm_cqe *c)
 		if (c->byte_len < TMH_LEN || (tmh->opcode != IBV_TMH_EAGER &&
 					      tmh->opcode != IBV_TMH_RNDV))
 			eng->st.malformed++;
-		else
-			tme_on_unexpected(eng, buf, c);
+		else if (tme_on_unexpected(eng, buf, idx, c))
+			return; /* the message holds on to the buffer */
 	} else if (c->opcode == IBV_WC_TM_NO_TAG) {
 		tme_on_control(eng, buf, c);
 	} else {
 		eng->st.malformed++;
 	}
-	post_plain(eng, idx);
+	tme_post_plain(eng, idx);
 }
 
 /* Dispatches one TM-CQ completion by the type in its wr_id. */
@@ -137,14 +148,10 @@ int tme_drain(struct tm_engine *eng)
 
 int tme_flush_work(struct tm_engine *eng)
 {
-	uint32_t i, n_retry = eng->n_repost;
-
-	/* post_plain re-queues what fails again */
-	eng->n_repost = 0;
-	for (i = 0; i < n_retry; i++)
-		post_plain(eng, eng->repost[i]);
 	int n = 0;
 
+	if (eng->fatal)
+		return 0; /* stopped: no more posts */
 	/* Each test below is the first test of the function it guards, so
 	 * the common nothing-to-do case costs no call into another module. */
 	if (!ucs_list_is_empty(&eng->opq))
@@ -154,12 +161,18 @@ int tme_flush_work(struct tm_engine *eng)
 		n += tme_promote(eng);
 	if (tme_count_now(eng) != eng->reported)
 		tme_maybe_sync(eng);
+	if (!ucs_list_is_empty(&eng->owed))
+		n += tme_recv_pay_owed(eng);
 	if (eng->tx_queued)
 		n += tme_flush_tx(eng);
 	return n;
 }
 
 /* ---- public API ----------------------------------------------------- */
+
+#define TM_KEEPALIVE_MS_DEFAULT 1000
+
+_Static_assert(TMH_LEN == 16, "TM_ENGINE_EAGER_LIMIT_MAX counts a 16-byte TMH");
 
 void tm_engine_config_default(struct tm_engine_config *cfg)
 {
@@ -168,7 +181,27 @@ void tm_engine_config_default(struct tm_engine_config *cfg)
 	cfg->n_plain = 256;
 	cfg->n_send_slots = 256;
 	cfg->offload = 1;
-	cfg->keepalive_ms = 1000;
+	cfg->keepalive_ms = TM_KEEPALIVE_MS_DEFAULT;
+}
+
+int tm_engine_config_check(const struct tm_engine_config *cfg,
+			   enum tm_engine_setting *bad)
+{
+	enum tm_engine_setting b = TM_SETTING_NONE;
+
+	if (cfg->eager_limit > TM_ENGINE_EAGER_LIMIT_MAX)
+		b = TM_SETTING_EAGER_LIMIT;
+	else if (cfg->n_plain < TM_ENGINE_N_PLAIN_MIN ||
+		 cfg->n_plain > TM_ENGINE_N_PLAIN_MAX)
+		b = TM_SETTING_N_PLAIN;
+	else if (cfg->n_send_slots < TM_ENGINE_N_SEND_SLOTS_MIN ||
+		 cfg->n_send_slots > TM_ENGINE_N_SEND_SLOTS_MAX)
+		b = TM_SETTING_N_SEND_SLOTS;
+	else if (cfg->keepalive_ms > TM_KEEPALIVE_MAX_MS)
+		b = TM_SETTING_KEEPALIVE_MS;
+	if (bad)
+		*bad = b;
+	return b == TM_SETTING_NONE ? TM_OK : TM_ERR_INVALID;
 }
 
 static int setup_buffers(struct tm_engine *eng)
@@ -182,10 +215,10 @@ static int setup_buffers(struct tm_engine *eng)
 	eng->slot_size = eng->plain_size;
 	sz = (size_t)eng->n_plain * eng->plain_size;
 	eng->plain = calloc(1, sz);
-	eng->repost = calloc(eng->n_plain, sizeof(uint32_t));
+	eng->msg_pool = calloc(eng->n_plain, sizeof(*eng->msg_pool));
 	eng->slots = calloc(eng->n_slots, eng->slot_size);
 	eng->free_slots = calloc(eng->n_slots, sizeof(uint32_t));
-	if (!eng->plain || !eng->repost || !eng->slots || !eng->free_slots)
+	if (!eng->plain || !eng->msg_pool || !eng->slots || !eng->free_slots)
 		return TM_ERR_NO_MEMORY;
 	if (tm_dev_reg(eng->dev, eng->plain, sz, 0, &eng->plain_mr) ||
 	    tm_dev_reg(eng->dev, eng->slots,
@@ -194,9 +227,9 @@ static int setup_buffers(struct tm_engine *eng)
 		return TM_ERR_IO;
 	for (i = 0; i < eng->n_slots; i++)
 		eng->free_slots[eng->n_free_slots++] = eng->n_slots - 1 - i;
-	for (i = 0; i < eng->n_plain; i++)
-		post_plain(eng, i);
-	return eng->n_repost ? TM_ERR_IO : TM_OK;
+	for (i = 0; i < eng->n_plain && !eng->fatal; i++)
+		tme_post_plain(eng, i);
+	return eng->fatal ? TM_ERR_IO : TM_OK;
 }
 
 int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
@@ -205,10 +238,8 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 	struct tm_engine *eng;
 	int rc;
 
-	if (!cfg->n_plain || cfg->n_plain >= 32768 || !cfg->n_send_slots)
+	if (tm_engine_config_check(cfg, NULL) != TM_OK)
 		return TM_ERR_INVALID;
-	if (cfg->keepalive_ms > TM_KEEPALIVE_MAX_MS)
-		return TM_ERR_RANGE;
 	eng = calloc(1, sizeof(*eng));
 	if (!eng)
 		return TM_ERR_NO_MEMORY;
@@ -240,7 +271,8 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 	eng->op_unsig = calloc(eng->max_ops, sizeof(*eng->op_unsig));
 	eng->sq_limit = dev->qp_max_send_wr > 4 ? dev->qp_max_send_wr / 2 : 1;
 	eng->slot_low = eng->n_slots / 4;
-	eng->ka_ns = (uint64_t)(cfg->keepalive_ms ? cfg->keepalive_ms : 1000) *
+	eng->ka_ns = (uint64_t)(cfg->keepalive_ms ? cfg->keepalive_ms :
+				TM_KEEPALIVE_MS_DEFAULT) *
 		     1000000ULL;
 	ucs_list_head_init(&eng->wait_peers);
 	ucs_list_head_init(&eng->rwait_peers);
@@ -249,6 +281,7 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 	ucs_list_head_init(&eng->done_recv);
 	ucs_list_head_init(&eng->done_send);
 	ucs_list_head_init(&eng->all_msgs);
+	ucs_list_head_init(&eng->owed);
 	ucs_list_head_init(&eng->all_tx);
 	eng->qpn = kh_init(tm_qpn);
 	eng->sends = kh_init(tm_sends);
@@ -260,6 +293,8 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 		rc = TM_ERR_NO_MEMORY;
 	if (rc == TM_OK)
 		rc = setup_buffers(eng);
+	if (rc == TM_OK)
+		rc = tme_stage_setup(eng);
 	if (rc != TM_OK) {
 		tm_engine_destroy(eng);
 		return rc;
@@ -272,26 +307,25 @@ void tm_engine_destroy(struct tm_engine *eng)
 {
 	struct tm_msg *m, *mt;
 	struct tm_tx *tx, *tt;
-	struct tm_op *op, *ot;
 
 	if (!eng)
 		return;
 	ucs_list_for_each_safe(m, mt, &eng->all_msgs, all)
-		free(m);
+		if (m->plain < 0)
+			free(m);
 	ucs_list_for_each_safe(tx, tt, &eng->all_tx, all)
 		free(tx);
-	ucs_list_for_each_safe(op, ot, &eng->opq, link)
-		free(op);
 	tm_mq_fini(&eng->mq);
 	if (eng->plain_mr)
 		tm_dev_dereg(eng->dev, eng->plain_mr);
 	if (eng->slots_mr)
 		tm_dev_dereg(eng->dev, eng->slots_mr);
 	free(eng->plain);
-	free(eng->repost);
+	free(eng->msg_pool);
 	free(eng->slots);
 	free(eng->free_slots);
 	free(eng->op_unsig);
+	tme_stage_cleanup(eng);
 	for (uint32_t i = 0; i < eng->npeers; i++) {
 		free(eng->peers[i]->wrs);
 		free(eng->peers[i]);
@@ -310,13 +344,24 @@ void tm_engine_destroy(struct tm_engine *eng)
 	free(eng);
 }
 
-int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
+/* Completions name the QP a message arrived on: both map to the peer. */
+static int map_qpn(struct tm_engine *eng, const struct ibv_qp *qp,
+		   uint32_t peer)
+{
+	int ret;
+	khiter_t it = kh_put(tm_qpn, eng->qpn, qp->qp_num, &ret);
+
+	if (ret < 0)
+		return TM_ERR_NO_MEMORY;
+	kh_value(eng->qpn, it) = peer;
+	return TM_OK;
+}
+
+int tm_engine_add_peer(struct tm_engine *eng, const struct tm_dev_pair *qps,
 		       uint32_t *peer)
 {
 	struct tm_peer **np, *p;
-	khiter_t it;
 	uint32_t n;
-	int ret = 0;
 
 	np = realloc(eng->peers, sizeof(*np) * (eng->npeers + 1));
 	if (!np)
@@ -325,7 +370,7 @@ int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return TM_ERR_NO_MEMORY;
-	p->qp = qp;
+	p->qp = qps->tx;
 	p->id = eng->npeers;
 	ucs_list_head_init(&p->txq);
 	ucs_list_head_init(&p->waitq);
@@ -335,13 +380,12 @@ int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
 		;
 	p->wrs = calloc(n, sizeof(*p->wrs));
 	p->wr_mask = n - 1;
-	it = p->wrs ? kh_put(tm_qpn, eng->qpn, qp->qp_num, &ret) : 0;
-	if (!p->wrs || ret < 0) {
+	if (!p->wrs || map_qpn(eng, qps->tx, p->id) ||
+	    (qps->rx && map_qpn(eng, qps->rx, p->id))) {
 		free(p->wrs);
 		free(p);
 		return TM_ERR_NO_MEMORY;
 	}
-	kh_value(eng->qpn, it) = eng->npeers;
 	np[eng->npeers] = p;
 	*peer = eng->npeers++;
 	/* see "Selective signalling" (sq_post) for the bounds */
@@ -354,7 +398,11 @@ int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
 
 int tm_engine_progress(struct tm_engine *eng)
 {
-	int n = tme_drain(eng);
+	int n;
+
+	if (eng->fatal)
+		return eng->fatal;
+	n = tme_drain(eng);
 
 	if (!ucs_list_is_empty(&eng->wait_peers) ||
 	    !ucs_list_is_empty(&eng->rwait_peers))
@@ -377,6 +425,7 @@ void tm_engine_get_stats(struct tm_engine *eng, struct tm_engine_stats *st)
 	st->tx_queued = eng->tx_queued;
 	st->reads_active = eng->reads_active;
 	st->unexpected_cnt = eng->reported;
+	st->fatal = eng->fatal;
 }
 
 int tm_engine_idle(struct tm_engine *eng)

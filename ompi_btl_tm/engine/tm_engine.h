@@ -66,16 +66,41 @@ struct tm_env {
 	int32_t tag;
 };
 
+/*
+ * Settings.  tm_engine_config_default() holds the one default of each;
+ * tm_engine_create() refuses a value outside the bounds below with
+ * TM_ERR_INVALID, and tm_engine_config_check() says which setting it was.
+ */
 struct tm_engine_config {
-	size_t eager_limit;      /* payload bytes sent eagerly */
-	uint32_t n_plain;        /* plain SRQ buffers (< 32768) */
+	size_t eager_limit;      /* payload bytes sent eagerly; longer
+				  * messages use rendezvous */
+	uint32_t n_plain;        /* plain SRQ buffers */
 	uint32_t n_send_slots;   /* registered send buffers */
 	uint32_t max_card_entries; /* 0: the device's list size */
 	int offload;             /* 0: keep every receive in software */
-	/* a send waiting this long for FIN/ACK, or a receive naming a peer,
-	 * probes its peer (0: 1000; at most TM_KEEPALIVE_MAX_MS) */
+	/* a send waiting this long for FIN/ACK, or a receive or probe naming
+	 * a peer, probes its peer (0: the default; at most
+	 * TM_KEEPALIVE_MAX_MS) */
 	uint32_t keepalive_ms;
 	const struct tm_engine_test *test; /* tests only (tm_engine_test.h) */
+};
+
+/* An eager message (16-byte TMH and payload) is one verbs message: at
+ * most 1 GiB, an mlx5 port's max_msg_sz (the soft HCA takes < 2 GiB). */
+#define TM_ENGINE_EAGER_LIMIT_MAX ((size_t)(1u << 30) - 16)
+/* The largest SRQ a ConnectX card offers (max_srq_wr 32767). */
+#define TM_ENGINE_N_PLAIN_MIN 1u
+#define TM_ENGINE_N_PLAIN_MAX 32767u
+/* Slot numbers are signed 32-bit in the send-queue ring. */
+#define TM_ENGINE_N_SEND_SLOTS_MIN 1u
+#define TM_ENGINE_N_SEND_SLOTS_MAX ((uint32_t)INT32_MAX)
+
+enum tm_engine_setting {
+	TM_SETTING_NONE = 0,
+	TM_SETTING_EAGER_LIMIT,
+	TM_SETTING_N_PLAIN,
+	TM_SETTING_N_SEND_SLOTS,
+	TM_SETTING_KEEPALIVE_MS,  /* above TM_KEEPALIVE_MAX_MS */
 };
 
 struct tm_engine_stats {
@@ -87,6 +112,7 @@ struct tm_engine_stats {
 	uint64_t sw_ops_full;      /* max_ops reached or ops queued */
 	uint64_t sw_small_buf;
 	uint64_t sw_long_buf;      /* longer than the card reads at once */
+	uint64_t sw_no_stage;     /* small buffer, no staging buffer free */
 	uint64_t sw_no_offload;
 	uint64_t sw_reg_fail;
 	uint64_t promoted;         /* software-held receives moved to the card */
@@ -114,6 +140,12 @@ struct tm_engine_stats {
 	uint64_t keepalives_recv;  /* ... from peers, ignored */
 	uint64_t peer_failures;    /* peers marked dead */
 	uint64_t sends_failed;     /* sends completed TM_REQ_ERROR */
+	uint64_t post_failures;    /* posts refused for good: the peer or
+				    * (list ops, plain buffers) the engine
+				    * failed */
+	uint64_t msg_held;         /* unexpected messages that kept their
+				    * plain buffer (no memory for a copy) */
+	uint64_t replies_owed;     /* ACK/FIN delayed for memory */
 	/* current state */
 	uint32_t card_entries;
 	uint32_t ops_outstanding;
@@ -125,10 +157,22 @@ struct tm_engine_stats {
 	uint64_t tx_queued;
 	uint64_t reads_active;
 	uint32_t unexpected_cnt;   /* the count reported to the card */
+	int32_t fatal;             /* 0, or the TM_ERR_* every call returns
+				    * since the engine stopped */
 };
 
 struct tm_msg;
 struct tm_engine_priv_tx;
+
+/* A list op waiting for an op slot (engine-private).  Embedded in the
+ * request (its DEL) and in the engine (the SYNC), so queuing one never
+ * allocates. */
+struct tm_op {
+	ucs_list_link_t link;
+	int type;
+	struct tm_recv *r;
+	uint32_t count;
+};
 
 /* ---- Receive request (caller storage) ------------------------------- */
 struct tm_recv {
@@ -159,6 +203,7 @@ struct tm_recv {
 	size_t len;
 	struct ibv_mr *mr;
 	int own_mr;
+	int32_t stage;           /* staging buffer on the card, or -1 */
 	int state;
 	uint32_t handle;
 	uint32_t ops_pending;
@@ -167,6 +212,8 @@ struct tm_recv {
 	uint64_t rd_va;
 	uint32_t rd_rkey;
 	uint64_t rd_len;         /* the sender's full length */
+	struct tm_op del;        /* its DEL while queued */
+	ucs_list_link_t owed_link; /* its ACK/FIN waits for memory */
 	uint8_t hdr[32] __attribute__((aligned(8))); /* TMH+RVH, sw rndv */
 };
 
@@ -200,12 +247,19 @@ struct tm_probe_info {
 };
 
 void tm_engine_config_default(struct tm_engine_config *cfg);
+/* TM_OK, or TM_ERR_INVALID with *bad (if bad is not NULL) the first
+ * setting out of its bounds (TM_SETTING_NONE when all are in). */
+int tm_engine_config_check(const struct tm_engine_config *cfg,
+			   enum tm_engine_setting *bad);
+/* Refuses a bad config with TM_ERR_INVALID (tm_engine_config_check). */
 int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 		     struct tm_engine **out);
 /* Frees everything; requests still pending never complete. */
 void tm_engine_destroy(struct tm_engine *eng);
 
-int tm_engine_add_peer(struct tm_engine *eng, struct ibv_qp *qp,
+/* The peer's QPs (tm_dev.h): sends and reads go on qps->tx; messages
+ * arrive on either (rx may be tx: the one-QP layout of tests). */
+int tm_engine_add_peer(struct tm_engine *eng, const struct tm_dev_pair *qps,
 		       uint32_t *peer);
 
 /*

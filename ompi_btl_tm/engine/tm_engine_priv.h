@@ -50,8 +50,12 @@ enum {
 	RF_PINNED = 1 << 7, /* can never go to the card */
 	RF_ADD_UNSIG = 1 << 8, /* its ADD went unsignalled */
 	RF_UNCONF = 1 << 9, /* live entry on eng->unconf (may be inactive) */
-	RF_WATCHED = 1 << 10, /* on its named peer's recvq */
-	RF_PEER_DEAD = 1 << 11, /* its DEL is because its peer died */
+	RF_OWE_ACK = 1 << 10, /* on eng->owed: its ACK waits for memory */
+	RF_OWE_FIN = 1 << 11, /* on eng->owed: its FIN waits for memory */
+	RF_SW_RNDV = 1 << 12, /* the card handed its rendezvous to software:
+			       * TMH+RVH are in the buffer */
+	RF_WATCHED = 1 << 13, /* on its named peer's recvq */
+	RF_PEER_DEAD = 1 << 14, /* its DEL is because its peer died */
 };
 
 /* wr_id low bits: what a TM-CQ completion is about. */
@@ -67,6 +71,7 @@ enum { WR_RECV = 0, WR_PLAIN = 1, WR_ADD = 2, WR_DEL = 3, WR_SYNC = 4 };
 /* signal at least every TM_SIG_EVERY-th send WR of a QP */
 #define TM_SIG_EVERY 16
 
+/* in the order of TM_SITE_ALLOC_TX_* (tm_engine_test.h) */
 enum { TX_EAGER, TX_RNDV, TX_ACK, TX_FIN, TX_READ, TX_KEEPALIVE };
 enum { S_WAIT_CQE = 1, S_WAIT_REPLY = 2 };
 
@@ -79,8 +84,11 @@ struct tm_msg {
 	uint32_t app;
 	uint32_t peer;
 	int rndv;
+	int32_t plain;     /* -1: malloc'd; else the plain buffer it holds
+			    * (and its entry in eng->msg_pool) */
+	uint8_t *data;     /* eager payload: after the struct, or in the
+			    * plain buffer */
 	uint8_t hdr[32] __attribute__((aligned(8))); /* TMH+RVH of a RNDV */
-	uint8_t data[];    /* eager payload */
 };
 
 struct tm_tx {
@@ -107,13 +115,6 @@ struct tm_sig_op {
 	uint64_t seq;        /* its place in post order (eng->op_seq) */
 	uint32_t unsig;      /* unsignalled ops posted just before it */
 	uint32_t count;      /* the unexpected count it carried */
-};
-
-struct tm_op {
-	ucs_list_link_t link;
-	int type;            /* WR_ADD never queued: WR_DEL or WR_SYNC */
-	struct tm_recv *r;
-	uint32_t count;
 };
 
 /*
@@ -199,16 +200,27 @@ struct tm_engine {
 	struct tm_sig_op *op_unsig; /* [max_ops]: each outstanding signalled
 				     * op, in post order */
 	uint32_t op_unsig_head, op_unsig_tail;
-	ucs_list_link_t opq;
+	ucs_list_link_t opq;  /* struct tm_op: a receive's DEL or sync_op */
 	uint32_t opq_len;
+	struct tm_op sync_op; /* the one explicit SYNC (sync_out) */
 
 	/* tm_engine.c: plain SRQ buffers */
 	uint8_t *plain;
 	struct ibv_mr *plain_mr;
 	uint32_t plain_size;
 	uint32_t n_plain;
-	uint32_t *repost;
-	uint32_t n_repost;
+	struct tm_msg *msg_pool; /* [n_plain]: unexpected messages that
+				  * could not be copied keep their buffer */
+	int fatal;           /* 0, or the TM_ERR_* that stopped the engine */
+
+	/* tm_offload.c: staging buffers, so that a receive smaller than the
+	 * largest eager message can go to the card (doc/mlx5-rules.md 17) */
+	uint8_t *stage;
+	struct ibv_mr *stage_mr;
+	uint32_t stage_size;
+	uint32_t n_stage;
+	uint32_t *free_stage;
+	uint32_t n_free_stage;
 
 	/* tm_tx.c */
 	uint8_t *slots;
@@ -237,6 +249,8 @@ struct tm_engine {
 	ucs_list_link_t done_recv;
 	ucs_list_link_t done_send;
 	ucs_list_link_t all_msgs;   /* tm_recv.c */
+	ucs_list_link_t owed;       /* tm_recv.c: receives whose ACK/FIN
+				     * could not be allocated yet */
 	ucs_list_link_t all_tx;     /* tm_tx.c */
 	uint64_t tx_queued;         /* tm_tx.c */
 	uint64_t reads_active;
@@ -326,6 +340,23 @@ static inline int tme_want_poll_send(struct tm_engine *eng)
 	return eng->sig_out || (eng->sq_out && ++eng->poll_skip >= 16);
 }
 
+/*
+ * The engine cannot go on (a list op or plain buffer the card refused for
+ * good): every entry point returns rc from now on.  Loud, not silent: the
+ * caller sees the error at its next call.
+ */
+static inline void tme_engine_fatal(struct tm_engine *eng, int rc)
+{
+	if (!eng->fatal)
+		eng->fatal = rc;
+}
+
+/* The test fault hook: 0, or the errno the call at site fails with. */
+static inline int tme_fault(struct tm_engine *eng, enum tm_site site)
+{
+	return eng->test.fault ? eng->test.fault(eng->test.hook_arg, site) : 0;
+}
+
 /* Runs callbacks; a callback may call back into the engine. */
 static inline void tme_fire_done(struct tm_engine *eng)
 {
@@ -351,11 +382,17 @@ static inline void tme_fire_done(struct tm_engine *eng)
 
 /* ---- tm_engine.c ----------------------------------------------------- */
 int tme_drain(struct tm_engine *eng);
+void tme_post_plain(struct tm_engine *eng, uint32_t idx);
 int tme_flush_work(struct tm_engine *eng);
 
 /* ---- tm_ops.c -------------------------------------------------------- */
 void tme_op_decide(struct tm_engine *eng, int type, struct tm_recv *r);
 int tme_card_add(struct tm_engine *eng, struct tm_recv *r);
+/* Where the card puts r's data: its staging buffer or its own. */
+void *tme_card_buf(struct tm_engine *eng, const struct tm_recv *r);
+void tme_stage_put(struct tm_engine *eng, struct tm_recv *r);
+int tme_stage_setup(struct tm_engine *eng);
+void tme_stage_cleanup(struct tm_engine *eng);
 int tme_flush_ops(struct tm_engine *eng);
 void tme_maybe_sync(struct tm_engine *eng);
 void tme_entry_gone(struct tm_engine *eng, struct tm_recv *r);
@@ -373,8 +410,9 @@ void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r);
 void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r, int status);
 void tme_on_recv_cqe(struct tm_engine *eng, struct tm_recv *r,
 		     const struct tm_cqe *c);
-void tme_on_unexpected(struct tm_engine *eng, const uint8_t *buf,
-		       const struct tm_cqe *c);
+int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
+		      const struct tm_cqe *c);
+int tme_recv_pay_owed(struct tm_engine *eng);
 void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
 		      const struct tm_cqe *c);
 void tme_sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status);
@@ -385,9 +423,8 @@ uint64_t tme_now_ns(void);
 int tme_wait_reply_start(struct tm_engine *eng, struct tm_send *s);
 void tme_wait_reply_end(struct tm_engine *eng, struct tm_send *s);
 void tme_peer_fail(struct tm_engine *eng, uint32_t peer);
-void tme_send_ack(struct tm_engine *eng, uint32_t peer, uint32_t app);
-void tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr,
-		  int failed);
+int tme_send_ack(struct tm_engine *eng, uint32_t peer, uint32_t app);
+int tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr);
 void tme_send_keepalive(struct tm_engine *eng, struct tm_peer *p,
 			uint64_t now);
 void tme_keepalive_scan(struct tm_engine *eng);

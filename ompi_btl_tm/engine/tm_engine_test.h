@@ -5,7 +5,9 @@
  * Contract: the engine copies *cfg->test at tm_engine_create().  Faults
  * break one rule on purpose, so that a test can show it notices; the
  * arrival hook reports each message at its linearisation point (the
- * stamp contract is in tm_engine.h).
+ * stamp contract is in tm_engine.h); the fault hook makes one allocation
+ * or verbs post fail, to show that the engine never loses work to it
+ * (doc/DESIGN.md, "Failures").
  */
 #ifndef TM_ENGINE_TEST_H
 #define TM_ENGINE_TEST_H
@@ -30,9 +32,27 @@ struct tm_arrival {
 	int on_card;   /* matched by the card */
 };
 
+/* Where the fault hook is asked (after tm_engine_create returned). */
+enum tm_site {
+	TM_SITE_ALLOC_MSG = 1,  /* an unexpected message's copy */
+	TM_SITE_ALLOC_TX,       /* a queued send item: + its TX type, below */
+	TM_SITE_ALLOC_TX_EAGER = TM_SITE_ALLOC_TX,
+	TM_SITE_ALLOC_TX_RNDV,
+	TM_SITE_ALLOC_TX_ACK,
+	TM_SITE_ALLOC_TX_FIN,
+	TM_SITE_ALLOC_TX_READ,
+	TM_SITE_ALLOC_TX_KEEPALIVE,
+	TM_SITE_POST_SEND,      /* ibv_post_send */
+	TM_SITE_POST_OPS,       /* ibv_post_srq_ops */
+	TM_SITE_POST_PLAIN,     /* ibv_post_srq_recv */
+};
+
 struct tm_engine_test {
 	unsigned faults;         /* enum tm_fault */
 	void (*arrival_hook)(void *arg, const struct tm_arrival *a);
+	/* 0, or the errno that the call at site returns instead of running
+	 * (for an allocation: it returns NULL) */
+	int (*fault)(void *arg, enum tm_site site);
 	void *hook_arg;
 };
 

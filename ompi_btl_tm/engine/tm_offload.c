@@ -19,6 +19,77 @@
 #include <stdlib.h>
 #include "engine/tm_engine_priv.h"
 
+/* ---- staging buffers ------------------------------------------------ */
+
+/*
+ * A card has no tag-aware error for an eager message longer than the
+ * tagged buffer it matched (doc/mlx5-rules.md rule 17: the QP goes to
+ * error), so only buffers that hold any eager message go to the card.  A
+ * smaller receive goes with a staging buffer of that size instead, and its
+ * data is copied out at completion; a rendezvous never fits a staging
+ * buffer, so the card hands it to software with its headers.
+ */
+#define TM_STAGE_MAX 256u
+
+int tme_stage_setup(struct tm_engine *eng)
+{
+	size_t sz;
+	uint32_t i;
+
+	eng->stage_size = (uint32_t)eng->cfg.eager_limit;
+	if (eng->stage_size < TMH_LEN + RVH_LEN)
+		eng->stage_size = TMH_LEN + RVH_LEN;
+	eng->n_stage = eng->max_entries < TM_STAGE_MAX ? eng->max_entries :
+			TM_STAGE_MAX;
+	if (!eng->cfg.offload || !eng->n_stage)
+		return TM_OK;
+	sz = (size_t)eng->n_stage * eng->stage_size;
+	eng->stage = malloc(sz);
+	eng->free_stage = malloc(eng->n_stage * sizeof(uint32_t));
+	if (!eng->stage || !eng->free_stage)
+		return TM_ERR_NO_MEMORY;
+	if (tm_dev_reg(eng->dev, eng->stage, sz, 0, &eng->stage_mr))
+		return TM_ERR_IO;
+	for (i = 0; i < eng->n_stage; i++)
+		eng->free_stage[eng->n_free_stage++] = eng->n_stage - 1 - i;
+	return TM_OK;
+}
+
+void tme_stage_cleanup(struct tm_engine *eng)
+{
+	if (eng->stage_mr)
+		tm_dev_dereg(eng->dev, eng->stage_mr);
+	free(eng->stage);
+	free(eng->free_stage);
+}
+
+static int needs_stage(const struct tm_engine *eng, const struct tm_recv *r)
+{
+	return r->len < eng->stage_size;
+}
+
+static int stage_get(struct tm_engine *eng, struct tm_recv *r)
+{
+	if (!eng->n_free_stage)
+		return -1;
+	r->stage = (int32_t)eng->free_stage[--eng->n_free_stage];
+	return 0;
+}
+
+void tme_stage_put(struct tm_engine *eng, struct tm_recv *r)
+{
+	if (r->stage < 0)
+		return;
+	eng->free_stage[eng->n_free_stage++] = (uint32_t)r->stage;
+	r->stage = -1;
+}
+
+void *tme_card_buf(struct tm_engine *eng, const struct tm_recv *r)
+{
+	return r->stage < 0 ? r->buf :
+	       eng->stage + (size_t)r->stage * eng->stage_size;
+}
+
 /* ---- software-held FIFOs -------------------------------------------- */
 
 /* The FIFO of context ctx (created on demand when create is set). */
@@ -98,8 +169,7 @@ void tme_swq_del(struct tm_engine *eng, struct tm_recv *r)
 /* Receives no card could take (whatever its state): never promoted. */
 static int never_on_card(struct tm_engine *eng, const struct tm_recv *r)
 {
-	return !eng->cfg.offload || r->len < TMH_LEN + RVH_LEN ||
-	       r->len > eng->max_read;
+	return !eng->cfg.offload || r->len > eng->max_read || !eng->n_stage;
 }
 
 /* The receive of q to promote: its head (see tme_promote()). */
@@ -118,7 +188,10 @@ static int promote_one(struct tm_engine *eng, struct tm_swq *q)
 {
 	struct tm_recv *r = promo_pick(eng, q);
 
-	if (!r->mr) {
+	if (needs_stage(eng, r)) {
+		if (stage_get(eng, r))
+			return -1; /* stays ready: a stage frees later */
+	} else if (!r->mr) {
 		/* from the registration cache, like a receive posted to the
 		 * card (released with tm_dev_mem_put) */
 		if (tm_dev_mem_get(eng->dev, r->buf, r->len,
@@ -130,8 +203,10 @@ static int promote_one(struct tm_engine *eng, struct tm_swq *q)
 		}
 		r->own_mr = 1;
 	}
-	if (tme_card_add(eng, r))
+	if (tme_card_add(eng, r)) {
+		tme_stage_put(eng, r);
 		return -1;
+	}
 	tme_swq_del(eng, r);
 	tm_mq_set_held(&eng->mq, &r->mq, 0); /* cannot fail when clearing */
 	r->state = R_CARD;
@@ -177,6 +252,7 @@ void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
 		eng->st.errors++;
 	r->state = R_SW;
 	r->flags |= RF_PINNED;
+	tme_stage_put(eng, r);
 	if (q)
 		swq_insert(eng, q, r);
 }
@@ -190,15 +266,17 @@ void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
  *   1. offload is on (sw_no_offload);
  *   2. prefix rule: no software-held posted receive accepts a message r
  *      accepts, O(1) through the tm_mq counters (sw_conflict);
- *   3. the buffer holds TMH+RVH, so a truncated rendezvous can be finished
- *      in software (sw_small_buf), and is no longer than the card reads in
- *      one go, so a rendezvous the card cannot read never fits a card
- *      buffer (sw_long_buf; doc/DESIGN.md, "Long messages");
+ *   3. a staging buffer exists (sw_small_buf), and its length is no more
+ *      than the card reads in one go (max_read, below 2^32), so that a
+ *      rendezvous the card cannot read never fits a card buffer
+ *      (sw_long_buf; doc/DESIGN.md, "Long messages");
  *   4. the card list has room (sw_list_full);
  *   5. an op slot is free and no list op is queued ahead (sw_ops_full);
- *   6. the buffer is registered: the caller's MR, or one from the dev
- *      layer's registration cache, released with tm_dev_mem_put() when
- *      the request is done (sw_reg_fail).
+ *   6. a buffer smaller than the largest eager message gets a staging
+ *      buffer (sw_no_stage; promoted when one frees); a larger one is
+ *      registered: the caller's MR, or one from the dev layer's
+ *      registration cache, released with tm_dev_mem_put() when the
+ *      request is done (sw_reg_fail).
  * 1, 3 and 6 never change for this receive: it is pinned in software.
  */
 static uint64_t *offload_refusal(struct tm_engine *eng, struct tm_recv *r,
@@ -209,7 +287,7 @@ static uint64_t *offload_refusal(struct tm_engine *eng, struct tm_recv *r,
 	if (!(eng->test.faults & TM_FAULT_PREFIX) &&			/* 2 */
 	    tm_mq_sw_conflict(&eng->mq, tag, mask))
 		return &eng->st.sw_conflict;
-	if (r->len < TMH_LEN + RVH_LEN)					/* 3 */
+	if (!eng->n_stage)						/* 3 */
 		return &eng->st.sw_small_buf;
 	if (r->len > eng->max_read)
 		return &eng->st.sw_long_buf;
@@ -217,7 +295,10 @@ static uint64_t *offload_refusal(struct tm_engine *eng, struct tm_recv *r,
 		return &eng->st.sw_list_full;
 	if (!ucs_list_is_empty(&eng->opq) || eng->ops_out >= eng->max_ops)
 		return &eng->st.sw_ops_full;				/* 5 */
-	if (!r->mr) {							/* 6 */
+	if (needs_stage(eng, r)) {					/* 6 */
+		if (stage_get(eng, r))
+			return &eng->st.sw_no_stage;
+	} else if (!r->mr) {
 		if (tm_dev_mem_get(eng->dev, r->buf, r->len,
 				   IBV_ACCESS_LOCAL_WRITE, &r->mr) != TM_OK)
 			return &eng->st.sw_reg_fail;
@@ -242,8 +323,10 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 	r->mq.mask = mask;
 	tme_promote(eng); /* older software-held receives before this one */
 	why = offload_refusal(eng, r, rtag, mask);
-	if (!why && tme_card_add(eng, r))
+	if (!why && tme_card_add(eng, r)) {
+		tme_stage_put(eng, r);
 		why = &eng->st.sw_list_full;
+	}
 	/* a software-held receive must be in its FIFO, or a later one of
 	 * its context could be promoted past it: no FIFO, no receive */
 	swq = why ? swq_of(eng, ctx, 1) : NULL;

@@ -16,6 +16,7 @@
  * card_entries.  What a completed op means for its receive is tm_recv.c's
  * (tme_on_op_result).
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include "engine/tm_engine_priv.h"
@@ -33,6 +34,21 @@
  * card reports errors of unsignalled ops), tme_on_op_cqe puts its receive
  * back in software if it is still posted.
  */
+/*
+ * A list op the card did not take.  ENOMEM (no op slot or list entry) or
+ * EAGAIN pass; anything else means the card's list is in a state the
+ * engine no longer knows, so matching cannot go on: the engine stops
+ * (tme_engine_fatal).  Returns ret.
+ */
+static int op_refused(struct tm_engine *eng, int ret)
+{
+	if (ret != ENOMEM && ret != EAGAIN) {
+		eng->st.post_failures++;
+		tme_engine_fatal(eng, TM_ERR_IO);
+	}
+	return ret;
+}
+
 static int op_post(struct tm_engine *eng, int type, struct tm_recv *r,
 		   uint32_t count)
 {
@@ -49,9 +65,14 @@ static int op_post(struct tm_engine *eng, int type, struct tm_recv *r,
 	switch (type) {
 	case WR_ADD:
 		wr.opcode = IBV_WR_TAG_ADD;
-		sge.addr = (uintptr_t)r->buf;
-		sge.length = (uint32_t)r->len;
-		sge.lkey = r->mr->lkey;
+		sge.addr = (uintptr_t)tme_card_buf(eng, r);
+		if (r->stage >= 0) {
+			sge.length = eng->stage_size;
+			sge.lkey = eng->stage_mr->lkey;
+		} else {
+			sge.length = (uint32_t)r->len;
+			sge.lkey = r->mr->lkey;
+		}
 		wr.tm.add.recv_wr_id = (uintptr_t)r | WR_RECV;
 		wr.tm.add.sg_list = &sge;
 		wr.tm.add.num_sge = 1;
@@ -66,9 +87,11 @@ static int op_post(struct tm_engine *eng, int type, struct tm_recv *r,
 		wr.opcode = IBV_WR_TAG_SYNC;
 		break;
 	}
-	ret = ibv_post_srq_ops(eng->dev->srq, &wr, &bad);
+	ret = tme_fault(eng, TM_SITE_POST_OPS);
+	if (!ret)
+		ret = ibv_post_srq_ops(eng->dev->srq, &wr, &bad);
 	if (ret)
-		return ret;
+		return op_refused(eng, ret);
 	if (type == WR_ADD) {
 		r->handle = wr.tm.handle;
 		if (!sig)
@@ -113,15 +136,9 @@ void tme_op_decide(struct tm_engine *eng, int type, struct tm_recv *r)
 	if (ucs_list_is_empty(&eng->opq) && eng->ops_out < eng->max_ops &&
 	    op_post(eng, type, r, eng->reported) == 0)
 		return;
-	op = malloc(sizeof(*op));
-	if (!op) {
-		eng->st.errors++;
-		if (r)
-			r->ops_pending--;
-		if (type == WR_SYNC)
-			eng->sync_out = 0;
-		return;
-	}
+	/* one DEL per receive (RF_DEL_POSTED), one SYNC at a time
+	 * (sync_out): each has its place already */
+	op = r ? &r->del : &eng->sync_op;
 	op->type = type;
 	op->r = r;
 	op->count = eng->reported;
@@ -158,7 +175,6 @@ int tme_flush_ops(struct tm_engine *eng)
 		}
 		ucs_list_del(&op->link);
 		eng->opq_len--;
-		free(op);
 		n++;
 	}
 	return n;

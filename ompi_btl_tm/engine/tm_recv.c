@@ -45,6 +45,7 @@ static void recv_try_done(struct tm_engine *eng, struct tm_recv *r)
 	if (!(r->flags & RF_FINISHED) || r->ops_pending || r->state == R_DONE)
 		return;
 	r->state = R_DONE;
+	tme_stage_put(eng, r);
 	if (r->own_mr) {
 		tm_dev_mem_put(eng->dev, r->mr);
 		r->own_mr = 0;
@@ -64,7 +65,59 @@ void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r, int status)
 	recv_try_done(eng, r);
 }
 
+/* ---- replies (ACK, FIN) --------------------------------------------- */
+
+/*
+ * Sends r's ACK or FIN (r->send_seq names the send; a FIN copies r->hdr).
+ * With no memory for it, r owes it: r does not complete (ops_pending) and
+ * tme_recv_pay_owed() tries again from every engine call, so the sender
+ * never waits forever for a reply that was dropped.
+ */
+static void reply(struct tm_engine *eng, struct tm_recv *r, int type)
+{
+	int rc = type == TX_ACK ? tme_send_ack(eng, r->peer, r->send_seq) :
+				  tme_send_fin(eng, r->peer, r->hdr);
+
+	if (rc == TM_OK)
+		return;
+	r->flags |= type == TX_ACK ? RF_OWE_ACK : RF_OWE_FIN;
+	r->ops_pending++;
+	ucs_list_add_tail(&eng->owed, &r->owed_link);
+	eng->st.replies_owed++;
+}
+
+/* Sends the owed replies, oldest first, until memory runs short again. */
+int tme_recv_pay_owed(struct tm_engine *eng)
+{
+	struct tm_recv *r;
+	int n = 0, rc;
+
+	while (!ucs_list_is_empty(&eng->owed)) {
+		r = ucs_list_head(&eng->owed, struct tm_recv, owed_link);
+		rc = (r->flags & RF_OWE_ACK) ?
+		     tme_send_ack(eng, r->peer, r->send_seq) :
+		     tme_send_fin(eng, r->peer, r->hdr);
+		if (rc != TM_OK)
+			break;
+		ucs_list_del(&r->owed_link);
+		r->flags &= ~(RF_OWE_ACK | RF_OWE_FIN);
+		r->ops_pending--;
+		recv_try_done(eng, r);
+		n++;
+	}
+	return n;
+}
+
 /* ---- software rendezvous -------------------------------------------- */
+
+/* The FIN of a transfer this receive failed says so (TM_APP_FIN_ERR), and
+ * the send fails too (doc/DESIGN.md, "Long messages"). */
+static void fin_failed(struct tm_recv *r)
+{
+	struct ibv_tmh *tmh = (struct ibv_tmh *)r->hdr;
+
+	tmh->app_ctx = htobe32(be32toh(tmh->app_ctx) | TM_APP_FIN_ERR);
+}
 
 /*
  * r->hdr holds the request's TMH+RVH, msg_len is the sender's length: reads
@@ -90,7 +143,9 @@ static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r,
 		int failed = !r->mr && r->rd_len && r->len;
 
 		r->recv_len = 0;
-		tme_send_fin(eng, r->peer, r->hdr, failed);
+		if (failed)
+			fin_failed(r);
+		reply(eng, r, TX_FIN);
 		tme_recv_finish(eng, r, failed ? TM_REQ_ERROR :
 				r->rd_len > r->len ? TM_REQ_TRUNCATED :
 				TM_REQ_OK);
@@ -100,7 +155,8 @@ static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r,
 	if (!tx || r->peer >= eng->npeers) {
 		if (tx)
 			tme_tx_free(tx);
-		tme_send_fin(eng, r->peer, r->hdr, 1);
+		fin_failed(r);
+		reply(eng, r, TX_FIN);
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
 		return;
 	}
@@ -114,7 +170,9 @@ static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r,
 void tme_sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status)
 {
 	eng->reads_active--;
-	tme_send_fin(eng, r->peer, r->hdr, status != IBV_WC_SUCCESS);
+	if (status != IBV_WC_SUCCESS)
+		fin_failed(r);
+	reply(eng, r, TX_FIN);
 	r->recv_len = r->rd_len < r->len ? r->rd_len : r->len;
 	if (status != IBV_WC_SUCCESS)
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
@@ -124,6 +182,15 @@ void tme_sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status)
 }
 
 /* ---- matching in software ------------------------------------------- */
+
+/* m is done with: its memory, or its plain buffer back to the card. */
+static void msg_free(struct tm_engine *eng, struct tm_msg *m)
+{
+	if (m->plain >= 0)
+		tme_post_plain(eng, (uint32_t)m->plain);
+	else
+		free(m);
+}
 
 /* Delivers unexpected message m into receive r (which left the queues). */
 static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
@@ -138,15 +205,15 @@ static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
 	ucs_list_del(&m->all);
 	if (m->rndv) {
 		memcpy(r->hdr, m->hdr, sizeof(r->hdr));
-		free(m);
+		msg_free(eng, m);
 		sw_rndv_start(eng, r, r->msg_len);
 		return;
 	}
 	if (m->app & TM_APP_SYNC)
-		tme_send_ack(eng, m->peer, m->app);
+		reply(eng, r, TX_ACK);
 	r->recv_len = m->len < r->len ? m->len : r->len;
 	memcpy(r->buf, m->data, r->recv_len);
-	free(m);
+	msg_free(eng, m);
 	tme_recv_finish(eng, r, r->msg_len > r->len ? TM_REQ_TRUNCATED : TM_REQ_OK);
 }
 
@@ -193,8 +260,10 @@ static void handle_unexpected_msg(struct tm_engine *eng, struct tm_msg *m)
 	struct tm_recv *r;
 
 	if (!q) {
+		/* a message that cannot be queued cannot be matched: stop
+		 * rather than lose it (it stays on all_msgs) */
 		if (tm_mq_msg_add(&eng->mq, &m->mq, m->tag, m->stamp) != TM_OK)
-			eng->st.errors++;
+			tme_engine_fatal(eng, TM_ERR_NO_MEMORY);
 		return;
 	}
 	r = ucs_container_of(q, struct tm_recv, mq);
@@ -239,22 +308,30 @@ static uint64_t rndv_len(struct tm_engine *eng, const uint8_t *buf,
 }
 
 /* An unexpected tagged message in a plain buffer: keep a copy, match it. */
-void tme_on_unexpected(struct tm_engine *eng, const uint8_t *buf,
-		       const struct tm_cqe *c)
+int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
+		      const struct tm_cqe *c)
 {
 	const struct ibv_tmh *tmh = (const void *)buf;
 	uint32_t plen = 0;
 	struct tm_msg *m;
-	int rndv = tmh->opcode == IBV_TMH_RNDV;
+	int rndv = tmh->opcode == IBV_TMH_RNDV, held;
 
 	eng->uq_count++;
 	eng->st.unexpected++;
 	if (!rndv && c->byte_len >= TMH_LEN)
 		plen = c->byte_len - TMH_LEN;
-	m = malloc(sizeof(*m) + plen);
-	if (!m) {
-		eng->st.errors++;
-		return;
+	m = tme_fault(eng, TM_SITE_ALLOC_MSG) ? NULL :
+	    malloc(sizeof(*m) + plen);
+	if (m) {
+		m->plain = -1;
+		m->data = (uint8_t *)(m + 1);
+	} else {
+		/* no copy: the message keeps its plain buffer until it is
+		 * received, and the card has one buffer less meanwhile */
+		m = &eng->msg_pool[idx];
+		m->plain = (int32_t)idx;
+		m->data = buf + TMH_LEN;
+		eng->st.msg_held++;
 	}
 	m->tag = be64toh(tmh->tag);
 	m->app = be32toh(tmh->app_ctx);
@@ -263,12 +340,14 @@ void tme_on_unexpected(struct tm_engine *eng, const uint8_t *buf,
 	m->len = rndv ? rndv_len(eng, buf, c->byte_len) : plen;
 	if (rndv)
 		memcpy(m->hdr, buf, TMH_LEN + RVH_LEN);
-	else
+	else if (m->plain < 0)
 		memcpy(m->data, buf + TMH_LEN, plen);
 	m->stamp = eng->clock++;
 	ucs_list_add_tail(&eng->all_msgs, &m->all);
 	report_arrival(eng, m->tag, m->app, m->peer, m->len, m->stamp, 0);
+	held = m->plain >= 0; /* m may be gone after the next line */
 	handle_unexpected_msg(eng, m);
+	return held;
 }
 
 /* The card matched r: this is the message's linearisation point. */
@@ -283,15 +362,18 @@ static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
 	tme_env_from_tag(&r->env, c->tm.tag);
 	r->peer = tme_peer_of_qpn(eng, c->qp_num);
 	r->send_seq = app & TM_APP_SEQ_MASK;
-	r->msg_len = c->byte_len;
+	/* a rendezvous' length is only in its data completion (mlx5 puts it
+	 * there; doc/mlx5-rules.md rule 15) */
+	r->msg_len = (app & TM_APP_RNDV) ? 0 : c->byte_len;
 	if (app & TM_APP_RNDV)
 		r->flags |= RF_RNDV;
+	if (c->status == IBV_WC_TM_RNDV_INCOMPLETE)
+		r->flags |= RF_SW_RNDV;
 	r->match_stamp = eng->clock++;
 	eng->st.card_matched++;
 	if (app & TM_APP_RNDV)
 		eng->st.rndv_card++;
-	report_arrival(eng, c->tm.tag, app, r->peer,
-		       c->status == IBV_WC_TM_RNDV_INCOMPLETE ? 0 : c->byte_len,
+	report_arrival(eng, c->tm.tag, app, r->peer, r->msg_len,
 		       r->match_stamp, 1);
 	if (r->state == R_CARD) {
 		recv_leave_queues(eng, r);
@@ -304,7 +386,7 @@ static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
 	}
 	r->state = R_WAIT_DATA;
 	if ((app & TM_APP_SYNC) && !(app & TM_APP_RNDV))
-		tme_send_ack(eng, r->peer, app);
+		reply(eng, r, TX_ACK);
 	if (lost)
 		handle_unexpected_msg(eng, lost);
 }
@@ -313,25 +395,28 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 			 const struct tm_cqe *c)
 {
 	tme_entry_gone(eng, r);
-	switch (c->status) {
-	case IBV_WC_SUCCESS:
-		if (!(r->flags & RF_RNDV))
-			r->msg_len = c->byte_len;
-		r->recv_len = r->msg_len;
-		tme_recv_finish(eng, r, TM_REQ_OK);
-		break;
-	case IBV_WC_LOC_LEN_ERR:
-		r->msg_len = c->byte_len;
-		r->recv_len = r->len;
-		tme_recv_finish(eng, r, TM_REQ_TRUNCATED);
-		break;
-	case IBV_WC_TM_RNDV_INCOMPLETE:
-		/* the card left TMH+RVH in the buffer (>= 32 bytes) */
+	if (c->status == IBV_WC_TM_RNDV_INCOMPLETE ||
+	    (c->status == IBV_WC_SUCCESS && (r->flags & RF_SW_RNDV))) {
+		/* handed to software, in either of mlx5's shapes (rule 16):
+		 * the card left TMH+RVH in the buffer (>= 32 bytes) */
+		memcpy(r->hdr, tme_card_buf(eng, r), TMH_LEN + RVH_LEN);
+		tme_stage_put(eng, r);
 		/* the RVH length is all there is: the metadata did not come,
 		 * and a saturated one still exceeds the buffer (truncated) */
-		memcpy(r->hdr, r->buf, TMH_LEN + RVH_LEN);
 		sw_rndv_start(eng, r, be32toh(((const struct ibv_rvh *)
 					      (r->hdr + TMH_LEN))->len));
+		return;
+	}
+	switch (c->status) {
+	case IBV_WC_SUCCESS:
+		r->msg_len = c->byte_len;
+		r->recv_len = r->msg_len < r->len ? r->msg_len : r->len;
+		if (r->stage >= 0) {
+			memcpy(r->buf, tme_card_buf(eng, r), r->recv_len);
+			tme_stage_put(eng, r);
+		}
+		tme_recv_finish(eng, r, r->msg_len > r->len ?
+				TM_REQ_TRUNCATED : TM_REQ_OK);
 		break;
 	default:
 		r->recv_len = 0;
@@ -341,7 +426,8 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 			/* the card sends no FIN after a failed read */
 			memset(r->hdr, 0, sizeof(r->hdr));
 			tmh_fill(r->hdr, IBV_TMH_RNDV, c->tm.priv, c->tm.tag);
-			tme_send_fin(eng, r->peer, r->hdr, 1);
+			fin_failed(r);
+			reply(eng, r, TX_FIN);
 		}
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
 		break;
@@ -353,7 +439,11 @@ void tme_on_recv_cqe(struct tm_engine *eng, struct tm_recv *r,
 {
 	if (!(r->flags & RF_MATCH_SEEN))
 		on_card_match(eng, r, c);
-	if ((c->flags & IBV_WC_TM_DATA_VALID) || c->status != IBV_WC_SUCCESS)
+	/* RNDV_INCOMPLETE without DATA_VALID keeps the tag: the data
+	 * completion follows (mlx5's two-completion form) */
+	if ((c->flags & IBV_WC_TM_DATA_VALID) ||
+	    (c->status != IBV_WC_SUCCESS &&
+	     c->status != IBV_WC_TM_RNDV_INCOMPLETE))
 		on_card_data(eng, r, c);
 }
 
@@ -410,6 +500,7 @@ static void recv_init(struct tm_recv *r, void *buf, size_t len,
 	r->len = len;
 	r->mr = mr;
 	r->own_mr = 0;
+	r->stage = -1;
 	r->state = R_IDLE;
 	r->ops_pending = 0;
 	r->flags = 0;
@@ -463,6 +554,8 @@ int tm_engine_irecv_from(struct tm_engine *eng, struct tm_recv *r,
 	    (src < 0 || (uint32_t)src > TM_MAX_SRC)) ||
 	    (peer != TM_PEER_ANY && (peer >= eng->npeers || src == TM_ANY_SRC)))
 		return TM_ERR_RANGE;
+	if (eng->fatal)
+		return eng->fatal;
 	tme_drain(eng);
 	recv_init(r, buf, len, mr);
 	r->want_peer = peer;
@@ -495,6 +588,8 @@ out:
 
 int tm_engine_cancel_recv(struct tm_engine *eng, struct tm_recv *r)
 {
+	if (eng->fatal)
+		return eng->fatal;
 	tme_drain(eng);
 	if (r->state == R_SW) {
 		recv_leave_queues(eng, r);
@@ -555,6 +650,8 @@ int tm_engine_iprobe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
 
 	if (probe_args_bad(eng, ctx, src, peer))
 		return TM_ERR_RANGE;
+	if (eng->fatal)
+		return eng->fatal;
 	rc = probe(eng, ctx, src, tag, info) ? TM_OK :
 	     tme_probe_missed(eng, peer);
 	tme_flush_work(eng);
@@ -579,6 +676,8 @@ int tm_engine_improbe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
 
 	if (probe_args_bad(eng, ctx, src, peer))
 		return TM_ERR_RANGE;
+	if (eng->fatal)
+		return eng->fatal;
 	m = probe(eng, ctx, src, tag, info);
 	if (m)
 		tm_mq_msg_remove(&eng->mq, &m->mq);
@@ -595,6 +694,8 @@ int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
 {
 	if (!msg)
 		return TM_ERR_INVALID;
+	if (eng->fatal)
+		return eng->fatal;
 	tme_drain(eng);
 	recv_init(r, buf, len, mr);
 	r->post_stamp = eng->clock++;

@@ -112,50 +112,48 @@ void tme_peer_fail(struct tm_engine *eng, uint32_t peer)
 	tme_recv_peer_dead(eng, p);
 }
 
-void tme_send_ack(struct tm_engine *eng, uint32_t peer, uint32_t app)
+/* ACK: a synchronous send matched.  TM_ERR_NO_MEMORY: not sent (the
+ * receive owes it, tm_recv.c). */
+int tme_send_ack(struct tm_engine *eng, uint32_t peer, uint32_t app)
 {
 	struct tm_tx *tx;
 
 	if (peer >= eng->npeers)
-		return;
+		return TM_OK; /* an unknown peer: nobody to tell */
 	tx = tme_tx_new(eng, TX_ACK, peer);
-	if (!tx) {
-		eng->st.errors++;
-		return;
-	}
+	if (!tx)
+		return TM_ERR_NO_MEMORY;
 	tmh_fill(tx->hdr, IBV_TMH_NO_TAG,
 		 ((uint32_t)TM_CTRL_ACK << TM_APP_CTRL_SHIFT) |
 		 (app & TM_APP_SEQ_MASK), 0);
 	tx->hdr_len = TMH_LEN;
 	tme_tx_queue(eng, tx);
+	return TM_OK;
 }
 
 /*
- * FIN: a copy of the request's TMH (opcode FIN) and RVH.  failed: the
- * receive completed TM_REQ_ERROR (the read was refused, the buffer could
- * not be registered), and the send is told so that it fails too rather
- * than report a transfer that did not happen.
+ * FIN: a copy of the request's TMH (opcode FIN) and RVH; as for ACK.  A
+ * receive that failed the transfer (the read was refused, the buffer could
+ * not be registered) has set TM_APP_FIN_ERR in that TMH (tm_recv.c), so
+ * that the send fails too rather than report a transfer that did not
+ * happen.
  */
-void tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr,
-		  int failed)
+int tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr)
 {
 	struct ibv_tmh *tmh;
 	struct tm_tx *tx;
 
 	if (peer >= eng->npeers)
-		return;
+		return TM_OK; /* an unknown peer: nobody to tell */
 	tx = tme_tx_new(eng, TX_FIN, peer);
-	if (!tx) {
-		eng->st.errors++;
-		return;
-	}
+	if (!tx)
+		return TM_ERR_NO_MEMORY;
 	memcpy(tx->hdr, hdr, TMH_LEN + RVH_LEN);
 	tmh = (struct ibv_tmh *)tx->hdr;
 	tmh->opcode = IBV_TMH_FIN;
-	if (failed)
-		tmh->app_ctx = htobe32(be32toh(tmh->app_ctx) | TM_APP_FIN_ERR);
 	tx->hdr_len = TMH_LEN + RVH_LEN;
 	tme_tx_queue(eng, tx);
+	return TM_OK;
 }
 
 void tme_send_keepalive(struct tm_engine *eng, struct tm_peer *p,
@@ -278,6 +276,8 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 	if (peer >= eng->npeers || ctx > TM_MAX_CTX || src < 0 ||
 	    (uint32_t)src > TM_MAX_SRC)
 		return TM_ERR_RANGE;
+	if (eng->fatal)
+		return eng->fatal;
 	tme_drain(eng);
 	s->status = TM_REQ_OK;
 	s->peer = peer;

@@ -14,6 +14,7 @@
  *  - at most sq_limit WRs per QP are outstanding.
  * Owns: slots, free_slots, sq_*, sig_*, tm_peer.wrs/txq, all_tx, tx_queued.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include "engine/tm_engine_priv.h"
@@ -21,8 +22,11 @@
 /* A queued item of work for peer's send queue (type TX_*). */
 struct tm_tx *tme_tx_new(struct tm_engine *eng, int type, uint32_t peer)
 {
-	struct tm_tx *tx = calloc(1, sizeof(*tx));
+	struct tm_tx *tx;
 
+	if (tme_fault(eng, (enum tm_site)(TM_SITE_ALLOC_TX + type)))
+		return NULL;
+	tx = calloc(1, sizeof(*tx));
 	if (!tx)
 		return NULL;
 	tx->type = type;
@@ -38,7 +42,8 @@ void tme_tx_free(struct tm_tx *tx)
 	free(tx);
 }
 
-/* A tx that will never be posted (its peer is dead): fail its request. */
+/* A tx that will never be posted (its peer is dead, or its QP refused
+ * it): fail its request. */
 void tme_tx_abort(struct tm_engine *eng, struct tm_tx *tx)
 {
 	struct tm_send *s = tx->send;
@@ -104,14 +109,17 @@ static int sq_post(struct tm_engine *eng, struct tm_peer *p,
 {
 	struct ibv_send_wr *bad;
 	struct tm_wr *w;
-	int sig = keep || p->unsig + 1 >= eng->sig_every ||
-		  p->sq_out + 1 >= eng->sq_limit ||
-		  eng->n_free_slots < eng->slot_low;
+	int ret, sig = keep || p->unsig + 1 >= eng->sig_every ||
+		       p->sq_out + 1 >= eng->sq_limit ||
+		       eng->n_free_slots < eng->slot_low;
 
 	wr->wr_id = ((uint64_t)p->id << 32) | p->wr_head;
 	wr->send_flags = sig ? IBV_SEND_SIGNALED : 0;
-	if (ibv_post_send(p->qp, wr, &bad))
-		return EAGAIN;
+	ret = tme_fault(eng, TM_SITE_POST_SEND);
+	if (!ret)
+		ret = ibv_post_send(p->qp, wr, &bad);
+	if (ret)
+		return ret;
 	w = &p->wrs[p->wr_head++ & p->wr_mask];
 	w->slot = slot;
 	w->sig = sig;
@@ -163,6 +171,7 @@ static int read_post(struct tm_engine *eng, struct tm_peer *p,
 	struct ibv_send_wr wr;
 	struct ibv_sge sge;
 	uint64_t n = tx->rd_end - tx->rd_next;
+	int ret;
 
 	if (tx->rd_stop)
 		return EAGAIN;
@@ -177,16 +186,17 @@ static int read_post(struct tm_engine *eng, struct tm_peer *p,
 	sge.addr = (uintptr_t)r->buf + tx->rd_next;
 	sge.length = (uint32_t)n;
 	sge.lkey = r->mr->lkey;
-	if (sq_post(eng, p, &wr, -1, tx))
-		return EAGAIN;
+	ret = sq_post(eng, p, &wr, -1, tx);
+	if (ret)
+		return ret;
 	tx->rd_next += n;
 	tx->rd_out++;
 	return tx->rd_next < tx->rd_end ? TX_MORE : 0;
 }
 
-/* Posts one queued item; returns 0, TX_MORE (a read with pieces left), or
- * EAGAIN to retry later.  A tx with nothing to do at its completion is
- * done once posted (tx_posted). */
+/* Posts one queued item; returns 0, TX_MORE (a read with pieces left),
+ * EAGAIN when no slot is free, or the post's errno.  A tx with nothing to
+ * do at its completion is done once posted (tx_posted). */
 static int tx_post(struct tm_engine *eng, struct tm_peer *p, struct tm_tx *tx)
 {
 	struct ibv_send_wr wr;
@@ -199,6 +209,7 @@ static int tx_post(struct tm_engine *eng, struct tm_peer *p, struct tm_tx *tx)
 	uint32_t hdr_len;
 	size_t len = 0;
 	int32_t slot;
+	int ret;
 
 	if (tx->type == TX_READ)
 		return read_post(eng, p, tx);
@@ -232,10 +243,11 @@ static int tx_post(struct tm_engine *eng, struct tm_peer *p, struct tm_tx *tx)
 		break;
 	}
 	slot = slot_fill(eng, hdr, hdr_len, data, len, &wr, &sge);
-	if (sq_post(eng, p, &wr, slot, tx->type == TX_RNDV ||
-		    tx->type == TX_KEEPALIVE ? tx : NULL)) {
+	ret = sq_post(eng, p, &wr, slot, tx->type == TX_RNDV ||
+		      tx->type == TX_KEEPALIVE ? tx : NULL);
+	if (ret) {
 		eng->free_slots[eng->n_free_slots++] = (uint32_t)slot;
-		return EAGAIN;
+		return ret;
 	}
 	if (tx->type == TX_FIN)
 		eng->st.fins_sent++;
@@ -259,23 +271,37 @@ static void tx_posted(struct tm_engine *eng, struct tm_tx *tx)
 	tme_tx_free(tx);
 }
 
+/* A post that may succeed later: no free slot, or a full send queue. */
+static int post_again(int ret)
+{
+	return ret == EAGAIN || ret == ENOMEM;
+}
+
 static int flush_peer(struct tm_engine *eng, struct tm_peer *p)
 {
 	struct tm_tx *tx;
-	int n = 0, rc;
+	int n = 0, ret;
 
 	while (!ucs_list_is_empty(&p->txq) && p->sq_out < eng->sq_limit) {
 		tx = ucs_list_head(&p->txq, struct tm_tx, link);
-		rc = tx_post(eng, p, tx);
-		if (rc == TX_MORE) {
+		ret = tx_post(eng, p, tx);
+		if (ret == TX_MORE) {
 			n++;
 			continue;
 		}
-		if (rc)
+		if (post_again(ret))
 			break;
 		ucs_list_del(&tx->link);
 		tx->queued = 0;
 		eng->tx_queued--;
+		if (ret) {
+			/* the QP refuses work for good: fail this item, and
+			 * the peer with everything queued for it */
+			eng->st.post_failures++;
+			tme_tx_abort(eng, tx);
+			tme_peer_fail(eng, p->id);
+			break;
+		}
 		tx_posted(eng, tx);
 		n++;
 	}

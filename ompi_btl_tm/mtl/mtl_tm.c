@@ -163,17 +163,16 @@ static void destroy_qps(void)
 	if (!mtl_tm.eps)
 		return;
 	for (r = 0; r < mtl_tm.nprocs; r++)
-		if (mtl_tm.eps[r].qp)
-			tm_dev_qp_destroy(mtl_tm.dev, mtl_tm.eps[r].qp);
+		tm_dev_pair_destroy(mtl_tm.dev, &mtl_tm.eps[r].qps);
 	free(mtl_tm.eps);
 	mtl_tm.eps = NULL;
 }
 
-/* One QP per rank of the job, and their numbers in the modex. */
+/* One QP pair per rank of the job, and their numbers in the modex. */
 static int create_qps_and_publish(void)
 {
 	struct mtl_tm_modex *m;
-	struct ibv_qp *qp;
+	struct tm_dev_pair_addr a;
 	size_t size;
 	uint32_t r;
 	int rc;
@@ -190,21 +189,21 @@ static int create_qps_and_publish(void)
 	strncpy(m->provider, tm_dev_provider_name(mtl_tm.dev),
 		sizeof(m->provider) - 1);
 	for (r = 0; r < mtl_tm.nprocs; r++) {
-		rc = tm_dev_qp_create(mtl_tm.dev, &qp);
+		rc = tm_dev_pair_create(mtl_tm.dev, &mtl_tm.eps[r].qps);
 		if (rc != TM_OK) {
-			opal_output(0, "mtl tm: %s: cannot create QP %u of %u: %s (%s)",
+			opal_output(0, "mtl tm: %s: cannot create QP pair %u of %u: %s (%s)",
 				    mtl_tm.dev->name, r, mtl_tm.nprocs,
 				    tm_status_str(rc), strerror(errno));
 			free(m);
 			return OMPI_ERR_OUT_OF_RESOURCE;
 		}
-		mtl_tm.eps[r].qp = qp;
 		mtl_tm.eps[r].vpid = r;
-		if (r == 0)
-			tm_dev_qp_addr(mtl_tm.dev, qp, &m->addr);
-		m->qpn[r] = qp->qp_num;
+		tm_dev_pair_addr(mtl_tm.dev, &mtl_tm.eps[r].qps, &a);
+		m->qpn[r].rx = a.rx_qpn;
+		m->qpn[r].tx = a.tx_qpn;
 	}
-	m->addr.qp_num = 0;
+	m->addr = a;
+	m->addr.rx_qpn = m->addr.tx_qpn = 0;
 	OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL,
 			&mca_mtl_tm_component.mtl_version, m, size);
 	free(m);
@@ -253,8 +252,10 @@ static void show_dev_error(int rc, const struct tm_dev_config *cfg)
 				  cfg->provider, tm_status_str(rc), strerror(errno));
 	else
 		mtl_tm_show_error("no-device",
-				  "cannot open a tag-matching device (mtl_tm_provider %s): %s.",
-				  cfg->provider, tm_status_str(rc));
+				  "cannot open a tag-matching device (mtl_tm_provider %s): %s%s%s.",
+				  cfg->provider, tm_status_str(rc),
+				  tm_dev_open_why() ? ": " : "",
+				  tm_dev_open_why() ? tm_dev_open_why() : "");
 }
 
 int mtl_tm_module_init(bool enable_mpi_threads)
@@ -353,13 +354,13 @@ static int connect_peer(struct mtl_tm_endpoint *ep,
 			const opal_process_name_t *name)
 {
 	struct mtl_tm_modex *m = NULL;
-	struct tm_dev_addr addr;
+	struct tm_dev_pair_addr addr;
 	int32_t size = 0;
 	int rc;
 
 	if (ep->vpid == mtl_tm.my_vpid) {
-		/* loopback: our QP for ourselves talks to itself */
-		tm_dev_qp_addr(mtl_tm.dev, ep->qp, &addr);
+		/* loopback: our pair for ourselves talks to itself */
+		tm_dev_pair_addr(mtl_tm.dev, &ep->qps, &addr);
 	} else {
 		OPAL_MODEX_RECV(rc, &mca_mtl_tm_component.mtl_version, name,
 				(void **)&m, &size);
@@ -385,16 +386,18 @@ static int connect_peer(struct mtl_tm_endpoint *ep,
 			return OMPI_ERR_UNREACH;
 		}
 		addr = m->addr;
-		addr.qp_num = m->qpn[mtl_tm.my_vpid];
+		addr.rx_qpn = m->qpn[mtl_tm.my_vpid].rx;
+		addr.tx_qpn = m->qpn[mtl_tm.my_vpid].tx;
 		free(m);
 	}
-	rc = tm_dev_qp_connect(mtl_tm.dev, ep->qp, &addr);
+	rc = tm_dev_pair_connect(mtl_tm.dev, &ep->qps, &addr);
 	if (rc != TM_OK) {
-		opal_output(0, "mtl tm: cannot connect to rank %u (QP %u): %s",
-			    ep->vpid, addr.qp_num, tm_status_str(rc));
+		opal_output(0, "mtl tm: cannot connect to rank %u (QPs %u/%u): %s",
+			    ep->vpid, addr.rx_qpn, addr.tx_qpn,
+			    tm_status_str(rc));
 		return OMPI_ERR_UNREACH;
 	}
-	rc = tm_engine_add_peer(mtl_tm.eng, ep->qp, &ep->peer);
+	rc = tm_engine_add_peer(mtl_tm.eng, &ep->qps, &ep->peer);
 	if (rc != TM_OK) {
 		opal_output(0, "mtl tm: cannot add rank %u to the engine: %s",
 			    ep->vpid, tm_status_str(rc));
@@ -402,9 +405,10 @@ static int connect_peer(struct mtl_tm_endpoint *ep,
 	}
 	ep->connected = true;
 	opal_output_verbose(20, mtl_tm_output,
-			    "mtl tm: rank %u: QP %u connected to rank %u QP %u",
-			    mtl_tm.my_vpid, ep->qp->qp_num, ep->vpid,
-			    addr.qp_num);
+			    "mtl tm: rank %u: QPs %u/%u connected to rank %u QPs %u/%u",
+			    mtl_tm.my_vpid, ep->qps.rx->qp_num,
+			    ep->qps.tx->qp_num, ep->vpid, addr.rx_qpn,
+			    addr.tx_qpn);
 	return OMPI_SUCCESS;
 }
 

@@ -18,13 +18,15 @@
  * job (MPI_COMM_WORLD), its own rank included (a loopback QP: pml cm sends
  * to self through the MTL), all attached to the one TM-SRQ, and publishes
  *
- *     struct mtl_tm_modex { header, gid, lid, qpn[world size] }
+ *     struct mtl_tm_modex { header, gid, lid, mtu, qpn[world size] }
  *
- * through the modex under the component's key (mtl.tm.<version>).  At
- * add_procs, rank a connects its QP for rank b to rank b's qpn[a]; rank b
- * does the mirror image, so both ends of every pair agree without talking.
- * Cost: N QPs per process and 4 N bytes of modex each (N^2 in total: 256
- * KiB at 256 ranks), fine for a few hundred ranks.  Processes of another
+ * through the modex under the component's key (mtl.tm.<version>).  Each
+ * entry is a QP pair in the hardware's layout (tm_dev.h): an rx QP with no
+ * send queue and a tx QP.  At add_procs, rank a connects its pair for rank
+ * b to rank b's qpn[a] (tx to rx, rx to tx); rank b does the mirror
+ * image, so both ends agree without talking.  Cost: 2 N QPs per process
+ * and 8 N bytes of modex each (N^2 in total: 512 KiB at 256 ranks), fine
+ * for a few hundred ranks.  Processes of another
  * job (spawn, connect/accept) are refused at add_procs; that needs a
  * connection handshake instead.  MPI_Init's closing fence keeps a send
  * from reaching a peer whose QP is not yet connected.
@@ -83,17 +85,19 @@ struct mtl_tm_params {
 };
 
 /* The modex blob; all integers in host order (one architecture). */
-#define MTL_TM_MODEX_MAGIC 0x746d3031u /* "tm01" */
+#define MTL_TM_MODEX_MAGIC 0x746d3032u /* "tm02" */
 struct mtl_tm_modex {
 	uint32_t magic;
 	uint32_t nqp;            /* entries in qpn[]: the job's size */
 	char provider[8];        /* tm_dev_provider_name(): "soft", "verbs" */
-	struct tm_dev_addr addr; /* gid and lid; qp_num unused */
-	uint32_t qpn[];          /* qpn[r]: the QP this process keeps for rank r */
+	struct tm_dev_pair_addr addr; /* gid, lid, mtu; QP numbers unused */
+	struct {
+		uint32_t rx, tx;
+	} qpn[];                 /* qpn[r]: the QPs this process keeps for rank r */
 };
 
 struct mtl_tm_endpoint {
-	struct ibv_qp *qp;
+	struct tm_dev_pair qps;  /* rx (no send queue) and tx, tm_dev.h */
 	uint32_t vpid;
 	uint32_t peer;           /* engine peer id, once connected */
 	bool connected;

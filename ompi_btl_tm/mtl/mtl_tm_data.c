@@ -39,8 +39,13 @@
  * Errors: an engine error on a request (a peer that died, a failed
  * read) becomes MPI_ERR_OTHER in the request's status; the engine reports
  * a send to a dead peer through the soft HCA's RETRY_EXC completion.  A
- * receive or probe from a specific rank names that rank's engine peer, so
- * it fails too when that process dies (MPI_ANY_SOURCE ones do not).
+ * receive reports MPI_ERR_TRUNCATE, or MPI_ERR_TYPE for a message ending
+ * inside a basic element of its datatype.  Those go in the request's own
+ * status, which Open MPI turns into the return value or, for the
+ * multiple-completion calls, copies out whole; a user's status is written
+ * here only by the probes (see probe_status).  A receive or probe from a
+ * specific rank names that rank's engine peer, so it fails too when that
+ * process dies (MPI_ANY_SOURCE ones do not).
  */
 #include "mtl_tm.h"
 
@@ -122,6 +127,24 @@ static void complete_send(struct mtl_tm_request *req)
 	req->super.completion_callback(&req->super);
 }
 
+/*
+ * A message that ends inside a basic element of the receive type (3 bytes
+ * into MPI_INT) cannot have matched the receive's type signature.  The
+ * wire carries bytes only, so this is the one signature mismatch a
+ * receiver can see.  pml ob1 and ucx let it pass with the element half
+ * written; MPICH reports MPI_ERR_TYPE, and so does tm.
+ */
+static bool partial_element(const struct opal_convertor_t *conv, size_t got)
+{
+	const opal_datatype_t *dt = conv ? conv->pDesc : NULL;
+	size_t rem;
+
+	if (!dt || !dt->size)
+		return false;
+	rem = got % dt->size;
+	return rem && opal_datatype_get_element_count(dt, rem) < 0;
+}
+
 static void complete_recv(struct mtl_tm_request *req)
 {
 	struct tm_recv *r = &req->u.recv;
@@ -154,7 +177,9 @@ static void complete_recv(struct mtl_tm_request *req)
 				memcpy(req->pack_buf, req->small, got);
 		}
 		st->_ucount = got;
-		st->MPI_ERROR = trunc ? MPI_ERR_TRUNCATE : OMPI_SUCCESS;
+		st->MPI_ERROR = trunc ? MPI_ERR_TRUNCATE :
+				partial_element(req->convertor, got) ?
+				MPI_ERR_TYPE : OMPI_SUCCESS;
 		if (req->pack_free && got) {
 			/* exactly what arrived: a truncated message fills the
 			 * packed buffer, never more */
@@ -435,6 +460,14 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 	return OMPI_SUCCESS;
 }
 
+/*
+ * pml cm passes the caller's own status down for probes (no request in
+ * between), so this is the only place where the MTL writes a user's
+ * status.  MPI_ERROR stays as the caller set it: probes complete one
+ * operation and report errors by return value only (what pml ob1 and ucx
+ * do, through OMPI_COPY_STATUS(..., false)).  _cancelled is cleared: the
+ * status may be reused from a cancelled receive.
+ */
 static void probe_status(struct ompi_status_public_t *status,
 			 const struct tm_probe_info *info)
 {
@@ -442,8 +475,8 @@ static void probe_status(struct ompi_status_public_t *status,
 		return;
 	status->MPI_SOURCE = info->env.src;
 	status->MPI_TAG = info->env.tag;
-	status->MPI_ERROR = OMPI_SUCCESS;
 	status->_ucount = info->len;
+	status->_cancelled = false;
 }
 
 int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,

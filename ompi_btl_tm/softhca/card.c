@@ -59,8 +59,8 @@ static void job_finish(struct sh_context *ctx, struct sh_read_job *job,
 		.release_handle = job->handle,
 	};
 
-	cqe.wc_flags = IBV_WC_TM_DATA_VALID |
-		       (srq->sw_cnt != srq->hw_cnt ? IBV_WC_TM_SYNC_REQ : 0);
+	/* no SYNC_REQ: mlx5 sets it only on list ops and unexpected ones */
+	cqe.wc_flags = IBV_WC_TM_DATA_VALID;
 	sh_cq_push(srq->cq, &cqe);
 	if (status == IBV_WC_SUCCESS) {
 		srq->card_reads++;
@@ -75,7 +75,7 @@ static bool job_step(struct sh_context *ctx, struct sh_read_job *job)
 	struct sh_qp *qp = job->qp;
 	enum ibv_wc_status st;
 	struct sh_pkt *pkt;
-	uint32_t chunk, head, tail;
+	uint32_t chunk;
 
 	if (qp->qp.state == IBV_QPS_ERR) {
 		job_finish(ctx, job, IBV_WC_WR_FLUSH_ERR);
@@ -96,11 +96,9 @@ static bool job_step(struct sh_context *ctx, struct sh_read_job *job)
 		return true;
 	}
 	/* Copy read: ask the owner's card to send the bytes. */
-	head = atomic_load_explicit(&qp->out->head, memory_order_relaxed);
-	tail = atomic_load_explicit(&qp->out->tail, memory_order_acquire);
-	if (head - tail >= qp->peer->seg->ring_depth)
-		return false;
-	pkt = (struct sh_pkt *)sh_ring_slot(qp->peer->seg, qp->out, head);
+	pkt = sh_qp_out_slot(qp);
+	if (!pkt)
+		return qp->qp.state == IBV_QPS_ERR; /* the job was flushed */
 	memset(pkt, 0, sizeof(*pkt));
 	pkt->kind = SH_PKT_READ_REQ;
 	pkt->flags = SH_PKT_FIRST | SH_PKT_LAST;
@@ -109,9 +107,7 @@ static bool job_step(struct sh_context *ctx, struct sh_read_job *job)
 	pkt->va = job->va;
 	pkt->rkey = job->rkey;
 	pkt->src_qpn = qp->qp.qp_num;
-	atomic_fetch_add_explicit(&qp->out->head, 1, memory_order_release);
-	atomic_fetch_add_explicit(&qp->peer->seg->doorbell, 1,
-				  memory_order_release);
+	sh_qp_out_commit(qp);
 	job->req_id = pkt->req_id;
 	job->started = true;
 	ctx->copy_reads++;
@@ -131,22 +127,32 @@ bool sh_card_read_step(struct sh_context *ctx)
 	return false;
 }
 
+/* A READ_RESP for a card read (pkt: our checked copy; data: in the ring). */
 void sh_card_read_done(struct sh_context *ctx, uint64_t req_id,
-		       struct sh_qp *qp, const struct sh_pkt *pkt)
+		       struct sh_qp *qp, const struct sh_pkt *pkt,
+		       const uint8_t *data)
 {
 	struct sh_read_job *job;
 
 	for (job = ctx->jobs; job; job = job->next)
 		if (job->qp == qp && job->started && job->req_id == req_id)
 			break;
-	if (!job)
-		return; /* a response for a read that was dropped */
-	if (pkt->status != IBV_WC_SUCCESS) {
-		job_finish(ctx, job, (enum ibv_wc_status)pkt->status);
+	if (!job) {
+		/* Jobs are dropped only with the QP's packets: nobody asked. */
+		sh_qp_bad_packet(qp);
 		return;
 	}
-	sh_scatter(job->sge, job->num_sge, (uint32_t)pkt->va, pkt->data,
-		   pkt->len);
+	if (pkt->status != IBV_WC_SUCCESS) {
+		job_finish(ctx, job, IBV_WC_REM_ACCESS_ERR);
+		return;
+	}
+	/* In order, inside what was asked, and last exactly at the end. */
+	if (pkt->va != job->done || pkt->len > job->len - job->done ||
+	    !(pkt->flags & SH_PKT_LAST) != (job->done + pkt->len < job->len)) {
+		sh_qp_bad_packet(qp); /* flushes the job */
+		return;
+	}
+	sh_scatter(job->sge, job->num_sge, job->done, data, pkt->len);
 	job->done += pkt->len;
 	if (pkt->flags & SH_PKT_LAST)
 		job_finish(ctx, job, IBV_WC_SUCCESS);
@@ -411,7 +417,7 @@ static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
 	ctx->read_limited = ctx->sched == SOFTHCA_SCHED_AUTO;
 	ctx->read_decided = false;
 	ctx->read_post = post;
-	db = atomic_load_explicit(&ctx->seg->doorbell, memory_order_acquire);
+	db = atomic_load_explicit(&ctx->rings->doorbell, memory_order_acquire);
 	check_liveness(ctx);
 	switch (ctx->sched) {
 	case SOFTHCA_SCHED_AUTO:
@@ -470,7 +476,7 @@ void sh_card_progress_ops(struct sh_context *ctx)
 bool sh_card_idle(struct sh_context *ctx, struct sh_cq *cq)
 {
 	return atomic_load_explicit(&ctx->quiet, memory_order_acquire) &&
-	       atomic_load_explicit(&ctx->seg->doorbell,
+	       atomic_load_explicit(&ctx->rings->doorbell,
 				    memory_order_acquire) ==
 		       __atomic_load_n(&ctx->rx_seen, __ATOMIC_RELAXED) &&
 	       !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE);
@@ -525,6 +531,7 @@ int softhca_query_stats(struct ibv_context *c, struct softhca_stats *st)
 	pthread_mutex_lock(&ctx->lock);
 	st->cma_reads = ctx->cma_reads;
 	st->copy_reads = ctx->copy_reads;
+	st->bad_packets = ctx->bad_packets;
 	for (srq = ctx->srqs; srq && !srq->tm; srq = srq->next)
 		;
 	if (srq) {

@@ -207,7 +207,9 @@ struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,
 	struct sh_context *ctx = to_sh_ctx(c);
 	struct sh_cq *cq;
 
-	if (attr->cqe < 1 || (attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS |
+	/* mlx5 refuses more entries than the device's max_cqe */
+	if (attr->cqe < 1 || attr->cqe > SH_MAX_CQE ||
+	    (attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS |
 				IBV_CQ_INIT_ATTR_MASK_PD)) ||
 	    (attr->wc_flags & ~(uint64_t)IBV_WC_STANDARD_FLAGS &
 	     ~(uint64_t)IBV_WC_EX_WITH_TM_INFO &
@@ -219,6 +221,7 @@ struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,
 	if (!cq)
 		return NULL;
 	cq->ctx = ctx;
+	cq->extended = true;
 	pthread_mutex_init(&cq->poll_lock, NULL);
 	cq->cq_ex.context = c;
 	cq->cq_ex.channel = attr->channel;
@@ -270,7 +273,10 @@ struct ibv_cq *sh_create_cq(struct ibv_context *c, int cqe, void *cq_context,
 	};
 	struct ibv_cq_ex *cq = sh_create_cq_ex(c, &attr);
 
-	return cq ? ibv_cq_ex_to_cq(cq) : NULL;
+	if (!cq)
+		return NULL;
+	to_sh_cq(ibv_cq_ex_to_cq(cq))->extended = false;
+	return ibv_cq_ex_to_cq(cq);
 }
 
 int sh_destroy_cq(struct ibv_cq *ibcq)

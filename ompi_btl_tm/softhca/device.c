@@ -29,15 +29,16 @@ void softhca_config_default(struct softhca_config *cfg)
 {
 	*cfg = (struct softhca_config){
 		.max_num_tags = 1023,
-		.max_ops = 4096,
+		.max_ops = 32768,
 		.max_rndv_hdr_size = 64,
 		.max_sge = 1,
 		.mtu = 4096,
 		.ring_depth = 64,
 		.max_qp = 256,
 		.max_mr = 4096,
-		.max_wr = 16384,
+		.max_wr = 32768,
 		.sched = SOFTHCA_SCHED_AUTO,
+		.strict = 1,
 		.max_msg_sz = 1u << 30,
 	};
 }
@@ -143,6 +144,9 @@ int softhca_config_from_env(struct softhca_config *cfg)
 	s = getenv("SOFTHCA_FORCE_COPY_READ");
 	if (s)
 		cfg->force_copy_read = atoi(s) != 0;
+	s = getenv("TM_SOFTHCA_STRICT");
+	if (s)
+		cfg->strict = atoi(s) != 0;
 	return config_check(cfg);
 }
 
@@ -172,6 +176,10 @@ static int config_snapshot(struct softhca_config *cfg)
 	}
 	*cfg = config;
 	pthread_mutex_unlock(&config_lock);
+	/* The MTL sets a config from its parameters; the strict switch must
+	 * still reach every context of a run. */
+	if (getenv("TM_SOFTHCA_STRICT"))
+		cfg->strict = atoi(getenv("TM_SOFTHCA_STRICT")) != 0;
 	return err;
 }
 
@@ -219,11 +227,11 @@ static int sh_query_device_ex(struct ibv_context *c,
 	a->max_qp_wr = (int)cfg->max_wr;
 	a->max_sge = SH_MAX_SGE;
 	a->max_cq = 1 << 16;
-	a->max_cqe = 1 << 22;
+	a->max_cqe = (int)SH_MAX_CQE;
 	a->max_mr = (int)cfg->max_mr;
 	a->max_pd = 1 << 16;
-	a->max_qp_rd_atom = 16;
-	a->max_qp_init_rd_atom = 16;
+	a->max_qp_rd_atom = (int)SH_MAX_RD_ATOM;
+	a->max_qp_init_rd_atom = (int)SH_MAX_RD_ATOM;
 	a->max_srq = 1 << 10;
 	a->max_srq_wr = (int)cfg->max_wr;
 	a->max_srq_sge = SH_MAX_SGE;
@@ -234,6 +242,26 @@ static int sh_query_device_ex(struct ibv_context *c,
 	attr->tm_caps.max_ops = cfg->max_ops;
 	attr->tm_caps.max_sge = cfg->max_sge;
 	return 0;
+}
+
+uint64_t sh_sq_wqebbs(uint32_t max_wr, uint32_t max_sge, uint32_t max_inline)
+{
+	uint32_t size = SH_WQE_OVERHEAD + 16u * max_sge;
+	uint32_t inl = max_inline ? SH_WQE_OVERHEAD +
+				    ((4u + max_inline + 15u) & ~15u) : 0;
+	uint64_t bytes, pow2 = 1;
+
+	if (max_inline > SH_MAX_WQE)
+		return 0;
+	if (inl > size)
+		size = inl;
+	if (size > SH_MAX_WQE)
+		return 0;
+	size = (size + SH_WQEBB - 1) & ~(SH_WQEBB - 1);
+	bytes = (uint64_t)max_wr * size;
+	while (pow2 < bytes)
+		pow2 <<= 1;
+	return pow2 / SH_WQEBB;
 }
 
 static enum ibv_mtu mtu_enum(uint32_t mtu)
@@ -275,7 +303,26 @@ static int sh_query_gid(struct ibv_context *c, uint8_t port, int index,
 
 	if (port != 1 || index != 0)
 		return EINVAL;
-	sh_gid_encode(gid, getuid(), getpid(), ctx->instance);
+	sh_gid_encode(gid, getpid(), ctx->pub_fd, ctx->nonce);
+	return 0;
+}
+
+/* An InfiniBand port: one GID, of type IB. */
+static int sh_query_gid_ex(struct ibv_context *c, uint32_t port,
+			   uint32_t index, struct ibv_gid_entry *entry,
+			   uint32_t flags)
+{
+	int err;
+
+	if (flags || port > UINT8_MAX || index > INT32_MAX)
+		return EINVAL;
+	memset(entry, 0, sizeof(*entry));
+	err = sh_query_gid(c, (uint8_t)port, (int)index, &entry->gid);
+	if (err)
+		return err;
+	entry->gid_index = index;
+	entry->port_num = port;
+	entry->gid_type = IBV_GID_TYPE_IB;
 	return 0;
 }
 
@@ -402,6 +449,7 @@ static const struct tm_verbs softhca_table = {
 	.open_device = sh_open_device,
 	.close_device = sh_close_device,
 	.query_gid = sh_query_gid,
+	.query_gid_ex = sh_query_gid_ex,
 	.alloc_pd = sh_alloc_pd,
 	.dealloc_pd = sh_dealloc_pd,
 	.reg_mr = sh_reg_mr,

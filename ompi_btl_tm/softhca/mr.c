@@ -1,8 +1,9 @@
 /*
  * mr.c - memory registration: the rkey table and the RDMA read engine.
  *
- * The rkey table lives in the context's shared segment so that a peer can
- * check an rkey before it reads: a key names one slot and one registration
+ * The rkey table lives in the context's published segment, which peers map
+ * read-only, so that a peer can check an rkey before it reads and only the
+ * owner can grant anything: a key names one slot and one registration
  * of it (key = generation << 16 | slot + 1), and grants exactly
  * [addr, addr + length) with the access flags given at registration.
  * Reads use process_vm_readv (one copy, no help from the owner) when the
@@ -22,17 +23,17 @@ struct sh_mr {
 	uint32_t slot;
 };
 
-int sh_mr_check(struct sh_seg *seg, uint32_t key, uint64_t addr, uint64_t len,
-		uint32_t access)
+int sh_mr_check(const struct sh_layout *lay, const struct sh_seg *pub,
+		uint32_t key, uint64_t addr, uint64_t len, uint32_t access)
 {
 	uint32_t idx = (key & 0xffff) - 1;
-	struct sh_mr_slot *s;
+	const struct sh_mr_slot *s;
 	uint64_t base, size;
 	uint32_t acc;
 
-	if (!key || idx >= seg->max_mr)
+	if (!key || idx >= lay->max_mr)
 		return EACCES;
-	s = sh_seg_mr(seg, idx);
+	s = (const struct sh_mr_slot *)((const char *)pub + lay->mr_off) + idx;
 	if (atomic_load_explicit(&s->key, memory_order_acquire) != key)
 		return EACCES;
 	base = s->addr;
@@ -56,7 +57,7 @@ enum ibv_wc_status sh_local_check(struct sh_context *ctx,
 	for (uint32_t i = 0; i < n; i++) {
 		if (!sge[i].length)
 			continue;
-		if (sh_mr_check(ctx->seg, sge[i].lkey, sge[i].addr,
+		if (sh_mr_check(&ctx->lay, ctx->seg, sge[i].lkey, sge[i].addr,
 				sge[i].length, access))
 			return IBV_WC_LOC_PROT_ERR;
 	}
@@ -80,7 +81,7 @@ struct ibv_mr *sh_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int acc)
 		return NULL;
 	pthread_mutex_lock(&ctx->lock);
 	for (i = 0; i < ctx->cfg.max_mr; i++) {
-		s = sh_seg_mr(ctx->seg, i);
+		s = sh_seg_mr(ctx, i);
 		if (!atomic_load_explicit(&s->key, memory_order_relaxed))
 			break;
 	}
@@ -112,7 +113,7 @@ int sh_dereg_mr(struct ibv_mr *ibmr)
 {
 	struct sh_mr *mr = sh_container_of(ibmr, struct sh_mr, mr);
 	struct sh_context *ctx = to_sh_ctx(ibmr->context);
-	struct sh_mr_slot *s = sh_seg_mr(ctx->seg, mr->slot);
+	struct sh_mr_slot *s = sh_seg_mr(ctx, mr->slot);
 
 	pthread_mutex_lock(&ctx->lock);
 	if (atomic_load(&s->key) != ibmr->lkey) {
@@ -182,9 +183,11 @@ bool sh_peer_cma(struct sh_context *ctx, struct sh_peer *peer)
 		return false;
 	if (peer->cma >= 0)
 		return peer->cma;
+	if (peer->gone)
+		return false;
 	l.iov_base = &magic;
 	l.iov_len = sizeof(magic);
-	r.iov_base = (void *)(uintptr_t)peer->seg->owner_va;
+	r.iov_base = (void *)(uintptr_t)peer->lay.owner_va;
 	r.iov_len = sizeof(magic);
 	n = process_vm_readv(peer->pid, &l, 1, &r, 1, 0);
 	peer->cma = n == (ssize_t)sizeof(magic) && magic == SH_SEG_MAGIC;
@@ -210,7 +213,8 @@ enum ibv_wc_status sh_remote_read(struct sh_context *ctx,
 	uint32_t nl = 0, off = dst_off, want = len;
 	ssize_t got;
 
-	if (sh_mr_check(peer->seg, rkey, va, len, IBV_ACCESS_REMOTE_READ))
+	if (sh_mr_check(&peer->lay, peer->pub, rkey, va, len,
+			IBV_ACCESS_REMOTE_READ))
 		return IBV_WC_REM_ACCESS_ERR;
 	for (uint32_t i = 0; i < ndst && want; i++) {
 		uint32_t c;

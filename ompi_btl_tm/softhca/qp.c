@@ -159,19 +159,27 @@ static bool out_usable(struct sh_qp *qp)
 		       qp->out_epoch;
 }
 
-/* A free slot in the peer's ring, or NULL (and the stall is noted). */
-static struct sh_pkt *out_slot(struct sh_qp *qp)
+/*
+ * A free slot in the peer's ring, or NULL (and the stall is noted).  The
+ * tail is the peer's to write: one that claims more than the ring holds
+ * would wedge the send, so it fails the QP instead.
+ */
+struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp)
 {
-	struct sh_seg *pseg = qp->peer->seg;
-	uint32_t head = atomic_load_explicit(&qp->out->head,
-					     memory_order_relaxed);
+	const struct sh_layout *l = &qp->peer->lay;
+	uint32_t head = qp->out_head;
 	uint32_t tail = atomic_load_explicit(&qp->out->tail,
 					     memory_order_acquire);
 	uint64_t now;
 
-	if (head - tail < pseg->ring_depth) {
+	if (head - tail < l->ring_depth) {
 		qp->stall_since = 0;
-		return (struct sh_pkt *)sh_ring_slot(pseg, qp->out, head);
+		return (struct sh_pkt *)sh_ring_slot(l, qp->out, head);
+	}
+	if (head - tail > l->ring_depth) {
+		qp->ctx->bad_packets++;
+		sh_qp_error(qp, IBV_WC_RETRY_EXC_ERR);
+		return NULL;
 	}
 	now = sh_now_ns();
 	if (!qp->stall_since)
@@ -181,18 +189,19 @@ static struct sh_pkt *out_slot(struct sh_qp *qp)
 	return NULL;
 }
 
-static void out_commit(struct sh_qp *qp)
+void sh_qp_out_commit(struct sh_qp *qp)
 {
-	atomic_fetch_add_explicit(&qp->out->head, 1, memory_order_release);
-	atomic_fetch_add_explicit(&qp->peer->seg->doorbell, 1,
-				  memory_order_release);
+	atomic_store_explicit(&qp->out->head, ++qp->out_head,
+			      memory_order_release);
+	atomic_fetch_add_explicit(&((struct sh_rings *)qp->peer->rings)->doorbell,
+				  1, memory_order_release);
 }
 
 /* ---- transmit -------------------------------------------------------- */
 
 static bool tx_send(struct sh_qp *qp, struct sh_swr *w)
 {
-	uint32_t mtu = qp->peer->seg->mtu, chunk;
+	uint32_t mtu = qp->peer->lay.mtu, chunk;
 	struct sh_pkt *pkt;
 
 	if (!w->started) {
@@ -205,7 +214,7 @@ static bool tx_send(struct sh_qp *qp, struct sh_swr *w)
 			return true;
 		}
 	}
-	pkt = out_slot(qp);
+	pkt = sh_qp_out_slot(qp);
 	if (!pkt)
 		return false;
 	chunk = w->len - w->done < mtu ? w->len - w->done : mtu;
@@ -219,7 +228,7 @@ static bool tx_send(struct sh_qp *qp, struct sh_swr *w)
 		memcpy(pkt->data, w->inline_buf + w->done, chunk);
 	else
 		sh_gather(w->sge, w->num_sge, w->done, pkt->data, chunk);
-	out_commit(qp);
+	sh_qp_out_commit(qp);
 	w->done += chunk;
 	if (w->done == w->len)
 		sq_complete(qp, IBV_WC_SUCCESS);
@@ -261,7 +270,7 @@ static bool tx_read(struct sh_qp *qp, struct sh_swr *w)
 			sq_complete(qp, IBV_WC_SUCCESS);
 		return true;
 	}
-	pkt = out_slot(qp);
+	pkt = sh_qp_out_slot(qp);
 	if (!pkt)
 		return false;
 	memset(pkt, 0, sizeof(*pkt));
@@ -272,24 +281,35 @@ static bool tx_read(struct sh_qp *qp, struct sh_swr *w)
 	pkt->va = w->remote_addr;
 	pkt->rkey = w->rkey;
 	pkt->src_qpn = qp->qp.qp_num;
-	out_commit(qp);
+	sh_qp_out_commit(qp);
 	w->started = true;
 	w->remote_addr = pkt->req_id; /* remembered for the responses */
 	qp->ctx->copy_reads++;
 	return true;
 }
 
-/* The owner side of a copy read: one response packet. */
+/*
+ * The owner side of a copy read: one response packet.  Each chunk is
+ * checked against the rkey table again: the region may have been
+ * deregistered since the request arrived, and then it must not be read.
+ */
 static bool tx_read_resp(struct sh_qp *qp)
 {
 	struct sh_read_resp *r = &qp->resp;
-	uint32_t mtu = qp->peer->seg->mtu, chunk = 0;
-	struct sh_pkt *pkt = out_slot(qp);
+	uint32_t mtu = qp->peer->lay.mtu, chunk = 0;
+	struct sh_pkt *pkt = sh_qp_out_slot(qp);
 
 	if (!pkt)
 		return false;
-	if (r->status == IBV_WC_SUCCESS)
+	if (r->status == IBV_WC_SUCCESS) {
 		chunk = r->len - r->done < mtu ? r->len - r->done : mtu;
+		if (sh_mr_check(&qp->ctx->lay, qp->ctx->seg, r->rkey,
+				r->va + r->done, chunk,
+				IBV_ACCESS_REMOTE_READ)) {
+			r->status = IBV_WC_REM_ACCESS_ERR;
+			chunk = 0;
+		}
+	}
 	memset(pkt, 0, sizeof(*pkt));
 	pkt->kind = SH_PKT_READ_RESP;
 	pkt->req_id = r->req_id;
@@ -298,13 +318,14 @@ static bool tx_read_resp(struct sh_qp *qp)
 	pkt->msg_len = r->len;
 	pkt->status = r->status;
 	pkt->src_qpn = qp->qp.qp_num;
-	memcpy(pkt->data, (uint8_t *)(uintptr_t)r->va + r->done, chunk);
+	if (chunk)
+		memcpy(pkt->data, (uint8_t *)(uintptr_t)r->va + r->done, chunk);
 	r->done += chunk;
 	if (r->done == r->len || r->status != IBV_WC_SUCCESS) {
 		pkt->flags = SH_PKT_LAST;
 		r->active = false;
 	}
-	out_commit(qp);
+	sh_qp_out_commit(qp);
 	return true;
 }
 
@@ -364,6 +385,17 @@ int sh_qp_queue_fin(struct sh_qp *qp, const uint8_t *hdr)
 
 /* ---- receive --------------------------------------------------------- */
 
+/*
+ * A packet that breaks the protocol: dropped, counted, and the QP goes to
+ * the error state, as a card's does on a malformed request.
+ */
+void sh_qp_bad_packet(struct sh_qp *qp)
+{
+	qp->ctx->bad_packets++;
+	if (qp->qp.state != IBV_QPS_ERR)
+		sh_qp_error(qp, IBV_WC_REM_INV_REQ_ERR);
+}
+
 static bool rx_read_req(struct sh_qp *qp, const struct sh_pkt *pkt)
 {
 	struct sh_read_resp *r = &qp->resp;
@@ -376,27 +408,42 @@ static bool rx_read_req(struct sh_qp *qp, const struct sh_pkt *pkt)
 	r->rkey = pkt->rkey;
 	r->len = pkt->msg_len;
 	r->done = 0;
-	r->status = sh_mr_check(qp->ctx->seg, pkt->rkey, pkt->va, pkt->msg_len,
-				IBV_ACCESS_REMOTE_READ)
+	r->status = sh_mr_check(&qp->ctx->lay, qp->ctx->seg, pkt->rkey,
+				pkt->va, pkt->msg_len, IBV_ACCESS_REMOTE_READ)
 			    ? IBV_WC_REM_ACCESS_ERR
 			    : IBV_WC_SUCCESS;
 	return true;
 }
 
-static void rx_read_resp(struct sh_qp *qp, const struct sh_pkt *pkt)
+/* A responder only ever reports success or an access error. */
+static enum ibv_wc_status resp_status(const struct sh_pkt *pkt)
+{
+	return pkt->status == IBV_WC_SUCCESS ? IBV_WC_SUCCESS
+					     : IBV_WC_REM_ACCESS_ERR;
+}
+
+static void rx_read_resp(struct sh_qp *qp, const struct sh_pkt *pkt,
+			 const uint8_t *data)
 {
 	struct sh_swr *w = qp->sq_count ? &qp->sq[qp->sq_first] : NULL;
 
 	if (!w || w->kind != SH_SWR_READ || !w->started ||
 	    w->remote_addr != pkt->req_id) {
-		sh_card_read_done(qp->ctx, pkt->req_id, qp, pkt);
+		sh_card_read_done(qp->ctx, pkt->req_id, qp, pkt, data);
 		return;
 	}
-	if (pkt->status != IBV_WC_SUCCESS) {
-		sh_qp_error(qp, (enum ibv_wc_status)pkt->status);
+	if (resp_status(pkt) != IBV_WC_SUCCESS) {
+		sh_qp_error(qp, resp_status(pkt));
 		return;
 	}
-	sh_scatter(w->sge, w->num_sge, (uint32_t)pkt->va, pkt->data, pkt->len);
+	/* In order, inside what was asked, and last exactly at the end. */
+	if (pkt->va != w->done || pkt->len > w->len - w->done ||
+	    !(pkt->flags & SH_PKT_LAST) != (w->done + pkt->len < w->len)) {
+		sh_qp_bad_packet(qp);
+		return;
+	}
+	sh_scatter(w->sge, w->num_sge, w->done, data, pkt->len);
+	w->done += pkt->len;
 	if (pkt->flags & SH_PKT_LAST)
 		sq_complete(qp, IBV_WC_SUCCESS);
 }
@@ -404,28 +451,84 @@ static void rx_read_resp(struct sh_qp *qp, const struct sh_pkt *pkt)
 bool sh_qp_rx_ready(struct sh_qp *qp)
 {
 	return qp->in && qp->qp.state >= IBV_QPS_RTR &&
-	       atomic_load_explicit(&qp->in->tail, memory_order_relaxed) !=
-		       atomic_load_explicit(&qp->in->head,
-					    memory_order_acquire);
+	       qp->in_tail != atomic_load_explicit(&qp->in->head,
+						   memory_order_acquire);
 }
 
-/* Takes one packet from this QP's inbound ring, if the card can. */
+/* Is this header one the protocol allows here?  (pkt is our copy.) */
+static bool pkt_valid(const struct sh_qp *qp, const struct sh_pkt *pkt)
+{
+	const struct sh_rx *rx = &qp->rx;
+	bool first = pkt->flags & SH_PKT_FIRST, last = pkt->flags & SH_PKT_LAST;
+
+	if (pkt->len > qp->ctx->lay.mtu ||
+	    (pkt->flags & ~(uint32_t)(SH_PKT_FIRST | SH_PKT_LAST)))
+		return false;
+	switch (pkt->kind) {
+	case SH_PKT_SEND:
+		if (pkt->msg_len >= SH_MAX_MSG)
+			return false;
+		if (first)
+			return rx->dest == SH_RX_IDLE &&
+			       pkt->len <= pkt->msg_len &&
+			       last == (pkt->len == pkt->msg_len);
+		return rx->dest != SH_RX_IDLE &&
+		       pkt->msg_len == rx->msg_len &&
+		       pkt->len <= rx->msg_len - rx->off &&
+		       last == (rx->off + pkt->len == rx->msg_len);
+	case SH_PKT_READ_REQ:
+		return first && last && !pkt->len &&
+		       pkt->msg_len < SH_MAX_MSG;
+	case SH_PKT_READ_RESP:
+		return !first && pkt->msg_len < SH_MAX_MSG &&
+		       pkt->len <= pkt->msg_len;
+	}
+	return false;
+}
+
+/*
+ * Takes one packet from this QP's inbound ring, if the card can.  The peer
+ * can rewrite the ring at any time, so the card works on a copy of the
+ * header (and of the first bytes of payload, which hold the TMH and RVH),
+ * checks it once, and reads only the payload from the ring afterwards.
+ */
 bool sh_qp_rx_step(struct sh_qp *qp)
 {
-	uint32_t tail;
-	struct sh_pkt *pkt;
+	union {
+		struct sh_pkt pkt;
+		uint8_t raw[sizeof(struct sh_pkt) + SH_PKT_PEEK];
+	} copy;
+	uint32_t tail, head, peek;
+	const struct sh_pkt *slot;
+	struct sh_pkt *pkt = &copy.pkt;
 
 	if (!sh_qp_rx_ready(qp))
 		return false;
-	tail = atomic_load_explicit(&qp->in->tail, memory_order_relaxed);
-	pkt = (struct sh_pkt *)sh_ring_slot(qp->ctx->seg, qp->in, tail);
+	tail = qp->in_tail;
+	head = atomic_load_explicit(&qp->in->head, memory_order_acquire);
+	if (head - tail > qp->ctx->lay.ring_depth) {
+		/* A producer that claims more than the ring holds. */
+		sh_qp_bad_packet(qp);
+		tail = head - 1;
+		goto consumed;
+	}
 	if (qp->qp.state == IBV_QPS_ERR)
 		goto consumed; /* an errored QP drops what arrives */
+	slot = (const struct sh_pkt *)sh_ring_slot(&qp->ctx->lay, qp->in,
+						   tail);
+	memcpy(pkt, slot, sizeof(*pkt));
+	if (!pkt_valid(qp, pkt)) {
+		sh_qp_bad_packet(qp);
+		goto consumed;
+	}
+	peek = pkt->len < SH_PKT_PEEK ? pkt->len : SH_PKT_PEEK;
+	memcpy(copy.raw + sizeof(*pkt), slot->data, peek);
+	memset(copy.raw + sizeof(*pkt) + peek, 0, SH_PKT_PEEK - peek);
 	switch (pkt->kind) {
 	case SH_PKT_SEND:
 		if (!(pkt->flags & SH_PKT_FIRST))
-			sh_rx_more(qp, pkt);
-		else if (sh_rx_first(qp, pkt) == EAGAIN)
+			sh_rx_more(qp, pkt, slot->data);
+		else if (sh_rx_first(qp, pkt, slot->data) == EAGAIN)
 			return false;
 		break;
 	case SH_PKT_READ_REQ:
@@ -433,11 +536,13 @@ bool sh_qp_rx_step(struct sh_qp *qp)
 			return false;
 		break;
 	case SH_PKT_READ_RESP:
-		rx_read_resp(qp, pkt);
+		rx_read_resp(qp, pkt, slot->data);
 		break;
 	}
 consumed:
-	atomic_store_explicit(&qp->in->tail, tail + 1, memory_order_release);
+	qp->in_tail = tail + 1;
+	atomic_store_explicit(&qp->in->tail, qp->in_tail,
+			      memory_order_release);
 	return true;
 }
 
@@ -548,7 +653,13 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	    attr->cap.max_send_wr > cfg->max_wr ||
 	    attr->cap.max_recv_wr > cfg->max_wr ||
 	    attr->cap.max_send_sge > SH_MAX_SGE ||
-	    attr->cap.max_recv_sge > SH_MAX_SGE) {
+	    attr->cap.max_recv_sge > SH_MAX_SGE ||
+	    (attr->cap.max_send_wr &&
+	     (!sh_sq_wqebbs(attr->cap.max_send_wr, attr->cap.max_send_sge,
+			    attr->cap.max_inline_data) ||
+	      sh_sq_wqebbs(attr->cap.max_send_wr, attr->cap.max_send_sge,
+			   attr->cap.max_inline_data) > cfg->max_wr))) {
+		/* the last test: mlx5's send queue size limit (rule 2) */
 		errno = EINVAL;
 		return NULL;
 	}
@@ -572,10 +683,12 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	qp->scq = to_sh_cq(attr->send_cq);
 	qp->rcq = to_sh_cq(attr->recv_cq);
 	qp->srq = attr->srq ? to_sh_srq(attr->srq) : NULL;
-	qp->max_send_wr = attr->cap.max_send_wr ? attr->cap.max_send_wr : 1;
+	qp->max_send_wr = attr->cap.max_send_wr;
+	qp->no_sq = !attr->cap.max_send_wr;
 	qp->max_recv_wr = attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1;
 	qp->sq_sig_all = attr->sq_sig_all;
-	qp->in = sh_seg_ring(ctx->seg, i);
+	qp->in = sh_ring_at(&ctx->lay, ctx->rings, i);
+	qp->in_tail = 0;
 	atomic_store(&qp->in->head, 0);
 	atomic_store(&qp->in->tail, 0);
 	atomic_store(&qp->in->closed, 0);
@@ -612,17 +725,21 @@ static int qp_connect(struct sh_qp *qp, struct ibv_qp_attr *attr, int mask)
 		return EINVAL;
 	peer = sh_peer_get(qp->ctx, &attr->ah_attr.grh.dgid);
 	if (!peer)
-		return errno == ENOENT ? EHOSTUNREACH : EINVAL;
+		/* EPERM: no ptrace right over the peer; EPROTO: its segment
+		 * is not one a peer may trust */
+		return errno == ENOENT ? EHOSTUNREACH : errno ? errno : EINVAL;
 	idx = attr->dest_qp_num - SH_QPN_BASE;
-	if (attr->dest_qp_num < SH_QPN_BASE || idx >= peer->seg->max_qp ||
-	    peer->seg->mtu != qp->ctx->cfg.mtu) {
+	if (attr->dest_qp_num < SH_QPN_BASE || idx >= peer->lay.max_qp ||
+	    peer->lay.mtu != qp->ctx->lay.mtu) {
 		sh_peer_put(qp->ctx, peer);
 		return EINVAL;
 	}
 	qp->peer = peer;
 	qp->dest_qpn = attr->dest_qp_num;
-	qp->out = sh_seg_ring(peer->seg, idx);
+	qp->out = peer->gone ? &peer->gone_ring
+			     : sh_ring_at(&peer->lay, peer->rings, idx);
 	qp->out_epoch = atomic_load(&qp->out->epoch);
+	qp->out_head = atomic_load(&qp->out->head);
 	return 0;
 }
 
@@ -637,6 +754,7 @@ static void qp_reset(struct sh_qp *qp)
 	qp->peer = NULL;
 	qp->out = NULL;
 	qp->rq.count = 0;
+	qp->in_tail = 0;
 	atomic_store(&qp->in->head, 0);
 	atomic_store(&qp->in->tail, 0);
 	atomic_store(&qp->in->closed, 0);

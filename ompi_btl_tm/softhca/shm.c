@@ -1,28 +1,54 @@
 /*
- * shm.c - the soft HCA's wire: one shared-memory segment per context.
+ * shm.c - the soft HCA's wire: two anonymous shared-memory segments per
+ * context (softhca_priv.h has the layout).
  *
- * The segment is created with O_EXCL and mode 0600, so only the owner's
- * user can open it, and is unlinked when the context closes.  Segments of
- * processes that died without closing are swept at the next open.
+ * The segments are memfds.  A peer reaches them with pidfd_getfd(2) on the
+ * descriptor numbers the owner's GID carries, which the kernel allows only
+ * to a process that may ptrace the owner (the permission process_vm_readv
+ * already needs), so a process that cannot read the owner's memory cannot
+ * reach its rings either, and no name exists to guess, collide with or
+ * leave behind: the memory goes when the last process mapping it does,
+ * kill -9 included.
  */
-#include <dirent.h>
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
 #include "softhca_priv.h"
 
-#define SH_GID_TAG 0x53544d31u /* "STM1" */
+#define SH_GID_TAG 0x53544d32u /* "STM2" */
 
-static size_t align_up(size_t v, size_t a)
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+/* Peers may map the published segment read-only, and nobody may resize. */
+#define SH_PUB_SEALS   (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | \
+			F_SEAL_SEAL)
+/* A peer that truncated the rings would crash the owner with SIGBUS. */
+#define SH_RINGS_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+/* Sanity bound on a peer's segment (the config limits stay far below). */
+#define SH_SEG_MAX     (1ull << 40)
+
+static uint64_t align_up(uint64_t v, uint64_t a)
 {
 	return (v + a - 1) & ~(a - 1);
 }
@@ -40,117 +66,137 @@ uint64_t sh_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void seg_name(char *buf, size_t len, uint32_t uid, pid_t pid,
-		     uint32_t inst)
+/* The geometry for these limits; EINVAL outside the config's ranges. */
+int sh_layout_compute(struct sh_layout *l, uint32_t mtu, uint32_t ring_depth,
+		      uint32_t max_qp, uint32_t max_mr)
 {
-	snprintf(buf, len, "/softtm.%u.%d.%u", uid, (int)pid, inst);
+	if (mtu < 64 || mtu > (1u << 20) || ring_depth < 2 ||
+	    ring_depth > 65536 || !max_qp || max_qp > 65536 || !max_mr ||
+	    max_mr > 65535)
+		return EINVAL;
+	memset(l, 0, sizeof(*l));
+	l->mtu = mtu;
+	l->ring_depth = ring_depth;
+	l->max_qp = max_qp;
+	l->max_mr = max_mr;
+	l->slot_size = align_up(sizeof(struct sh_pkt) + mtu, 64);
+	l->ring_stride = align_up(sizeof(struct sh_ring) +
+				  l->slot_size * ring_depth, 4096);
+	l->mr_off = 4096;
+	l->pub_size = align_up(l->mr_off + sizeof(struct sh_mr_slot) * max_mr,
+			       4096);
+	l->rings_size = SH_RINGS_OFF + l->ring_stride * max_qp;
+	return 0;
 }
 
-void sh_gid_encode(union ibv_gid *gid, uint32_t uid, pid_t pid, uint32_t inst)
+void sh_gid_encode(union ibv_gid *gid, pid_t pid, int fd, uint32_t nonce)
 {
-	uint32_t w[4] = { htonl(SH_GID_TAG), htonl(uid), htonl((uint32_t)pid),
-			  htonl(inst) };
+	uint32_t w[4] = { htonl(SH_GID_TAG), htonl((uint32_t)pid),
+			  htonl((uint32_t)fd), htonl(nonce) };
 
 	memcpy(gid->raw, w, sizeof(w));
 }
 
-static int gid_decode(const union ibv_gid *gid, uint32_t *uid, pid_t *pid,
-		      uint32_t *inst)
+static int gid_decode(const union ibv_gid *gid, pid_t *pid, int *fd,
+		      uint32_t *nonce)
 {
 	uint32_t w[4];
 
 	memcpy(w, gid->raw, sizeof(w));
-	if (ntohl(w[0]) != SH_GID_TAG)
+	if (ntohl(w[0]) != SH_GID_TAG || (int32_t)ntohl(w[1]) <= 0 ||
+	    (int32_t)ntohl(w[2]) < 0)
 		return EINVAL;
-	*uid = ntohl(w[1]);
-	*pid = (pid_t)ntohl(w[2]);
-	*inst = ntohl(w[3]);
+	*pid = (pid_t)ntohl(w[1]);
+	*fd = (int)ntohl(w[2]);
+	*nonce = ntohl(w[3]);
 	return 0;
 }
 
-/* Removes segments this user's dead processes left in /dev/shm. */
-static void sweep_stale(uint32_t uid)
+static int memfd_sized(const char *name, uint64_t size, void **map)
 {
-	char prefix[32], name[300];
-	struct dirent *de;
-	DIR *d;
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING), err;
 
-	d = opendir("/dev/shm");
-	if (!d)
-		return;
-	snprintf(prefix, sizeof(prefix), "softtm.%u.", uid);
-	while ((de = readdir(d))) {
-		int pid;
-
-		if (strncmp(de->d_name, prefix, strlen(prefix)))
-			continue;
-		pid = atoi(de->d_name + strlen(prefix));
-		if (pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
-			continue;
-		snprintf(name, sizeof(name), "/%s", de->d_name);
-		shm_unlink(name);
-	}
-	closedir(d);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)size))
+		goto fail;
+	*map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (*map == MAP_FAILED)
+		goto fail;
+	return fd;
+fail:
+	err = errno;
+	close(fd);
+	return -err;
 }
 
 int sh_seg_create(struct sh_context *ctx)
 {
 	const struct softhca_config *cfg = &ctx->cfg;
-	size_t slot, stride, mr_off, ring_off, size;
+	struct sh_layout *l = &ctx->lay;
+	void *pub = NULL, *rings = NULL;
 	struct sh_seg *seg;
-	int fd, err;
+	int err;
 
-	slot = align_up(sizeof(struct sh_pkt) + cfg->mtu, 64);
-	stride = align_up(sizeof(struct sh_ring) + slot * cfg->ring_depth,
-			  4096);
-	mr_off = 4096;
-	ring_off = align_up(mr_off + sizeof(struct sh_mr_slot) * cfg->max_mr,
-			    4096);
-	size = ring_off + stride * cfg->max_qp;
-
-	sweep_stale(getuid());
-	seg_name(ctx->seg_name, sizeof(ctx->seg_name), getuid(), getpid(),
-		 ctx->instance);
-	fd = shm_open(ctx->seg_name, O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (fd < 0) {
-		err = errno;
-		fprintf(stderr, "softhca: cannot create %s: %s\n",
-			ctx->seg_name, strerror(err));
+	ctx->pub_fd = ctx->rings_fd = -1;
+	err = sh_layout_compute(l, cfg->mtu, cfg->ring_depth, cfg->max_qp,
+				cfg->max_mr);
+	if (err)
 		return err;
-	}
-	if (ftruncate(fd, (off_t)size)) {
-		err = errno;
+	do {
+		if (getrandom(&ctx->nonce, sizeof(ctx->nonce), 0) !=
+		    (ssize_t)sizeof(ctx->nonce))
+			ctx->nonce = (uint32_t)(sh_now_ns() ^ (uint64_t)getpid());
+	} while (!ctx->nonce);
+	ctx->pub_fd = memfd_sized("softtm-pub", l->pub_size, &pub);
+	if (ctx->pub_fd < 0) {
+		err = -ctx->pub_fd;
 		goto fail;
 	}
-	seg = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (seg == MAP_FAILED) {
-		err = errno;
+	ctx->rings_fd = memfd_sized("softtm-rings", l->rings_size, &rings);
+	if (ctx->rings_fd < 0) {
+		err = -ctx->rings_fd;
 		goto fail;
 	}
-	close(fd);
-
+	l->owner_va = (uint64_t)(uintptr_t)pub;
+	seg = pub;
 	seg->version = SH_SEG_VERSION;
 	seg->pid = getpid();
-	seg->mtu = cfg->mtu;
-	seg->ring_depth = cfg->ring_depth;
-	seg->max_qp = cfg->max_qp;
-	seg->max_mr = cfg->max_mr;
-	seg->owner_va = (uint64_t)(uintptr_t)seg;
-	seg->mr_off = mr_off;
-	seg->ring_off = ring_off;
-	seg->ring_stride = stride;
-	seg->slot_size = slot;
-	seg->size = size;
+	seg->mtu = l->mtu;
+	seg->ring_depth = l->ring_depth;
+	seg->max_qp = l->max_qp;
+	seg->max_mr = l->max_mr;
+	seg->owner_va = l->owner_va;
+	seg->mr_off = l->mr_off;
+	seg->size = l->pub_size;
+	seg->ring_stride = l->ring_stride;
+	seg->slot_size = l->slot_size;
+	seg->rings_size = l->rings_size;
+	seg->rings_fd = ctx->rings_fd;
+	seg->nonce = ctx->nonce;
+	ctx->rings = rings;
+	ctx->rings->magic = SH_RINGS_MAGIC;
+	ctx->rings->nonce = ctx->nonce;
 	atomic_thread_fence(memory_order_release);
 	seg->magic = SH_SEG_MAGIC;
+	if (fcntl(ctx->pub_fd, F_ADD_SEALS, SH_PUB_SEALS) ||
+	    fcntl(ctx->rings_fd, F_ADD_SEALS, SH_RINGS_SEALS)) {
+		err = errno;
+		goto fail;
+	}
 	ctx->seg = seg;
-	ctx->seg_size = size;
 	return 0;
 fail:
-	fprintf(stderr, "softhca: cannot size %s to %zu bytes: %s\n",
-		ctx->seg_name, size, strerror(err));
-	close(fd);
-	shm_unlink(ctx->seg_name);
+	if (pub)
+		munmap(pub, l->pub_size);
+	if (rings)
+		munmap(rings, l->rings_size);
+	if (ctx->pub_fd >= 0)
+		close(ctx->pub_fd);
+	if (ctx->rings_fd >= 0)
+		close(ctx->rings_fd);
+	ctx->pub_fd = ctx->rings_fd = -1;
+	ctx->rings = NULL;
 	return err;
 }
 
@@ -158,83 +204,168 @@ void sh_seg_destroy(struct sh_context *ctx)
 {
 	if (!ctx->seg)
 		return;
-	munmap(ctx->seg, ctx->seg_size);
-	shm_unlink(ctx->seg_name);
+	munmap(ctx->seg, ctx->lay.pub_size);
+	munmap(ctx->rings, ctx->lay.rings_size);
+	close(ctx->pub_fd);
+	close(ctx->rings_fd);
 	ctx->seg = NULL;
+	ctx->rings = NULL;
 }
 
-struct sh_ring *sh_seg_ring(struct sh_seg *seg, uint32_t index)
+struct sh_ring *sh_ring_at(const struct sh_layout *l, void *rings,
+			   uint32_t index)
 {
-	return (struct sh_ring *)((char *)seg + seg->ring_off +
-				  seg->ring_stride * index);
+	return (struct sh_ring *)((char *)rings + SH_RINGS_OFF +
+				  l->ring_stride * index);
 }
 
-struct sh_mr_slot *sh_seg_mr(struct sh_seg *seg, uint32_t index)
+struct sh_mr_slot *sh_seg_mr(struct sh_context *ctx, uint32_t index)
 {
-	return (struct sh_mr_slot *)((char *)seg + seg->mr_off) + index;
+	return (struct sh_mr_slot *)((char *)ctx->seg + ctx->lay.mr_off) +
+	       index;
 }
 
-uint8_t *sh_ring_slot(struct sh_seg *seg, struct sh_ring *ring, uint32_t pos)
+uint8_t *sh_ring_slot(const struct sh_layout *l, struct sh_ring *ring,
+		      uint32_t pos)
 {
-	return (uint8_t *)(ring + 1) + seg->slot_size * (pos % seg->ring_depth);
+	return (uint8_t *)(ring + 1) + l->slot_size * (pos % l->ring_depth);
 }
 
-static int peer_map(struct sh_peer *p, uint32_t uid, pid_t pid, uint32_t inst)
+/* fd's segment if it is a memfd sealed with at least seals, else -1. */
+static int sealed_size(int fd, int seals, uint64_t *size)
 {
-	char name[64];
-	struct sh_seg head;
 	struct stat st;
-	void *map;
-	int fd;
+	int have = fcntl(fd, F_GET_SEALS);
 
-	seg_name(name, sizeof(name), uid, pid, inst);
-	fd = shm_open(name, O_RDWR, 0);
-	if (fd < 0)
-		return errno;
-	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(head)) {
-		close(fd);
-		return EPROTO;
-	}
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
-		   MAP_SHARED, fd, 0);
-	close(fd);
-	if (map == MAP_FAILED)
-		return errno;
-	memcpy(&head, map, sizeof(head));
-	if (head.magic != SH_SEG_MAGIC || head.version != SH_SEG_VERSION ||
-	    head.size != (uint64_t)st.st_size) {
-		munmap(map, (size_t)st.st_size);
-		return EPROTO;
-	}
-	p->seg = map;
-	p->size = (size_t)st.st_size;
-	p->pid = pid;
+	if (have < 0 || (have & seals) != seals || fstat(fd, &st) ||
+	    !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+	    (uint64_t)st.st_size > SH_SEG_MAX)
+		return -1;
+	*size = (uint64_t)st.st_size;
 	return 0;
 }
 
-/* Maps the segment of the context that gid names (refcounted per context). */
+/* The header as published, checked against the geometry it implies. */
+static int header_check(const struct sh_seg *h, pid_t pid, uint32_t nonce,
+			uint64_t size, struct sh_layout *l)
+{
+	if (h->magic != SH_SEG_MAGIC || h->version != SH_SEG_VERSION ||
+	    h->pid != pid || h->nonce != nonce || h->rings_fd < 0 ||
+	    sh_layout_compute(l, h->mtu, h->ring_depth, h->max_qp, h->max_mr))
+		return EPROTO;
+	if (h->mr_off != l->mr_off || h->size != l->pub_size ||
+	    h->size != size || h->ring_stride != l->ring_stride ||
+	    h->slot_size != l->slot_size || h->rings_size != l->rings_size ||
+	    l->rings_size > SH_SEG_MAX)
+		return EPROTO;
+	l->owner_va = h->owner_va;
+	return 0;
+}
+
+/* Has the process behind pidfd exited (zombie included)? */
+static bool pidfd_exited(int pidfd)
+{
+	struct pollfd pf = { .fd = pidfd, .events = POLLIN };
+
+	return poll(&pf, 1, 0) == 1 && (pf.revents & POLLIN);
+}
+
+/* 0, ESRCH if the process has exited, or why the segments are unusable. */
+static int peer_map(struct sh_peer *p, pid_t pid, int fd, uint32_t nonce)
+{
+	int pidfd, pfd = -1, rfd = -1, err = EPROTO;
+	const struct sh_rings *rh;
+	void *pub = MAP_FAILED, *rings = MAP_FAILED;
+	struct sh_seg head;
+	uint64_t size, rsize;
+
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0)
+		return errno;
+	pfd = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+	if (pfd < 0) {
+		err = errno == ESRCH || pidfd_exited(pidfd) ? ESRCH
+			: errno == EBADF ? ENOENT : errno;
+		goto out;
+	}
+	if (sealed_size(pfd, SH_PUB_SEALS, &size) || size < sizeof(head))
+		goto out;
+	pub = mmap(NULL, size, PROT_READ, MAP_SHARED, pfd, 0);
+	if (pub == MAP_FAILED) {
+		err = errno;
+		goto out;
+	}
+	/* The owner can still write its header: look at one copy only. */
+	memcpy(&head, pub, sizeof(head));
+	atomic_thread_fence(memory_order_acquire);
+	err = header_check(&head, pid, nonce, size, &p->lay);
+	if (err)
+		goto out;
+	rfd = (int)syscall(SYS_pidfd_getfd, pidfd, head.rings_fd, 0);
+	if (rfd < 0) {
+		err = errno == ESRCH || pidfd_exited(pidfd) ? ESRCH
+			: errno == EBADF ? ENOENT : errno;
+		goto out;
+	}
+	err = EPROTO;
+	if (sealed_size(rfd, SH_RINGS_SEALS, &rsize) ||
+	    rsize != p->lay.rings_size)
+		goto out;
+	rings = mmap(NULL, rsize, PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);
+	if (rings == MAP_FAILED) {
+		err = errno;
+		goto out;
+	}
+	rh = rings;
+	if (rh->magic != SH_RINGS_MAGIC || rh->nonce != nonce)
+		goto out;
+	p->pub = pub;
+	p->rings = rings;
+	p->pid = pid;
+	err = 0;
+out:
+	if (err) {
+		if (pub != MAP_FAILED)
+			munmap(pub, size);
+		if (rings != MAP_FAILED)
+			munmap(rings, rsize);
+	}
+	if (rfd >= 0)
+		close(rfd);
+	if (pfd >= 0)
+		close(pfd);
+	close(pidfd);
+	return err;
+}
+
+/* Maps the segments of the context gid names (refcounted per context). */
 struct sh_peer *sh_peer_get(struct sh_context *ctx, const union ibv_gid *gid)
 {
-	uint32_t uid, inst;
 	struct sh_peer *p;
+	uint32_t nonce;
 	char name[64];
 	pid_t pid;
-	int err;
+	int err, fd;
 
 	for (p = ctx->peers; p; p = p->next)
 		if (!memcmp(&p->gid, gid, sizeof(*gid))) {
 			p->refs++;
 			return p;
 		}
-	if (gid_decode(gid, &uid, &pid, &inst)) {
+	if (gid_decode(gid, &pid, &fd, &nonce)) {
 		errno = EINVAL;
 		return NULL;
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
-	err = peer_map(p, uid, pid, inst);
-	if (err) {
+	err = peer_map(p, pid, fd, nonce);
+	if (err == ESRCH) {
+		p->gone = true;
+		p->pid = pid;
+		p->lay = ctx->lay;
+		atomic_store(&p->gone_ring.closed, 1);
+	} else if (err) {
 		free(p);
 		errno = err;
 		return NULL;
@@ -260,7 +391,10 @@ void sh_peer_put(struct sh_context *ctx, struct sh_peer *peer)
 			*pp = peer->next;
 			break;
 		}
-	munmap(peer->seg, peer->size);
+	if (!peer->gone) {
+		munmap((void *)peer->pub, peer->lay.pub_size);
+		munmap(peer->rings, peer->lay.rings_size);
+	}
 	if (peer->stat_fd >= 0)
 		close(peer->stat_fd);
 	free(peer);
@@ -275,7 +409,7 @@ bool sh_peer_dead(struct sh_peer *peer)
 	char buf[512], *paren;
 	ssize_t n;
 
-	if (kill(peer->pid, 0) < 0 && errno == ESRCH)
+	if (peer->gone || (kill(peer->pid, 0) < 0 && errno == ESRCH))
 		return true;
 	if (peer->stat_fd < 0)
 		return false;

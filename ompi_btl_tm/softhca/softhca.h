@@ -61,12 +61,24 @@
  *  - List ops are unsignalled unless IBV_OPS_SIGNALED.  An op stays
  *    outstanding until a signalled op at or after it has been polled (as on
  *    mlx5); more than max_ops outstanding fails the post with ENOMEM.
- *  - Completions carry IBV_WC_TM_SYNC_REQ while the card's counter differs
- *    from the last count software reported.
+ *  - IBV_WC_TM_SYNC_REQ exactly where mlx5's provider sets it: on a
+ *    signalled ADD/DEL completion when the card's counter at the op
+ *    differs from the count the last ADD with IBV_OPS_TM_SYNC had reported
+ *    when this entry's ADD was posted (a DEL reports its entry's ADD); on an unexpected arrival when the card is more
+ *    than 0x3fff ahead of the last reported count; never on SYNC,
+ *    matched, NO_TAG or data completions.
  *
- * Transport: each context owns a shared-memory segment (mode 0600, unlinked
- * when the context closes) holding its rkey table and one inbound packet ring
- * per QP; a sender copies MTU-sized packets into its peer's ring.  RDMA
+ * Transport: each context owns two anonymous shared-memory segments
+ * (memfds; nothing in /dev/shm, nothing left after any exit) that peers
+ * reach with pidfd_getfd(2) on the descriptors the GID names, which needs
+ * ptrace permission over the owner (as process_vm_readv does): one holds
+ * the rkey table and is sealed so that peers map it read-only, the other
+ * one inbound packet ring per QP; a sender copies MTU-sized packets into its
+ * peer's ring.  Nothing a peer writes is trusted: its segment header is
+ * checked once at connect (a bad one fails the RTR transition with EPROTO),
+ * and an arriving packet that breaks the protocol (length, kind, offsets,
+ * ring counters) is dropped, counted in softhca_stats.bad_packets, and
+ * moves the QP to the error state.  RDMA
  * reads use process_vm_readv after checking the owner's rkey table; if the
  * kernel refuses cross-memory attach (or force_copy_read is set) they fall
  * back to read request/response packets served by the owner's card.  A peer
@@ -114,12 +126,38 @@ struct softhca_config {
 	enum softhca_sched sched;   /* default mode for new contexts */
 	uint64_t seed;              /* RANDOM mode seed (0: from pid and time) */
 	int force_copy_read;        /* never use process_vm_readv */
+	int strict;                 /* mlx5-strict shapes (see below) */
 	uint32_t max_msg_sz;        /* port max_msg_sz: longest SEND, RDMA
 				     * read or card rendezvous read */
 };
 
-/* Defaults mirror a ConnectX-5: 1023 tags, 64 B rndv header, 1 SGE, 1 GiB
- * messages. */
+/*
+ * Defaults mirror a ConnectX-5/6: max_wr (max_qp_wr, and the card's
+ * max_send_wqebb) 32768, max_ops 32768 (what mlx5 advertises: the same
+ * 1 << log_max_qp_sz), 64 B rndv header, 1 SGE, max_msg_sz 1 GiB; 1023
+ * tags (firmware dependent).  As on mlx5, a TM-SRQ asking for the
+ * advertised max_ops is refused: its command queue needs 4 send blocks per
+ * op, rounded up to a power of two, within max_wr blocks, so max_ops <=
+ * max_wr / 4 (see doc/mlx5-rules.md, rule 2).
+ *
+ * strict (the default; env TM_SOFTHCA_STRICT=0/1 overrides whatever config
+ * was set) is how mlx5 behaves (doc/mlx5-rules.md rules 5, 10, 15, 16,
+ * 17); strict = 0 is a more lenient model kept for the soft HCA's own
+ * unit tests of one-QP-per-side set-ups:
+ *  - a TM-SRQ with fewer than 33 plain WQEs (max_wr) is refused;
+ *  - a matched RNDV arriving on a QP that has a send queue is not read by
+ *    the card (only a QP created with max_send_wr = 0 is the card's
+ *    rendezvous QP): it is handed to software as RNDV_INCOMPLETE;
+ *  - the first completion of an offloaded RNDV has byte_len 0 (the length
+ *    is in the DATA_VALID one);
+ *  - RNDV handed to software: a MATCH completion with status
+ *    IBV_WC_TM_RNDV_INCOMPLETE that keeps the tag, then a DATA_VALID
+ *    completion (SUCCESS, byte_len = header bytes written) that frees it;
+ *  - an eager message longer than the tagged buffer it matched consumes
+ *    the entry without a tagged completion, completes the next plain
+ *    buffer with IBV_WC_LOC_LEN_ERR (opcode IBV_WC_RECV) and moves the QP
+ *    to the error state.
+ */
 void softhca_config_default(struct softhca_config *cfg);
 
 /*
@@ -173,6 +211,7 @@ struct softhca_stats {
 	uint64_t card_reads;        /* rendezvous reads done by the card */
 	uint64_t cma_reads;         /* reads done with process_vm_readv */
 	uint64_t copy_reads;        /* reads done by request/response */
+	uint64_t bad_packets;       /* malformed arrivals dropped (QP failed) */
 };
 
 /* Snapshot of the card state of ctx's TM-SRQ (first one if several). */

@@ -10,12 +10,21 @@
  * that context and the card's work.  A CQ's poll_lock serialises
  * start_poll..end_poll and is always taken before the context lock.
  *
- * Shared memory: a context owns one segment (struct sh_seg) laid out as
- *   [sh_seg header][rkey table: max_mr x sh_mr_slot][max_qp x sh_ring]
- * A QP's inbound packets land in the ring of its own slot; its peer, in
- * another context or process, maps the segment and produces into that ring.
+ * Shared memory: a context owns two anonymous segments (memfds), found by
+ * peers through pidfd_getfd(2) on the descriptors its GID names, so nothing
+ * has a name, nothing outlives the processes mapping it, and only a process
+ * allowed to ptrace the owner can reach them:
+ *   published: [sh_seg header][rkey table: max_mr x sh_mr_slot]
+ *     sealed against new writable mappings once built, so a peer maps it
+ *     read-only and only the owner writes the table that authorises reads;
+ *   rings:     [sh_rings][max_qp x (sh_ring + ring_depth slots)]
+ *     a QP's inbound packets land in the ring of its own slot; its peer
+ *     maps this segment read-write and produces into that ring.
  * Each ring has exactly one producer (the peer QP, under the peer context's
- * lock) and one consumer (this context's card).
+ * lock) and one consumer (this context's card).  Nothing a peer can write
+ * is trusted: the peer's header is copied and checked once at map time
+ * (struct sh_layout), ring counters are kept privately and only published,
+ * and every packet header is copied out of its slot and checked before use.
  */
 #ifndef SOFTHCA_PRIV_H
 #define SOFTHCA_PRIV_H
@@ -33,10 +42,29 @@
 
 #define SH_QPN_BASE      0x100u
 #define SH_MAX_SGE       16u     /* SGEs accepted in any WR */
+/* mlx5 flags SYNC_REQ on an unexpected arrival past this lag */
+#define SH_MAX_SYNC_DIFF 0x3fffu
+/* ConnectX-5/6 as ibv_devinfo -v shows them (doc/mlx5-rules.md rule 1) */
+#define SH_MAX_CQE       ((1u << 22) - 1)
+#define SH_MAX_RD_ATOM   16u
+/* mlx5: a TM-SRQ's plain WQEs (rule 5) */
+#define SH_TM_MIN_PLAIN  33u
+/*
+ * mlx5 send WQE arithmetic (rule 2): a 64-byte basic block; an RC QP
+ * created with the default send-op set reserves 192 bytes of control
+ * segments per WQE, plus 16 per SGE, and a WQE is at most 512 bytes.
+ */
+#define SH_WQEBB         64u
+#define SH_WQE_OVERHEAD  192u
+#define SH_MAX_WQE       512u
 #define SH_TMH_LEN       ((uint32_t)sizeof(struct ibv_tmh))
 #define SH_RVH_LEN       ((uint32_t)sizeof(struct ibv_rvh))
 #define SH_SEG_MAGIC     0x534f46544d484341ull /* "SOFTMHCA" */
-#define SH_SEG_VERSION   1u
+#define SH_SEG_VERSION   2u
+#define SH_RINGS_MAGIC   0x534f46544d52494eull /* "SOFTMRIN" */
+#define SH_RINGS_OFF     4096u   /* first ring in the ring segment */
+/* Largest packet payload length and message a packet may announce. */
+#define SH_MAX_MSG       (1u << 31)
 /*
  * Bytes one READ step moves.  1 MiB measured better than 256 KiB for both
  * one-way (0.93 -> ~1.0x ucx) and two-way streams: fewer returns to the
@@ -103,6 +131,7 @@ struct sh_mr_slot {
 	uint64_t pad;
 };
 
+/* The published segment's header; the rkey table follows at mr_off. */
 struct sh_seg {
 	uint64_t magic;
 	uint32_t version;
@@ -113,26 +142,52 @@ struct sh_seg {
 	uint32_t max_mr;
 	uint64_t owner_va;      /* this header's address in the owner: CMA probe */
 	uint64_t mr_off;
-	uint64_t ring_off;
+	uint64_t size;          /* of the published segment */
 	uint64_t ring_stride;
 	uint64_t slot_size;
-	uint64_t size;
+	uint64_t rings_size;    /* of the ring segment */
+	int32_t rings_fd;       /* the ring segment's descriptor in the owner */
+	uint32_t nonce;         /* also in the GID: this is the segment meant */
 	uint8_t pad[64];
-	/* Rung by every producer after it commits a packet to any ring here:
-	 * one cache line tells an idle card whether anything arrived. */
-	_Atomic uint64_t doorbell;
 };
 
-/* A peer context's segment, mapped here. */
+/* The ring segment's header. */
+struct sh_rings {
+	uint64_t magic;
+	uint32_t nonce;
+	uint8_t pad[52];
+	/* Rung by every producer after it commits a packet to any ring here:
+	 * one cache line tells an idle card whether anything arrived.  A
+	 * forged ring only costs the card a look. */
+	_Atomic uint64_t doorbell;
+	uint8_t pad1[56];
+};
+
+/* A segment's geometry: computed (own) or copied and checked (peer's). */
+struct sh_layout {
+	uint32_t mtu, ring_depth, max_qp, max_mr;
+	uint64_t slot_size, ring_stride;
+	uint64_t pub_size, rings_size, mr_off;
+	uint64_t owner_va;
+};
+
+/* A peer context's segments, mapped here. */
 struct sh_peer {
 	union ibv_gid gid;
-	struct sh_seg *seg;
-	size_t size;
+	const struct sh_seg *pub;   /* read-only */
+	uint8_t *rings;
+	struct sh_layout lay;       /* checked copy of pub's geometry */
 	pid_t pid;
 	int refs;
 	int cma;                /* 1 usable, 0 refused, -1 not probed */
 	uint64_t checked_ns;    /* last liveness check */
 	int stat_fd;            /* /proc/<pid>/stat, to tell a zombie */
+	/*
+	 * The process had exited by the time we connected: like a card, the
+	 * connect succeeds and the first WR fails (the ring reads closed).
+	 */
+	bool gone;
+	struct sh_ring gone_ring;
 	struct sh_peer *next;
 };
 
@@ -164,6 +219,8 @@ struct sh_cq {
 	uint64_t first_seq;          /* sequence number of q[first] */
 	struct sh_cqe cur;           /* the entry start/next_poll returned */
 	int users;                   /* QPs and SRQs that complete here */
+	bool extended;               /* made by create_cq_ex: a TM-SRQ's CQ
+				      * must be (mlx5 reads TM info from it) */
 	struct sh_cq *next;
 };
 
@@ -188,6 +245,7 @@ struct sh_tag {
 	struct ibv_sge sge[SH_MAX_SGE];
 	uint32_t num_sge;
 	uint32_t refs;          /* 0: free */
+	uint16_t phase;         /* posted_cnt when its ADD was posted */
 	int32_t prev, next;     /* list links, -1 at the ends */
 	int32_t bprev, bnext;   /* links in its bucket (or the overflow list) */
 	int8_t group;           /* its mask group, -1: overflow list */
@@ -221,6 +279,7 @@ struct sh_op {
 	int flags;
 	uint32_t unexpected_cnt;
 	uint32_t handle;
+	uint16_t phase;         /* ADD/DEL: the entry's phase (see sh_srq) */
 };
 
 struct sh_srq {
@@ -245,6 +304,15 @@ struct sh_srq {
 	uint32_t ops_first, ops_count;
 	uint64_t ops_posted, ops_retired;
 	uint16_t hw_cnt, sw_cnt;
+	/*
+	 * The count software last reported, as of posting (mlx5's unexp_out,
+	 * updated by ADDs with IBV_OPS_TM_SYNC when posted); an ADD records it
+	 * as its entry's phase.  SYNC_REQ, as mlx5 sets it (doc/mlx5-rules.md
+	 * rule 9): on a signalled ADD/DEL completion when the card's counter
+	 * at the op differs from the entry's phase, on an unexpected arrival
+	 * when the card is more than 0x3fff ahead of posted_cnt, else never.
+	 */
+	uint16_t posted_cnt;
 	uint64_t matched, unexpected, rnr_waits, card_reads;
 	struct sh_srq *next;
 };
@@ -326,10 +394,15 @@ struct sh_qp {
 	struct sh_srq *srq;
 	struct sh_rq rq;             /* used when srq == NULL */
 	uint32_t max_send_wr, max_recv_wr, sq_sig_all;
+	bool no_sq;                  /* created with max_send_wr 0: user sends
+				      * refused; on a TM-SRQ, the card's
+				      * rendezvous QP (mlx5 offload_type RNDV) */
 	struct sh_ring *in;          /* in our segment */
 	struct sh_ring *out;         /* in the peer's segment */
 	uint8_t *out_slots;
 	uint32_t out_epoch;
+	uint32_t in_tail;            /* private copies: the shared ones are */
+	uint32_t out_head;           /* only published, never trusted */
 	struct sh_peer *peer;
 	uint32_t dest_qpn;
 	struct sh_swr *sq;           /* circular, grows for FINs */
@@ -348,9 +421,12 @@ struct sh_context {
 	pthread_mutex_t lock;
 	struct softhca_config cfg;
 	uint32_t instance;
-	char seg_name[64];
-	struct sh_seg *seg;
-	size_t seg_size;
+	struct sh_seg *seg;          /* published segment, mapped writable */
+	struct sh_rings *rings;
+	struct sh_layout lay;
+	int pub_fd, rings_fd;
+	uint32_t nonce;              /* in the GID and both segments */
+	uint64_t bad_packets;        /* malformed arrivals dropped */
 	struct sh_qp **qps;          /* by index */
 	uint32_t qp_hwm;             /* indexes in use are below this */
 	uint32_t rr_rx, rr_tx;       /* round-robin cursors */
@@ -414,24 +490,32 @@ static inline uint32_t sge_total(const struct ibv_sge *sge, uint32_t n)
 	return t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
 }
 
+/* device.c: send blocks an RC send queue of max_wr WRs takes on mlx5, or
+ * 0 when its WQE would be too large (rule 2) */
+uint64_t sh_sq_wqebbs(uint32_t max_wr, uint32_t max_sge, uint32_t max_inline);
+
 /* shm.c */
 int sh_seg_create(struct sh_context *ctx);
 void sh_seg_destroy(struct sh_context *ctx);
-struct sh_ring *sh_seg_ring(struct sh_seg *seg, uint32_t index);
-struct sh_mr_slot *sh_seg_mr(struct sh_seg *seg, uint32_t index);
-uint8_t *sh_ring_slot(struct sh_seg *seg, struct sh_ring *ring, uint32_t pos);
+int sh_layout_compute(struct sh_layout *l, uint32_t mtu, uint32_t ring_depth,
+		      uint32_t max_qp, uint32_t max_mr);
+struct sh_ring *sh_ring_at(const struct sh_layout *l, void *rings,
+			   uint32_t index);
+uint8_t *sh_ring_slot(const struct sh_layout *l, struct sh_ring *ring,
+		      uint32_t pos);
+struct sh_mr_slot *sh_seg_mr(struct sh_context *ctx, uint32_t index);
 struct sh_peer *sh_peer_get(struct sh_context *ctx, const union ibv_gid *gid);
 void sh_peer_put(struct sh_context *ctx, struct sh_peer *peer);
 bool sh_peer_dead(struct sh_peer *peer);
-void sh_gid_encode(union ibv_gid *gid, uint32_t uid, pid_t pid, uint32_t inst);
+void sh_gid_encode(union ibv_gid *gid, pid_t pid, int fd, uint32_t nonce);
 uint64_t sh_now_ns(void);
 
 /* mr.c */
 struct ibv_mr *sh_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int acc);
 int sh_dereg_mr(struct ibv_mr *mr);
 bool sh_peer_cma(struct sh_context *ctx, struct sh_peer *peer);
-int sh_mr_check(struct sh_seg *seg, uint32_t key, uint64_t addr, uint64_t len,
-		uint32_t access);
+int sh_mr_check(const struct sh_layout *lay, const struct sh_seg *pub,
+		uint32_t key, uint64_t addr, uint64_t len, uint32_t access);
 enum ibv_wc_status sh_local_check(struct sh_context *ctx,
 				  const struct ibv_sge *sge, uint32_t n,
 				  uint32_t access);
@@ -471,8 +555,15 @@ int sh_rq_post(struct sh_rq *rq, uint32_t max_wr, uint32_t max_sge,
 void sh_rq_free(struct sh_rq *rq);
 bool sh_srq_op_step(struct sh_srq *srq);
 void sh_srq_retire(struct sh_srq *srq, int32_t handle, uint64_t retire_seq);
-int sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt);
-void sh_rx_more(struct sh_qp *qp, const struct sh_pkt *pkt);
+/*
+ * pkt: the header and the first SH_PKT_PEEK payload bytes, copied out of
+ * the ring and checked; data: the payload, still in the ring.
+ */
+#define SH_PKT_PEEK (SH_TMH_LEN + SH_RVH_LEN)
+int sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt,
+		const uint8_t *data);
+void sh_rx_more(struct sh_qp *qp, const struct sh_pkt *pkt,
+		const uint8_t *data);
 
 /* taglist.c */
 int sh_tl_init(struct sh_srq *srq);
@@ -498,6 +589,9 @@ bool sh_qp_rx_ready(struct sh_qp *qp);
 int sh_qp_queue_fin(struct sh_qp *qp, const uint8_t *hdr);
 void sh_qp_error(struct sh_qp *qp, enum ibv_wc_status why);
 void sh_qp_check_peer(struct sh_qp *qp);
+struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp);
+void sh_qp_out_commit(struct sh_qp *qp);
+void sh_qp_bad_packet(struct sh_qp *qp);
 
 /* card.c */
 void sh_card_progress(struct sh_context *ctx);
@@ -515,7 +609,8 @@ uint32_t sh_card_read_allow(struct sh_context *ctx);
 void sh_card_read_used(struct sh_context *ctx, uint32_t n);
 void sh_card_progress_post(struct sh_context *ctx);
 void sh_card_read_done(struct sh_context *ctx, uint64_t req_id,
-		       struct sh_qp *qp, const struct sh_pkt *pkt);
+		       struct sh_qp *qp, const struct sh_pkt *pkt,
+		       const uint8_t *data);
 void sh_card_queue_read(struct sh_context *ctx, struct sh_read_job *job);
 void sh_card_drop_jobs(struct sh_context *ctx, struct sh_qp *qp);
 

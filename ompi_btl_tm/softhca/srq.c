@@ -108,9 +108,11 @@ static void list_activate_all(struct sh_srq *srq)
 	}
 }
 
+/* SYNC_REQ of an unexpected arrival (see sh_srq.posted_cnt) */
 static uint32_t sync_flag(const struct sh_srq *srq)
 {
-	return srq->sw_cnt != srq->hw_cnt ? IBV_WC_TM_SYNC_REQ : 0;
+	return (uint16_t)(srq->hw_cnt - srq->posted_cnt) > SH_MAX_SYNC_DIFF ?
+	       IBV_WC_TM_SYNC_REQ : 0;
 }
 
 void sh_srq_retire(struct sh_srq *srq, int32_t handle, uint64_t retire_seq)
@@ -129,6 +131,10 @@ static int srq_init_tm(struct sh_srq *srq, const struct ibv_tm_cap *cap)
 
 	if (!cap->max_num_tags || cap->max_num_tags > cfg->max_num_tags ||
 	    !cap->max_ops || cap->max_ops > cfg->max_ops)
+		return EINVAL;
+	/* mlx5's hidden command QP: one 256-byte WQE (one SGE) per op must
+	 * fit max_send_wqebb blocks (doc/mlx5-rules.md rule 2) */
+	if (sh_sq_wqebbs(cap->max_ops, 1, 0) > cfg->max_wr)
 		return EINVAL;
 	srq->max_num_tags = cap->max_num_tags;
 	srq->max_ops = cap->max_ops;
@@ -165,7 +171,9 @@ struct ibv_srq *sh_create_srq_ex(struct ibv_context *c,
 	}
 	if (type == IBV_SRQT_TM &&
 	    (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq ||
-	     !(attr->comp_mask & IBV_SRQ_INIT_ATTR_TM)))
+	     !to_sh_cq(attr->cq)->extended ||
+	     !(attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) ||
+	     (ctx->cfg.strict && attr->attr.max_wr < SH_TM_MIN_PLAIN)))
 		goto fail;
 	srq = calloc(1, sizeof(*srq));
 	if (!srq) {
@@ -290,6 +298,10 @@ static void op_post(struct sh_srq *srq, struct ibv_ops_wr *wr)
 	struct sh_tag *t;
 	int32_t h;
 
+	/* mlx5's provider records the count from ADDs only (its DEL and
+	 * SYNC pass it to the card but not to its own SYNC_REQ test) */
+	if (wr->opcode == IBV_WR_TAG_ADD && (wr->flags & IBV_OPS_TM_SYNC))
+		srq->posted_cnt = (uint16_t)wr->tm.unexpected_cnt;
 	if (wr->opcode == IBV_WR_TAG_ADD) {
 		h = srq->free_head;
 		t = &srq->tags[h];
@@ -302,6 +314,7 @@ static void op_post(struct sh_srq *srq, struct ibv_ops_wr *wr)
 		t->refs = wr->flags & IBV_OPS_SIGNALED ? 2 : 1;
 		t->on_list = false;
 		t->prev = t->next = -1;
+		t->phase = srq->posted_cnt;
 		wr->tm.handle = (uint32_t)h;
 	} else if (wr->opcode == IBV_WR_TAG_DEL) {
 		srq->tags[wr->tm.handle].refs++;
@@ -313,6 +326,8 @@ static void op_post(struct sh_srq *srq, struct ibv_ops_wr *wr)
 	op->flags = wr->flags;
 	op->unexpected_cnt = wr->tm.unexpected_cnt;
 	op->handle = wr->tm.handle;
+	op->phase = wr->opcode == IBV_WR_TAG_SYNC ? 0 :
+		    srq->tags[wr->tm.handle].phase;
 }
 
 int sh_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
@@ -384,7 +399,8 @@ bool sh_srq_op_step(struct sh_srq *srq)
 		return true;
 	}
 	cqe.wr_id = op.wr_id;
-	cqe.wc_flags = sync_flag(srq);
+	if (op.opcode != IBV_WR_TAG_SYNC && srq->hw_cnt != op.phase)
+		cqe.wc_flags = IBV_WC_TM_SYNC_REQ;
 	cqe.srq = srq;
 	cqe.retire_seq = op.seq + 1;
 	if (op.opcode != IBV_WR_TAG_SYNC)
@@ -402,15 +418,17 @@ static void rx_finish(struct sh_qp *qp)
 	if (rx->dest == SH_RX_PLAIN) {
 		sh_cq_fill(rx->cq, rx->cqe_seq, &rx->cqe);
 	} else {
-		if (qp->srq && qp->srq->tm)
-			rx->cqe.wc_flags |= sync_flag(qp->srq);
 		sh_cq_push(rx->cq, &rx->cqe);
 	}
 	rx->dest = SH_RX_IDLE;
 }
 
-/* Writes the packet's share of the message, less the skipped headers. */
-static void rx_data(struct sh_qp *qp, const struct sh_pkt *pkt)
+/*
+ * Writes the packet's share of the message, less the skipped headers
+ * (pkt: the checked header copy; data: the payload in the ring).
+ */
+static void rx_data(struct sh_qp *qp, const struct sh_pkt *pkt,
+		    const uint8_t *data)
 {
 	struct sh_rx *rx = &qp->rx;
 	uint32_t start = rx->off > rx->skip ? rx->off : rx->skip;
@@ -419,7 +437,7 @@ static void rx_data(struct sh_qp *qp, const struct sh_pkt *pkt)
 	if (end > start && rx->cqe.status != IBV_WC_LOC_PROT_ERR)
 		rx->written += sh_scatter(rx->sge, rx->num_sge,
 					  start - rx->skip,
-					  pkt->data + (start - rx->off),
+					  data + (start - rx->off),
 					  end - start);
 	rx->off = end;
 	if (pkt->flags & SH_PKT_LAST)
@@ -456,7 +474,8 @@ static void rx_start(struct sh_qp *qp, enum sh_rx_dest dest,
  * there is none: the message stays on the wire (receiver not ready).
  */
 static int rx_plain(struct sh_qp *qp, const struct sh_pkt *pkt,
-		    enum ibv_wc_opcode opcode, bool unexpected)
+		    const uint8_t *data, enum ibv_wc_opcode opcode,
+		    bool unexpected)
 {
 	struct sh_srq *srq = qp->srq;
 	struct sh_rq *rq = srq ? &srq->rq : &qp->rq;
@@ -481,11 +500,11 @@ static int rx_plain(struct sh_qp *qp, const struct sh_pkt *pkt,
 	qp->rx.cqe.wr_id = b.wr_id;
 	qp->rx.cqe.opcode = opcode;
 	qp->rx.cqe.byte_len = pkt->msg_len;
-	if (srq && srq->tm)
+	if (unexpected)
 		qp->rx.cqe.wc_flags = sync_flag(srq);
 	if (sh_cq_reserve(cq, &qp->rx.cqe_seq))
 		return ENOMEM;
-	rx_data(qp, pkt);
+	rx_data(qp, pkt, data);
 	return 0;
 }
 
@@ -502,14 +521,49 @@ static void rx_matched_cqe(struct sh_qp *qp, struct sh_tag *t,
 	cqe->release_handle = -1;
 }
 
+/*
+ * Strict mode, an eager message longer than the tagged buffer it matched:
+ * mlx5 has no tag-aware error for this (doc/mlx5-rules.md rule 17).  The
+ * entry is consumed without a tagged completion; the error completion is
+ * a responder error, which mlx5 attributes to a plain SRQ WQE; the QP
+ * moves to error.
+ */
+static void rx_eager_overflow(struct sh_qp *qp, const struct sh_pkt *pkt,
+			      int32_t h)
+{
+	struct sh_srq *srq = qp->srq;
+	struct sh_cqe cqe = { .release_handle = -1 };
+
+	list_remove(srq, h);
+	tag_put(srq, h);
+	srq->matched++;
+	if (srq->rq.count) {
+		cqe.wr_id = srq->rq.buf[srq->rq.first].wr_id;
+		srq->rq.first = (srq->rq.first + 1) % srq->rq.cap;
+		srq->rq.count--;
+	}
+	cqe.status = IBV_WC_LOC_LEN_ERR;
+	cqe.opcode = IBV_WC_RECV;
+	cqe.byte_len = pkt->msg_len;
+	cqe.qp_num = qp->qp.qp_num;
+	cqe.src_qp = qp->dest_qpn;
+	sh_cq_push(srq->cq, &cqe);
+	sh_qp_error(qp, IBV_WC_WR_FLUSH_ERR);
+}
+
 static void rx_eager_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
-			     int32_t h)
+			     const uint8_t *data, int32_t h)
 {
 	struct sh_srq *srq = qp->srq;
 	struct sh_tag *t = &srq->tags[h];
 	const struct ibv_tmh *tmh = (const void *)pkt->data;
 	struct sh_cqe cqe;
 
+	if (qp->ctx->cfg.strict &&
+	    pkt->msg_len - SH_TMH_LEN > sge_total(t->sge, t->num_sge)) {
+		rx_eager_overflow(qp, pkt, h);
+		return;
+	}
 	list_remove(srq, h);
 	srq->matched++;
 	rx_matched_cqe(qp, t, tmh, &cqe);
@@ -526,12 +580,12 @@ static void rx_eager_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
 		qp->rx.cqe.wc_flags = IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID;
 	} else {
 		cqe.byte_len = qp->rx.cqe.byte_len;
-		cqe.wc_flags = IBV_WC_TM_MATCH | sync_flag(srq);
+		cqe.wc_flags = IBV_WC_TM_MATCH;
 		cqe.status = IBV_WC_SUCCESS;
 		sh_cq_push(srq->cq, &cqe);
 		qp->rx.cqe.wc_flags = IBV_WC_TM_DATA_VALID;
 	}
-	rx_data(qp, pkt);
+	rx_data(qp, pkt, data);
 }
 
 static void rx_rndv_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
@@ -541,7 +595,8 @@ static void rx_rndv_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
 	struct sh_tag *t = &srq->tags[h];
 	const struct ibv_tmh *tmh = (const void *)pkt->data;
 	const struct ibv_rvh *rvh = (const void *)(pkt->data + SH_TMH_LEN);
-	uint32_t len = be32toh(rvh->len);
+	uint32_t len = be32toh(rvh->len), hdr;
+	bool strict = qp->ctx->cfg.strict;
 	struct sh_read_job *job;
 	struct sh_cqe cqe;
 
@@ -549,7 +604,7 @@ static void rx_rndv_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
 	srq->matched++;
 	rx_matched_cqe(qp, t, tmh, &cqe);
 	cqe.srq = srq;
-	cqe.wc_flags = IBV_WC_TM_MATCH | sync_flag(srq);
+	cqe.wc_flags = IBV_WC_TM_MATCH;
 	cqe.status = sh_local_check(qp->ctx, t->sge, t->num_sge,
 				    IBV_ACCESS_LOCAL_WRITE);
 	/* The card cannot read more than max_msg_sz at once: software must
@@ -557,21 +612,43 @@ static void rx_rndv_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
 	if (cqe.status == IBV_WC_SUCCESS && len > qp->ctx->cfg.max_msg_sz &&
 	    len <= sge_total(t->sge, t->num_sge))
 		cqe.status = IBV_WC_REM_INV_REQ_ERR;
-	job = cqe.status == IBV_WC_SUCCESS && len <= sge_total(t->sge, t->num_sge)
-		      ? calloc(1, sizeof(*job)) : NULL;
+	/* strict: only a QP without a send queue is the card's rendezvous
+	 * QP (mlx5 offload_type RNDV, rule 10) */
+	job = cqe.status == IBV_WC_SUCCESS &&
+	      len <= sge_total(t->sge, t->num_sge) &&
+	      (!strict || qp->no_sq) ? calloc(1, sizeof(*job)) : NULL;
 	if (!job) {
 		/* Software finishes the transfer from the headers. */
-		if (cqe.status == IBV_WC_SUCCESS) {
-			cqe.status = IBV_WC_TM_RNDV_INCOMPLETE;
-			cqe.byte_len = sh_scatter(t->sge, t->num_sge, 0,
-						  pkt->data,
-						  SH_TMH_LEN + SH_RVH_LEN);
+		if (cqe.status != IBV_WC_SUCCESS) {
+			cqe.release_handle = h;
+			sh_cq_push(srq->cq, &cqe);
+			return;
 		}
+		cqe.status = IBV_WC_TM_RNDV_INCOMPLETE;
+		hdr = sh_scatter(t->sge, t->num_sge, 0, pkt->data,
+				 SH_TMH_LEN + SH_RVH_LEN);
+		if (!strict) {
+			/* mlx5 CONSUMED_MSG_SW_RDNV: one completion */
+			cqe.wc_flags |= IBV_WC_TM_DATA_VALID;
+			cqe.byte_len = hdr;
+			cqe.release_handle = h;
+			sh_cq_push(srq->cq, &cqe);
+			return;
+		}
+		/* mlx5 CONSUMED_SW_RDNV then EXPECTED (rule 16): the first
+		 * keeps the tag, the second has the length and frees it */
+		cqe.srq = NULL;
+		sh_cq_push(srq->cq, &cqe);
+		cqe.status = IBV_WC_SUCCESS;
+		cqe.wc_flags = IBV_WC_TM_DATA_VALID;
+		cqe.byte_len = hdr;
+		cqe.srq = srq;
 		cqe.release_handle = h;
 		sh_cq_push(srq->cq, &cqe);
 		return;
 	}
-	cqe.byte_len = len;
+	/* strict: the length is only in the DATA_VALID completion (rule 15) */
+	cqe.byte_len = strict ? 0 : len;
 	cqe.srq = NULL;
 	sh_cq_push(srq->cq, &cqe);
 
@@ -612,32 +689,34 @@ static bool tmh_valid(const struct sh_pkt *pkt, uint32_t rndv_max)
  * The card's decision for the first packet of a message.  Returns 0 when
  * the packet was taken, EAGAIN when it must wait for a plain buffer.
  */
-int sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt)
+int sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt,
+		const uint8_t *data)
 {
 	struct sh_srq *srq = qp->srq;
 	const struct ibv_tmh *tmh = (const void *)pkt->data;
 	int32_t h;
 
 	if (!srq || !srq->tm)
-		return rx_plain(qp, pkt, IBV_WC_RECV, false);
+		return rx_plain(qp, pkt, data, IBV_WC_RECV, false);
 	if (!tmh_valid(pkt, qp->ctx->cfg.max_rndv_hdr_size))
-		return rx_plain(qp, pkt, IBV_WC_RECV, false);
+		return rx_plain(qp, pkt, data, IBV_WC_RECV, false);
 	if (tmh->opcode == IBV_TMH_NO_TAG || tmh->opcode == IBV_TMH_FIN)
-		return rx_plain(qp, pkt, IBV_WC_TM_NO_TAG, false);
+		return rx_plain(qp, pkt, data, IBV_WC_TM_NO_TAG, false);
 
 	/* the first active entry, in list order, whose tag & mask accept */
 	h = sh_tl_match(srq, be64toh(tmh->tag));
 	if (h < 0)
-		return rx_plain(qp, pkt, IBV_WC_TM_RECV, true);
+		return rx_plain(qp, pkt, data, IBV_WC_TM_RECV, true);
 	if (tmh->opcode == IBV_TMH_EAGER)
-		rx_eager_matched(qp, pkt, h);
+		rx_eager_matched(qp, pkt, data, h);
 	else
 		rx_rndv_matched(qp, pkt, h);
 	return 0;
 }
 
-void sh_rx_more(struct sh_qp *qp, const struct sh_pkt *pkt)
+void sh_rx_more(struct sh_qp *qp, const struct sh_pkt *pkt,
+		const uint8_t *data)
 {
 	if (qp->rx.dest != SH_RX_IDLE)
-		rx_data(qp, pkt);
+		rx_data(qp, pkt, data);
 }

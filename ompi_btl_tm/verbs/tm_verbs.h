@@ -35,6 +35,10 @@ struct tm_verbs {
 	int (*close_device)(struct ibv_context *context);
 	int (*query_gid)(struct ibv_context *context, uint8_t port_num,
 			 int index, union ibv_gid *gid);
+	/* ibv_query_gid_ex: the GID and its type (IB, RoCE v1, RoCE v2) */
+	int (*query_gid_ex)(struct ibv_context *context, uint32_t port_num,
+			    uint32_t gid_index, struct ibv_gid_entry *entry,
+			    uint32_t flags);
 
 	struct ibv_pd *(*alloc_pd)(struct ibv_context *context);
 	int (*dealloc_pd)(struct ibv_pd *pd);

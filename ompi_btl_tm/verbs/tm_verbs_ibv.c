@@ -16,6 +16,13 @@ static struct ibv_mr *ibv_reg_mr_fn(struct ibv_pd *pd, void *addr,
 	return ibv_reg_mr(pd, addr, length, access);
 }
 
+static int ibv_query_gid_ex_fn(struct ibv_context *ctx, uint32_t port,
+			       uint32_t index, struct ibv_gid_entry *entry,
+			       uint32_t flags)
+{
+	return ibv_query_gid_ex(ctx, port, index, entry, flags);
+}
+
 const struct tm_verbs tm_verbs_ibv = {
 	.name = "verbs",
 	.get_device_list = ibv_get_device_list,
@@ -24,6 +31,7 @@ const struct tm_verbs tm_verbs_ibv = {
 	.open_device = ibv_open_device,
 	.close_device = ibv_close_device,
 	.query_gid = ibv_query_gid,
+	.query_gid_ex = ibv_query_gid_ex_fn,
 	.alloc_pd = ibv_alloc_pd,
 	.dealloc_pd = ibv_dealloc_pd,
 	.reg_mr = ibv_reg_mr_fn,

@@ -38,7 +38,7 @@ static int node_open(struct eu_node *nd, const struct eu_opts *o)
 int eu_world_init(struct eu_world *w, int n, const struct eu_opts *o)
 {
 	struct softhca_config cfg;
-	struct tm_dev_addr a;
+	struct tm_dev_pair_addr a;
 	int i, j;
 
 	memset(w, 0, sizeof(*w));
@@ -63,18 +63,19 @@ int eu_world_init(struct eu_world *w, int n, const struct eu_opts *o)
 			return -1;
 	for (i = 0; i < n; i++)
 		for (j = 0; j < n; j++)
-			if (i != j && tm_dev_qp_create(w->node[i].dev,
-						       &w->node[i].qp[j]))
+			if (i != j && tm_dev_pair_create(w->node[i].dev,
+							 &w->node[i].qp[j]))
 				return -1;
 	for (i = 0; i < n; i++)
 		for (j = 0; j < n; j++) {
 			if (i == j)
 				continue;
-			tm_dev_qp_addr(w->node[j].dev, w->node[j].qp[i], &a);
-			if (tm_dev_qp_connect(w->node[i].dev, w->node[i].qp[j],
-					      &a))
+			tm_dev_pair_addr(w->node[j].dev, &w->node[j].qp[i],
+					 &a);
+			if (tm_dev_pair_connect(w->node[i].dev,
+						&w->node[i].qp[j], &a))
 				return -1;
-			if (tm_engine_add_peer(w->node[i].eng, w->node[i].qp[j],
+			if (tm_engine_add_peer(w->node[i].eng, &w->node[i].qp[j],
 					       &w->node[i].peer[j]))
 				return -1;
 		}
@@ -90,8 +91,7 @@ void eu_world_fini(struct eu_world *w)
 
 		tm_engine_destroy(nd->eng);
 		for (j = 0; j < w->n; j++)
-			if (nd->qp[j])
-				tm_dev_qp_destroy(nd->dev, nd->qp[j]);
+			tm_dev_pair_destroy(nd->dev, &nd->qp[j]);
 		if (nd->mr)
 			tm_dev_dereg(nd->dev, nd->mr);
 		free(nd->arena);

@@ -16,7 +16,7 @@
 struct eu_node {
 	struct tm_dev *dev;
 	struct tm_engine *eng;
-	struct ibv_qp *qp[EU_MAXN];
+	struct tm_dev_pair qp[EU_MAXN];
 	uint32_t peer[EU_MAXN];   /* engine peer id of node j */
 	uint8_t *arena;
 	size_t arena_len;

@@ -55,6 +55,10 @@ static int post_recv_mr(struct eu_recv *t, int node, uint32_t ctx, int src,
 			       len, mr);
 }
 
+/* A receive no card can take: its length does not fit the card's 32 bits
+ * (the messages it gets are small: only their bytes are written). */
+#define NEVER_LEN ((size_t)UINT32_MAX + 1)
+
 static int post_recv(struct eu_recv *t, int node, uint32_t ctx, int src,
 		     int tag, size_t off, size_t len)
 {
@@ -357,10 +361,11 @@ static void test_prefix(void)
 	tap_check(st.sw_conflict == 2,
 		  "an earlier software-held receive keeps a later one off the card");
 	post_recv(&r[7], 0, 1, 2, 2, 100, 100);
-	post_recv(&r[8], 0, 1, 3, 3, 600, 8);
+	post_recv(&r[8], 0, 1, 3, 3, 600, NEVER_LEN);
 	st = stats(0);
 	tap_check(st.sw_list_full == 4, "a non-conflicting receive meets the full list");
-	tap_check(st.sw_small_buf == 1, "too-small buffer is counted");
+	tap_check(st.sw_small_buf == 1,
+		  "a buffer longer than the card's 32-bit length is counted");
 	send_msg(&s[0], 2, 0, 1, 1, 0, 10, 1, 0);
 	send_msg(&s[1], 2, 0, 1, 1, 0, 11, 2, 0);
 	send_msg(&s[2], 2, 0, 1, 1, 0, 12, 3, 0);
@@ -431,8 +436,9 @@ static void test_promote_conflict_gone(void)
 	struct tm_engine_stats st;
 
 	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
-	/* 8-byte buffers can never go to the card: they stay in software */
-	post_recv(&pr[0], 0, 1, TM_ANY_SRC, TM_ANY_TAG, 0, 8);
+	/* buffers longer than 32 bits can never go to the card: they stay in
+	 * software (only the message's bytes are written) */
+	post_recv(&pr[0], 0, 1, TM_ANY_SRC, TM_ANY_TAG, 0, NEVER_LEN);
 	post_recv(&pr[1], 0, 1, 1, 5, 100, 100);
 	post_recv(&pr[2], 0, 2, 1, 5, 200, 100);
 	st = stats(0);
@@ -443,7 +449,7 @@ static void test_promote_conflict_gone(void)
 	st = stats(0);
 	tap_check(pr[0].done && st.promoted == 1 && st.card_entries == 2,
 		  "promotion: cancelling it promotes the receive it held back");
-	post_recv(&pr[3], 0, 1, 1, TM_ANY_TAG, 300, 8);
+	post_recv(&pr[3], 0, 1, 1, TM_ANY_TAG, 300, NEVER_LEN);
 	post_recv(&pr[4], 0, 1, 1, 6, 400, 100);
 	send_msg(&s[0], 1, 0, 1, 7, 0, 4, 1, 0);
 	eu_pump(&W);

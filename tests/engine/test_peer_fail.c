@@ -41,7 +41,7 @@
 struct pnode {
 	struct tm_dev *dev;
 	struct tm_engine *eng;
-	struct ibv_qp *qp[MAXP];
+	struct tm_dev_pair qp[MAXP];
 	uint32_t peer[MAXP];
 	int sock[MAXP];
 	uint8_t *arena;
@@ -103,8 +103,7 @@ static void node_close(struct pnode *nd)
 {
 	tm_engine_destroy(nd->eng);
 	for (int i = 0; i < MAXP; i++)
-		if (nd->qp[i])
-			tm_dev_qp_destroy(nd->dev, nd->qp[i]);
+		tm_dev_pair_destroy(nd->dev, &nd->qp[i]);
 	if (nd->mr)
 		tm_dev_dereg(nd->dev, nd->mr);
 	free(nd->arena);
@@ -121,16 +120,16 @@ static int xfer(int fd, void *p, size_t n, int out)
 /* Both sides: make a QP, swap addresses over fd, connect, add the peer. */
 static int link_peer(struct pnode *nd, int slot, int fd)
 {
-	struct tm_dev_addr mine, theirs;
+	struct tm_dev_pair_addr mine, theirs;
 
 	nd->sock[slot] = fd;
-	if (tm_dev_qp_create(nd->dev, &nd->qp[slot]))
+	if (tm_dev_pair_create(nd->dev, &nd->qp[slot]))
 		return -1;
-	tm_dev_qp_addr(nd->dev, nd->qp[slot], &mine);
+	tm_dev_pair_addr(nd->dev, &nd->qp[slot], &mine);
 	if (xfer(fd, &mine, sizeof(mine), 1) ||
 	    xfer(fd, &theirs, sizeof(theirs), 0) ||
-	    tm_dev_qp_connect(nd->dev, nd->qp[slot], &theirs) ||
-	    tm_engine_add_peer(nd->eng, nd->qp[slot], &nd->peer[slot]))
+	    tm_dev_pair_connect(nd->dev, &nd->qp[slot], &theirs) ||
+	    tm_engine_add_peer(nd->eng, &nd->qp[slot], &nd->peer[slot]))
 		return -1;
 	return 0;
 }

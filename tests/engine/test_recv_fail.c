@@ -39,7 +39,7 @@
 struct pnode {
 	struct tm_dev *dev;
 	struct tm_engine *eng;
-	struct ibv_qp *qp[3];
+	struct tm_dev_pair qp[3];
 	uint32_t peer[3];
 	int sock[3];
 	uint8_t arena[1 << 16];
@@ -63,6 +63,7 @@ static int node_open(struct pnode *nd)
 	dc.provider = "soft";
 	tm_engine_config_default(&ec);
 	ec.keepalive_ms = KA_MS;
+	ec.eager_limit = 1024; /* fits the 4 KiB port of main() */
 	if (tm_dev_open(&dc, &nd->dev) != TM_OK ||
 	    tm_engine_create(nd->dev, &ec, &nd->eng) != TM_OK)
 		return -1;
@@ -79,16 +80,16 @@ static int xfer(int fd, void *p, size_t n, int out)
 
 static int link_peer(struct pnode *nd, int slot, int fd)
 {
-	struct tm_dev_addr mine, theirs;
+	struct tm_dev_pair_addr mine, theirs;
 
 	nd->sock[slot] = fd;
-	if (tm_dev_qp_create(nd->dev, &nd->qp[slot]))
+	if (tm_dev_pair_create(nd->dev, &nd->qp[slot]))
 		return -1;
-	tm_dev_qp_addr(nd->dev, nd->qp[slot], &mine);
+	tm_dev_pair_addr(nd->dev, &nd->qp[slot], &mine);
 	return xfer(fd, &mine, sizeof(mine), 1) ||
 	       xfer(fd, &theirs, sizeof(theirs), 0) ||
-	       tm_dev_qp_connect(nd->dev, nd->qp[slot], &theirs) ||
-	       tm_engine_add_peer(nd->eng, nd->qp[slot], &nd->peer[slot]) ?
+	       tm_dev_pair_connect(nd->dev, &nd->qp[slot], &theirs) ||
+	       tm_engine_add_peer(nd->eng, &nd->qp[slot], &nd->peer[slot]) ?
 	       -1 : 0;
 }
 
@@ -201,20 +202,24 @@ static void test_keepalive_bound(void)
 	struct tm_dev_config dc;
 	struct tm_engine *eng = NULL;
 	struct tm_dev *dev;
-	int over, at;
+	enum tm_engine_setting bad = TM_SETTING_NONE;
+	int over, at, chk;
 
 	tm_dev_config_default(&dc);
 	dc.provider = "soft";
 	if (tm_dev_open(&dc, &dev) != TM_OK)
 		tap_bail("cannot open the soft HCA");
 	tm_engine_config_default(&ec);
+	ec.eager_limit = 1024;
 	ec.keepalive_ms = TM_KEEPALIVE_MAX_MS + 1;
+	chk = tm_engine_config_check(&ec, &bad);
 	over = tm_engine_create(dev, &ec, &eng);
 	ec.keepalive_ms = TM_KEEPALIVE_MAX_MS;
 	at = tm_engine_create(dev, &ec, &eng);
-	tap_check(over == TM_ERR_RANGE && at == TM_OK,
-		  "keepalive_ms %u refused (%d), %u accepted (%d)",
-		  TM_KEEPALIVE_MAX_MS + 1, over, TM_KEEPALIVE_MAX_MS, at);
+	tap_check(chk == TM_ERR_INVALID && bad == TM_SETTING_KEEPALIVE_MS &&
+		  over == TM_ERR_INVALID && at == TM_OK,
+		  "keepalive_ms %u refused, named (%d, %d), %u accepted (%d)",
+		  TM_KEEPALIVE_MAX_MS + 1, over, bad, TM_KEEPALIVE_MAX_MS, at);
 	if (at == TM_OK)
 		tm_engine_destroy(eng);
 	tm_dev_close(dev);
@@ -225,6 +230,7 @@ int main(void)
 	static struct pnode nd;
 	struct eu_recv rc, rs, ra, rn, late, early;
 	struct tm_engine_stats s0, st;
+	struct softhca_config hc;
 	struct tm_probe_info info;
 	struct tm_msg *m;
 	double t0, dt;
@@ -234,6 +240,12 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGALRM, on_alarm);
 	alarm(15);
+	/* a 4 KiB port, so that a receive longer than that stays in
+	 * software; the children inherit it */
+	softhca_config_default(&hc);
+	hc.max_msg_sz = 4096;
+	if (softhca_set_config(&hc))
+		tap_bail("softhca_set_config");
 	test_keepalive_bound();
 	if (node_open(&nd))
 		tap_bail("cannot open the soft HCA");
@@ -266,11 +278,11 @@ int main(void)
 	s0 = stats(nd.eng);
 	post(&nd, &rc, 1, 1, 0, 0, 200);      /* card-held, names A */
 	st = stats(nd.eng);
-	post(&nd, &rs, 1, 2, 0, 1000, 16);    /* too small: software-held */
+	post(&nd, &rs, 1, 2, 0, 8192, 8192);  /* too long: software-held */
 	post(&nd, &ra, TM_ANY_SRC, 12, -1, 2000, 200);
 	post(&nd, &rn, 1, 3, -1, 3000, 200);  /* no peer named */
 	tap_check(st.recv_to_card == s0.recv_to_card + 1 &&
-		  stats(nd.eng).sw_small_buf == s0.sw_small_buf + 1,
+		  stats(nd.eng).sw_long_buf == s0.sw_long_buf + 1,
 		  "receives naming A: one on the card, one held in software");
 	tap_check(tm_engine_irecv_from(nd.eng, &late.r, 1, TM_ANY_SRC, 1,
 				       nd.peer[0], nd.arena, 8, nd.mr) ==
@@ -328,7 +340,7 @@ int main(void)
 		  reap(pb) == 0, "A and C were killed, B exited cleanly");
 	tm_engine_destroy(nd.eng);
 	for (int i = 0; i < 3; i++)
-		tm_dev_qp_destroy(nd.dev, nd.qp[i]);
+		tm_dev_pair_destroy(nd.dev, &nd.qp[i]);
 	tm_dev_dereg(nd.dev, nd.mr);
 	tm_dev_close(nd.dev);
 	return tap_done();

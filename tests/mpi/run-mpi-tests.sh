@@ -61,6 +61,7 @@ mpi_waitsome 2,4
 mpi_self 2
 mpi_threads 2,3
 mpi_card 2,3
+mpi_status 2,3
 "
 
 # mpirun refuses to run as root unless told (CI runs as root)

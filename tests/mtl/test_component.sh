@@ -40,7 +40,7 @@ if [ ! -f "$libs/mca_mtl_tm.so" ]; then
 	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"
 	exit 0
 fi
-echo "1..10"
+echo "1..11"
 
 ompi_info > "$tmp/info" 2>&1
 check "ompi_info lists mtl tm" grep -q 'MCA mtl: tm' "$tmp/info"
@@ -56,6 +56,14 @@ for p in priority verbose provider eager_limit rndv_threshold max_tags \
 done
 check "ompi_info --param mtl tm lists the parameters${missing:+ (missing:$missing)}" \
 	test -z "$missing"
+
+# every parameter ompi_info shows is documented in the manual page
+undoc=
+for p in $(sed -n 's/.*parameter "\(mtl_tm_[a-z_0-9]*\)".*/\1/p' "$tmp/param"); do
+	grep -q "^\.B $p\$" "${top_srcdir:-.}/man/mtl_tm.7" || undoc="$undoc $p"
+done
+check "man/mtl_tm.7 documents every parameter${undoc:+ (missing:$undoc)}" \
+	test -z "$undoc"
 
 run "$tmp/plain" -np 2 --mca pml_base_verbose 10 "$prog/mpi_hello"
 check "plain mpirun keeps pml ob1" \

@@ -136,7 +136,10 @@ int sh_side_open(struct sh_side *s, enum softhca_sched sched, int with_srq)
 		sa.pd = s->pd;
 		sa.cq = ibv_cq_ex_to_cq(s->cq);
 		sa.tm_cap.max_num_tags = s->attr.tm_caps.max_num_tags;
-		sa.tm_cap.max_ops = s->attr.tm_caps.max_ops;
+		/* as on mlx5, the advertised max_ops does not fit the
+		 * command queue: at most max_qp_wr / 4 (mlx5-rules rule 2) */
+		sa.tm_cap.max_ops = min_u32(s->attr.tm_caps.max_ops,
+			(uint32_t)s->attr.orig_attr.max_qp_wr / 4);
 		s->srq = ibv_create_srq_ex(s->ctx, &sa);
 		if (!s->srq)
 			return errno ? errno : ENOMEM;
@@ -166,7 +169,8 @@ struct ibv_qp *sh_qp_create(struct sh_side *s, struct ibv_cq_ex *scq,
 			    struct ibv_srq *srq, struct ibv_cq_ex *rcq)
 {
 	struct ibv_qp_init_attr qa;
-	uint32_t wr = min_u32(1024, s->attr.orig_attr.max_qp_wr);
+	/* a send WQE takes up to 4 blocks of max_qp_wr (mlx5, rule 2) */
+	uint32_t wr = min_u32(1024, s->attr.orig_attr.max_qp_wr / 4);
 
 	memset(&qa, 0, sizeof(qa));
 	qa.send_cq = ibv_cq_ex_to_cq(scq);

@@ -8,7 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
@@ -45,16 +47,21 @@ static int in_list(char names[][256], int n, const char *s)
 	return 0;
 }
 
-/* The context's shared-memory segment: mode 0600, gone after close. */
+/*
+ * The context's segments have no name: opening and closing a context
+ * leaves /dev/shm as it was, and the descriptor its GID names is the
+ * sealed memfd peers map read-only.
+ */
 static void test_shm_segment(void)
 {
 	static char before[MAXSHM][256], after[MAXSHM][256], closed[MAXSHM][256];
-	char pid[32], cand[8][256], path[300];
-	int nb, na, nc, i, k = 0, mode_ok = 1, gone = 1;
+	int nb, na, nc, i, added = 0, left = 0, fd, seals;
 	struct ibv_context *ctx;
-	struct stat st;
+	union ibv_gid gid;
+	uint32_t w[4];
+	char path[64], link[256];
+	ssize_t n;
 
-	snprintf(pid, sizeof(pid), "%d", (int)getpid());
 	nb = list_shm(before, MAXSHM);
 	ctx = sh_open_ctx();
 	na = list_shm(after, MAXSHM);
@@ -62,27 +69,29 @@ static void test_shm_segment(void)
 		tap_check(0, "shared-memory segment: /dev/shm readable and context opens");
 		return;
 	}
-	/* New entries naming our pid (or, failing that, any new entry). */
-	for (i = 0; i < na && k < 8; i++)
-		if (!in_list(before, nb, after[i]) && strstr(after[i], pid))
-			snprintf(cand[k++], 256, "%.255s", after[i]);
-	for (i = 0; i < na && k == 0; i++)
-		if (!in_list(before, nb, after[i]))
-			snprintf(cand[k++], 256, "%.255s", after[i]);
-	for (i = 0; i < k; i++) {
-		snprintf(path, sizeof(path), "/dev/shm/%.255s", cand[i]);
-		if (stat(path, &st) || (st.st_mode & 0777) != 0600 || st.st_uid != getuid())
-			mode_ok = 0;
-	}
-	tap_check(k >= 1 && mode_ok,
-		  "opening a context creates its shared-memory segment, mode 0600 (%s)",
-		  k ? cand[0] : "none found");
+	for (i = 0; i < na; i++)
+		if (!in_list(before, nb, after[i]) && strstr(after[i], "softtm"))
+			added++;
+	tap_check(added == 0, "opening a context creates no file in /dev/shm (%d)",
+		  added);
+	memset(&gid, 0, sizeof(gid));
+	sh_v()->query_gid(ctx, 1, 0, &gid);
+	memcpy(w, gid.raw, sizeof(w));
+	fd = (int)ntohl(w[2]);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, link, sizeof(link) - 1);
+	link[n > 0 ? n : 0] = 0;
+	seals = fcntl(fd, F_GET_SEALS);
+	tap_check(strstr(link, "memfd:softtm") && seals >= 0 &&
+		  (seals & F_SEAL_FUTURE_WRITE) && (seals & F_SEAL_SHRINK),
+		  "the GID names a sealed memfd (%s, seals %#x)", link, seals);
 	softhca_verbs()->close_device(ctx);
 	nc = list_shm(closed, MAXSHM);
-	for (i = 0; i < k; i++)
-		if (in_list(closed, nc, cand[i]))
-			gone = 0;
-	tap_check(k >= 1 && gone, "closing the context unlinks its segment");
+	for (i = 0; i < nc; i++)
+		if (!in_list(before, nb, closed[i]) && strstr(closed[i], "softtm"))
+			left++;
+	tap_check(left == 0 && fcntl(fd, F_GET_SEALS) < 0,
+		  "closing the context leaves nothing behind (descriptor closed)");
 }
 
 static int query_caps(struct ibv_context *ctx, struct ibv_tm_caps *caps)

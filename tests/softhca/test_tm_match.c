@@ -24,17 +24,23 @@ static struct sh_env env;
 static uint32_t sw_cnt; /* unexpected messages software has seen */
 static uint64_t next_id = 1;
 
-static void open_env(uint32_t max_sge, int npairs)
+static void open_env_mode(uint32_t max_sge, int npairs, int strict)
 {
 	struct softhca_config cfg;
 
 	sh_config(&cfg);
+	cfg.strict = strict;
 	cfg.mtu = MTU;
 	if (max_sge)
 		cfg.max_sge = max_sge;
 	if (sh_env_open(&env, &cfg, SOFTHCA_SCHED_MANUAL, npairs))
 		tap_bail("sh_env_open failed");
 	sw_cnt = 0;
+}
+
+static void open_env(uint32_t max_sge, int npairs)
+{
+	open_env_mode(max_sge, npairs, 1);
 }
 
 /* ADD (signalled, in sync), processed and its completion consumed. */
@@ -321,8 +327,9 @@ static void test_unexpected_notag_malformed(void)
 	tap_diag("unexpected completion as reported: %s", sh_wc_str(&wc));
 	tap_check((wc.wc_flags & MD) == 0, "unexpected: neither TM_MATCH nor TM_DATA_VALID (0x%x)",
 		  wc.wc_flags);
-	tap_check(wc.wc_flags & IBV_WC_TM_SYNC_REQ,
-		  "unexpected: SYNC_REQ set (card counter ahead of software) (0x%x)", wc.wc_flags);
+	tap_check(!(wc.wc_flags & IBV_WC_TM_SYNC_REQ),
+		  "unexpected: no SYNC_REQ (mlx5 flags it only past a 0x3fff lag) (0x%x)",
+		  wc.wc_flags);
 	memcpy(&tmh, pb, sizeof(tmh));
 	tap_check(wc.byte_len == SH_TMH_LEN + 30 && tmh.opcode == IBV_TMH_EAGER &&
 		  be32toh(tmh.app_ctx) == 0xa1b2c3d4 && be64toh(tmh.tag) == 0xC0FFEE &&
@@ -422,7 +429,9 @@ static void test_truncation(void)
 	char *b;
 	int n;
 
-	open_env(0, 1);
+	/* the lenient model's tagged LOC_LEN_ERR; mlx5 (strict, the default)
+	 * has none: test_mlx5_rules pins its shape */
+	open_env_mode(0, 1, 0);
 	/* Payload exactly the buffer's size: no truncation. */
 	b = guarded(40);
 	add(0x79, ALL, b, 40, 69);

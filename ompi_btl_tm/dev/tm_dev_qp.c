@@ -1,0 +1,273 @@
+/*
+ * tm_dev_qp.c - port and GID choice, RC QPs and their connection (see
+ * tm_dev.h; the rules and their sources are in doc/mlx5-rules.md).
+ */
+#include <errno.h>
+#include <string.h>
+#include "dev/tm_dev.h"
+#include "dev/tm_dev_priv.h"
+#include "verbs/tm_verbs.h"
+
+/* RoCE v2 packets are routed: a hop limit of 1 would stop at the first
+ * router.  On InfiniBand the GRH is not needed inside a subnet. */
+#define ROCE_HOP_LIMIT 64
+
+static int gid_is_zero(const union ibv_gid *g)
+{
+	static const uint8_t zero[16];
+
+	return !memcmp(g->raw, zero, sizeof(zero));
+}
+
+static int gid_is_ipv4(const union ibv_gid *g)
+{
+	static const uint8_t prefix[12] = { [10] = 0xff, [11] = 0xff };
+
+	return !memcmp(g->raw, prefix, sizeof(prefix));
+}
+
+static int gid_is_link_local(const union ibv_gid *g)
+{
+	return g->raw[0] == 0xfe && (g->raw[1] & 0xc0) == 0x80;
+}
+
+/*
+ * Rank of a GID for RoCE, lower is better, -1 unusable: v2 before v1
+ * (v1 is not routable), and within a version IPv4, then global IPv6,
+ * then link-local IPv6.
+ */
+static int roce_rank(const struct ibv_gid_entry *e)
+{
+	int base;
+
+	if (gid_is_zero(&e->gid))
+		return -1;
+	if (e->gid_type == IBV_GID_TYPE_ROCE_V2)
+		base = 0;
+	else if (e->gid_type == IBV_GID_TYPE_ROCE_V1)
+		base = 3;
+	else
+		return -1;
+	if (gid_is_ipv4(&e->gid))
+		return base;
+	return base + (gid_is_link_local(&e->gid) ? 2 : 1);
+}
+
+static int select_roce_gid(struct tm_dev *dev, int tbl_len)
+{
+	struct ibv_gid_entry e, best;
+	int i, r, best_rank = -1;
+
+	if (!dev->verbs->query_gid_ex)
+		return TM_ERR_UNSUPPORTED;
+	for (i = 0; i < tbl_len; i++) {
+		/* empty slots fail (ENODATA) or read as zero */
+		if (dev->verbs->query_gid_ex(dev->ctx, dev->port, (uint32_t)i,
+					     &e, 0))
+			continue;
+		r = roce_rank(&e);
+		if (r >= 0 && (best_rank < 0 || r < best_rank)) {
+			best_rank = r;
+			best = e;
+		}
+	}
+	if (best_rank < 0)
+		return TM_ERR_NOT_FOUND;
+	dev->gid_index = (int)best.gid_index;
+	dev->gid = best.gid;
+	return TM_OK;
+}
+
+/* The first active port; its MTU, LID, size limits and GID. */
+int tm_dev_select_port(struct tm_dev *dev, const struct ibv_device_attr_ex *a)
+{
+	struct ibv_port_attr pattr;
+	int p, nports = a->orig_attr.phys_port_cnt;
+
+	for (p = 1; p <= nports && p <= 255; p++) {
+		memset(&pattr, 0, sizeof(pattr));
+		if (!ibv_query_port(dev->ctx, (uint8_t)p, &pattr) &&
+		    pattr.state == IBV_PORT_ACTIVE)
+			break;
+	}
+	if (p > nports || p > 255)
+		return TM_ERR_NO_DEVICE;
+	dev->port = (uint8_t)p;
+	dev->link_layer = pattr.link_layer;
+	dev->lid = pattr.lid;
+	dev->mtu = pattr.active_mtu;
+	dev->max_msg_sz = pattr.max_msg_sz;
+	if (dev->link_layer == IBV_LINK_LAYER_ETHERNET)
+		return select_roce_gid(dev, pattr.gid_tbl_len);
+	dev->gid_index = 0;
+	if (dev->verbs->query_gid(dev->ctx, dev->port, 0, &dev->gid))
+		return TM_ERR_IO;
+	return TM_OK;
+}
+
+static int qp_create(struct tm_dev *dev, uint32_t max_send_wr,
+		     struct ibv_qp **out)
+{
+	struct ibv_qp_init_attr init = {
+		.send_cq = dev->send_cq,
+		.recv_cq = ibv_cq_ex_to_cq(dev->tm_cq),
+		.srq = dev->srq,
+		.cap = { .max_send_wr = max_send_wr,
+			 .max_send_sge = max_send_wr ? 1 : 0 },
+		.qp_type = IBV_QPT_RC,
+	};
+	struct ibv_qp_attr attr = {
+		.qp_state = IBV_QPS_INIT,
+		.port_num = dev->port,
+		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
+				   IBV_ACCESS_REMOTE_READ |
+				   IBV_ACCESS_REMOTE_WRITE,
+	};
+	struct ibv_qp *qp;
+
+	qp = dev->verbs->create_qp(dev->pd, &init);
+	if (!qp)
+		return TM_ERR_IO;
+	if (dev->verbs->modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+		dev->verbs->destroy_qp(qp);
+		return TM_ERR_IO;
+	}
+	*out = qp;
+	return TM_OK;
+}
+
+int tm_dev_qp_create(struct tm_dev *dev, struct ibv_qp **out)
+{
+	return qp_create(dev, dev->qp_max_send_wr, out);
+}
+
+void tm_dev_qp_addr(struct tm_dev *dev, struct ibv_qp *qp,
+		    struct tm_dev_addr *addr)
+{
+	memset(addr, 0, sizeof(*addr));
+	memcpy(addr->gid, dev->gid.raw, sizeof(addr->gid));
+	addr->qp_num = qp->qp_num;
+	addr->lid = dev->lid;
+	addr->mtu = (uint8_t)dev->mtu;
+}
+
+static enum ibv_mtu path_mtu(const struct tm_dev *dev, uint8_t remote)
+{
+	enum ibv_mtu local = dev->mtu ? dev->mtu : IBV_MTU_4096;
+
+	if (remote >= IBV_MTU_256 && remote <= IBV_MTU_4096 &&
+	    (enum ibv_mtu)remote < local)
+		return (enum ibv_mtu)remote;
+	return local;
+}
+
+static int connect_qp(struct tm_dev *dev, struct ibv_qp *qp,
+		      const uint8_t *gid, uint16_t lid, uint32_t qpn,
+		      uint8_t mtu)
+{
+	int roce = dev->link_layer == IBV_LINK_LAYER_ETHERNET;
+	struct ibv_qp_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_RTR;
+	attr.path_mtu = path_mtu(dev, mtu);
+	attr.dest_qp_num = qpn;
+	attr.rq_psn = 0;
+	attr.max_dest_rd_atomic = dev->max_dest_rd_atomic;
+	attr.min_rnr_timer = 12;
+	attr.ah_attr.is_global = 1;
+	attr.ah_attr.dlid = roce ? 0 : lid;
+	attr.ah_attr.port_num = dev->port;
+	attr.ah_attr.grh.sgid_index = (uint8_t)dev->gid_index;
+	attr.ah_attr.grh.hop_limit = roce ? ROCE_HOP_LIMIT : 1;
+	memcpy(attr.ah_attr.grh.dgid.raw, gid, 16);
+	if (dev->verbs->modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV |
+				  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				  IBV_QP_MIN_RNR_TIMER))
+		return TM_ERR_IO;
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_RTS;
+	attr.timeout = 14;
+	attr.retry_cnt = 7;
+	attr.rnr_retry = 7; /* infinite: receiver-not-ready must never fail */
+	attr.sq_psn = 0;
+	attr.max_rd_atomic = dev->max_rd_atomic;
+	if (dev->verbs->modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT |
+				  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+		return TM_ERR_IO;
+	return TM_OK;
+}
+
+int tm_dev_qp_connect(struct tm_dev *dev, struct ibv_qp *qp,
+		      const struct tm_dev_addr *remote)
+{
+	return connect_qp(dev, qp, remote->gid, remote->lid, remote->qp_num,
+			  remote->mtu);
+}
+
+int tm_dev_qp_destroy(struct tm_dev *dev, struct ibv_qp *qp)
+{
+	return dev->verbs->destroy_qp(qp) ? TM_ERR_IO : TM_OK;
+}
+
+int tm_dev_pair_create(struct tm_dev *dev, struct tm_dev_pair *pair)
+{
+	int rc;
+
+	pair->rx = pair->tx = NULL;
+	rc = qp_create(dev, 0, &pair->rx);
+	if (rc == TM_OK)
+		rc = qp_create(dev, dev->qp_max_send_wr, &pair->tx);
+	if (rc != TM_OK)
+		tm_dev_pair_destroy(dev, pair);
+	return rc;
+}
+
+void tm_dev_pair_addr(struct tm_dev *dev, const struct tm_dev_pair *pair,
+		      struct tm_dev_pair_addr *addr)
+{
+	memset(addr, 0, sizeof(*addr));
+	memcpy(addr->gid, dev->gid.raw, sizeof(addr->gid));
+	addr->rx_qpn = pair->rx->qp_num;
+	addr->tx_qpn = pair->tx->qp_num;
+	addr->lid = dev->lid;
+	addr->mtu = (uint8_t)dev->mtu;
+}
+
+int tm_dev_pair_connect(struct tm_dev *dev, struct tm_dev_pair *pair,
+			const struct tm_dev_pair_addr *remote)
+{
+	int rc;
+
+	rc = connect_qp(dev, pair->tx, remote->gid, remote->lid,
+			remote->rx_qpn, remote->mtu);
+	if (rc == TM_OK)
+		rc = connect_qp(dev, pair->rx, remote->gid, remote->lid,
+				remote->tx_qpn, remote->mtu);
+	return rc;
+}
+
+int tm_dev_pair_destroy(struct tm_dev *dev, struct tm_dev_pair *pair)
+{
+	int rc = TM_OK;
+
+	if (pair->tx && dev->verbs->destroy_qp(pair->tx))
+		rc = TM_ERR_IO;
+	if (pair->rx && dev->verbs->destroy_qp(pair->rx))
+		rc = TM_ERR_IO;
+	pair->rx = pair->tx = NULL;
+	return rc;
+}
+
+int tm_dev_start_poll(struct ibv_cq_ex *cq)
+{
+	struct ibv_poll_cq_attr attr = { .comp_mask = 0 };
+	int ret = ibv_start_poll(cq, &attr);
+
+	if (!ret)
+		return TM_OK;
+	return ret == ENOENT ? TM_ERR_NOT_FOUND : TM_ERR_IO;
+}

@@ -1,0 +1,650 @@
+/*
+ * test_hostile.c - the soft HCA against peers and processes it must not
+ * trust: an unrelated process of the same user (without ptrace rights over
+ * the rank) trying to inject a packet or grant itself an rkey, a peer
+ * writing malformed packets into a ring, a peer whose segment header is
+ * corrupt or changes after connect, and a region deregistered while a copy
+ * read of it is being served.
+ *
+ * White box: the attacker knows the wire format (softhca_priv.h), as a
+ * real one would.  Cases that could crash the victim run in a child, so a
+ * crash is a failed check rather than a lost test program.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include "tap.h"
+#include "sh_util.h"
+#include "softhca/softhca_priv.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+/* ---- reaching a victim's segments, as another process would ---------- */
+
+struct reach {
+	uint8_t *rings;         /* writable, or NULL */
+	size_t rings_size;
+	uint8_t *pub;           /* writable, or NULL */
+	size_t pub_size;
+	struct sh_seg head;     /* the victim's header as read */
+	const char *how;
+};
+
+static void reach_drop(struct reach *r)
+{
+	if (r->rings)
+		munmap(r->rings, r->rings_size);
+	if (r->pub)
+		munmap(r->pub, r->pub_size);
+	memset(r, 0, sizeof(*r));
+}
+
+/*
+ * Maps what it can of the segments gid names: the ring segment and the
+ * published one (rkey table) read-write, through every way a process of
+ * the same user has: pidfd_getfd of the descriptors the GID names.
+ */
+static void reach_victim(const union ibv_gid *gid, struct reach *r)
+{
+	uint32_t w[4];
+	int pidfd, fd, rfd;
+	struct stat st;
+	void *m;
+
+	memset(r, 0, sizeof(*r));
+	r->how = "nothing reachable";
+	memcpy(w, gid->raw, sizeof(w));
+	pidfd = (int)syscall(SYS_pidfd_open, (pid_t)ntohl(w[1]), 0);
+	if (pidfd < 0)
+		return;
+	fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)ntohl(w[2]), 0);
+	if (fd < 0) {
+		r->how = "pidfd_getfd refused";
+		close(pidfd);
+		return;
+	}
+	if (!fstat(fd, &st) && st.st_size >= (off_t)sizeof(r->head) &&
+	    pread(fd, &r->head, sizeof(r->head), 0) == sizeof(r->head)) {
+		r->pub_size = (size_t)st.st_size;
+		m = mmap(NULL, r->pub_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 fd, 0);
+		r->pub = m == MAP_FAILED ? NULL : m;
+		rfd = (int)syscall(SYS_pidfd_getfd, pidfd, r->head.rings_fd, 0);
+		if (rfd >= 0 && !fstat(rfd, &st)) {
+			r->rings_size = (size_t)st.st_size;
+			m = mmap(NULL, r->rings_size, PROT_READ | PROT_WRITE,
+				 MAP_SHARED, rfd, 0);
+			r->rings = m == MAP_FAILED ? NULL : m;
+		}
+		if (rfd >= 0)
+			close(rfd);
+		r->how = "pidfd_getfd";
+	}
+	close(fd);
+	close(pidfd);
+}
+
+static struct sh_ring *reach_ring(struct reach *r, uint32_t qpn)
+{
+	return (struct sh_ring *)(r->rings + SH_RINGS_OFF +
+				  r->head.ring_stride * (qpn - SH_QPN_BASE));
+}
+
+static _Atomic uint64_t *reach_doorbell(struct reach *r)
+{
+	return &((struct sh_rings *)r->rings)->doorbell;
+}
+
+static struct sh_mr_slot *reach_mr(struct reach *r, uint32_t i)
+{
+	return (struct sh_mr_slot *)(r->pub + r->head.mr_off) + i;
+}
+
+/* Writes one packet at the ring's head and publishes it. */
+static void forge(struct reach *r, uint32_t qpn, const struct sh_pkt *hdr,
+		  const void *data, uint32_t n)
+{
+	struct sh_ring *ring = reach_ring(r, qpn);
+	uint32_t head = atomic_load(&ring->head);
+	struct sh_pkt *slot = (struct sh_pkt *)((uint8_t *)(ring + 1) +
+		r->head.slot_size * (head % r->head.ring_depth));
+
+	memcpy(slot, hdr, sizeof(*hdr));
+	memcpy(slot->data, data, n);
+	atomic_store(&ring->head, head + 1);
+	atomic_fetch_add(reach_doorbell(r), 1);
+}
+
+/* ---- an unrelated process ------------------------------------------- */
+
+struct hostile_job {
+	union ibv_gid gid;
+	uint32_t qpn;           /* victim QP to inject into */
+	uint32_t from_qpn;
+};
+
+struct hostile_report {
+	int rings_writable;
+	int pub_writable;
+	int injected;
+	int rkey_granted;
+	char how[64];
+};
+
+#define FORGED "FORGED-BY-ANOTHER-JOB"
+#define FORGED_KEY 0xbeef0000u
+
+static int hostile_req[2], hostile_rep[2];
+static pid_t hostile_pid = -1;
+static int hostile_isolated;
+
+/*
+ * The unrelated process: forked before any context exists (so it maps
+ * nothing of the victim's) and moved into its own user namespace, which
+ * takes away any ptrace right over the victim while it stays the same
+ * user for file permissions.  It does what such a process can: find the
+ * victim's segments, write a packet into a ring, grant an rkey.
+ */
+static void hostile_main(void)
+{
+	struct hostile_report rep;
+	struct hostile_job job;
+	struct reach r;
+
+	memset(&rep, 0, sizeof(rep));
+	if (read(hostile_req[0], &job, sizeof(job)) != sizeof(job))
+		_exit(1);
+	reach_victim(&job.gid, &r);
+	snprintf(rep.how, sizeof(rep.how), "%s", r.how);
+	rep.rings_writable = r.rings != NULL;
+	rep.pub_writable = r.pub != NULL;
+	if (r.rings) {
+		struct sh_pkt h;
+		uint8_t msg[64];
+		uint32_t n = sh_put_tmh(msg, IBV_TMH_NO_TAG, 0, 0);
+
+		memcpy(msg + n, FORGED, sizeof(FORGED));
+		n += sizeof(FORGED);
+		memset(&h, 0, sizeof(h));
+		h.kind = SH_PKT_SEND;
+		h.flags = SH_PKT_FIRST | SH_PKT_LAST;
+		h.len = h.msg_len = n;
+		h.src_qpn = job.from_qpn;
+		forge(&r, job.qpn, &h, msg, n);
+		rep.injected = 1;
+	}
+	if (r.pub) {
+		uint32_t last = r.head.max_mr - 1;
+		struct sh_mr_slot *s = reach_mr(&r, last);
+
+		s->addr = 0;
+		s->length = UINT64_MAX;
+		s->access = IBV_ACCESS_REMOTE_READ;
+		atomic_store(&s->key, FORGED_KEY | (last + 1));
+		rep.rkey_granted = 1;
+	}
+	reach_drop(&r);
+	if (write(hostile_rep[1], &rep, sizeof(rep)) != sizeof(rep))
+		_exit(1);
+	_exit(0);
+}
+
+static void hostile_start(void)
+{
+	int isolated[2];
+
+	if (pipe(hostile_req) || pipe(hostile_rep) || pipe(isolated))
+		sh_die("pipe: %s", strerror(errno));
+	hostile_pid = fork();
+	if (hostile_pid < 0)
+		sh_die("fork: %s", strerror(errno));
+	if (!hostile_pid) {
+		char ok = unshare(CLONE_NEWUSER) == 0;
+
+		if (write(isolated[1], &ok, 1) != 1 || !ok)
+			_exit(1);
+		hostile_main();
+	}
+	{
+		char ok = 0;
+
+		if (read(isolated[0], &ok, 1) != 1)
+			ok = 0;
+		hostile_isolated = ok;
+	}
+	close(isolated[0]);
+	close(isolated[1]);
+}
+
+static void test_unrelated_process(void)
+{
+	struct softhca_config cfg;
+	struct hostile_report rep;
+	struct hostile_job job;
+	struct sh_env e;
+	struct sh_wc wc;
+	char *buf, *dst, *secret;
+	int got_forged = 0, n, ret;
+
+	if (!hostile_isolated) {
+		for (n = 0; n < 3; n++)
+			tap_check(1, "# SKIP unrelated process: no user namespace");
+		return;
+	}
+	sh_config(&cfg);
+	ret = sh_env_open(&e, &cfg, SOFTHCA_SCHED_MANUAL, 1);
+	if (ret)
+		sh_die("sh_env_open: %s", strerror(ret));
+	buf = sh_alloc(&e.b, 256);
+	memset(buf, 0, 256);
+	sh_post_plain(&e.b, 7, buf, 256);
+	sh_flush(&e);
+	job.gid = e.b.gid;
+	job.qpn = e.p[0].rqp->qp_num;
+	job.from_qpn = e.p[0].sqp->qp_num;
+	if (write(hostile_req[1], &job, sizeof(job)) != sizeof(job) ||
+	    read(hostile_rep[0], &rep, sizeof(rep)) != sizeof(rep))
+		sh_die("hostile process did not answer");
+	waitpid(hostile_pid, NULL, 0);
+	tap_check(!rep.rings_writable && !rep.pub_writable,
+		  "a process of the same user without ptrace rights maps no "
+		  "segment of a rank writable (%s)", rep.how);
+
+	for (n = 0; n < 100; n++) {
+		sh_flush(&e);
+		while (sh_poll(e.b.cq, &wc) == 1)
+			if (wc.wr_id == 7 && wc.status == IBV_WC_SUCCESS)
+				got_forged = 1;
+	}
+	got_forged |= memmem(buf, 256, FORGED, sizeof(FORGED)) != NULL;
+	tap_check(!got_forged,
+		  "a packet forged by an unrelated process is not delivered "
+		  "(injected: %d)", rep.injected);
+
+	/* The forged grant, if it landed, would let a read take secret. */
+	secret = malloc(64);
+	memset(secret, 'S', 64);
+	dst = sh_alloc(&e.a, 64);
+	memset(dst, 0, 64);
+	sh_post_read(e.p[0].sqp, dst, e.a.mr->lkey, 64,
+		     (uintptr_t)secret, FORGED_KEY | cfg.max_mr, 9);
+	ret = sh_wait(&e, e.p[0].scq, &wc, 5000);
+	tap_check(ret == 1 && wc.status == IBV_WC_REM_ACCESS_ERR &&
+		  !memchr(dst, 'S', 64),
+		  "an rkey an unrelated process wrote into a rank's table grants "
+		  "nothing (granted: %d; %s)", rep.rkey_granted,
+		  ret == 1 ? sh_wc_str(&wc) : "no completion");
+	free(secret);
+	sh_env_close(&e);
+}
+
+/* ---- the rkey table: nobody but its owner writes it ------------------ */
+
+static void test_rkey_table_readonly(void)
+{
+	struct ibv_context *ctx = sh_open_ctx();
+	union ibv_gid gid;
+	struct reach r;
+	uint32_t w[4];
+	int pidfd, fd, wr_err = 0, trunc_err = 0;
+	char byte = 1;
+
+	if (!ctx)
+		sh_die("open");
+	sh_v()->query_gid(ctx, 1, 0, &gid);
+	/* Even this process, which may ptrace itself, gets it read-only. */
+	reach_victim(&gid, &r);
+	memcpy(w, gid.raw, sizeof(w));
+	pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	fd = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, pidfd,
+					   (int)ntohl(w[2]), 0);
+	if (fd >= 0) {
+		if (pwrite(fd, &byte, 1, 4096) < 0)
+			wr_err = errno;
+		if (ftruncate(fd, 0) < 0)
+			trunc_err = errno;
+		close(fd);
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	tap_check(r.rings && !r.pub && fd >= 0 && wr_err == EPERM &&
+		  trunc_err == EPERM,
+		  "a peer maps the rings read-write but the rkey table only "
+		  "read-only (write: %s, truncate: %s)", strerror(wr_err),
+		  strerror(trunc_err));
+	reach_drop(&r);
+	sh_v()->close_device(ctx);
+}
+
+/* ---- malformed packets from a peer ----------------------------------- */
+
+enum bad_kind {
+	BAD_HUGE_LEN,       /* len 96 MiB in one slot */
+	BAD_MSG_LEN,        /* LAST packet that does not end its message */
+	BAD_OPCODE,         /* kind the protocol does not have */
+	BAD_CONTINUATION,   /* middle packet of no message */
+	BAD_HEAD_JUMP,      /* head a million packets ahead of the tail */
+	BAD_READ_RESP,      /* response at an offset no read asked for */
+	BAD_COUNT
+};
+
+static const char *bad_name[BAD_COUNT] = {
+	"packet length 96 MiB",
+	"last packet short of its message length",
+	"unknown packet kind 77",
+	"continuation packet with no message started",
+	"ring head 10^6 packets ahead",
+	"read response for bytes never asked",
+};
+
+/* In a child: 0 when the victim survived, counted, failed the QP, did
+ * bounded work, and still works for a new connection. */
+static int bad_packet_child(enum bad_kind kind)
+{
+	struct softhca_config cfg;
+	struct ibv_qp_attr at;
+	struct ibv_qp_init_attr init;
+	struct softhca_stats st;
+	struct sh_pkt h;
+	struct sh_env e;
+	struct reach r;
+	struct sh_wc wc;
+	uint8_t payload[64] = { 0 };
+	char *buf;
+	int ret, pair, rc = 0;
+
+	sh_config(&cfg);
+	if (sh_env_open(&e, &cfg, SOFTHCA_SCHED_MANUAL, 1))
+		return 100;
+	buf = sh_alloc(&e.b, 4096);
+	sh_post_plain(&e.b, 1, buf, 4096);
+	sh_flush(&e);
+	reach_victim(&e.b.gid, &r);
+	if (!r.rings)
+		return 101;
+	memset(&h, 0, sizeof(h));
+	h.kind = SH_PKT_SEND;
+	h.flags = SH_PKT_FIRST | SH_PKT_LAST;
+	h.src_qpn = e.p[0].sqp->qp_num;
+	sh_put_tmh(payload, IBV_TMH_NO_TAG, 0, 0);
+	switch (kind) {
+	case BAD_HUGE_LEN:
+		h.len = h.msg_len = 96u << 20;
+		break;
+	case BAD_MSG_LEN:
+		h.len = 32;
+		h.msg_len = 96u << 20;
+		break;
+	case BAD_OPCODE:
+		h.kind = 77;
+		h.len = h.msg_len = 32;
+		break;
+	case BAD_CONTINUATION:
+		h.flags = SH_PKT_LAST;
+		h.len = 32;
+		h.msg_len = 64;
+		break;
+	case BAD_HEAD_JUMP:
+		break;
+	case BAD_READ_RESP:
+		h.kind = SH_PKT_READ_RESP;
+		h.flags = SH_PKT_LAST;
+		h.len = 64;
+		h.msg_len = 1u << 20;
+		h.va = 1u << 30;
+		break;
+	case BAD_COUNT:
+		break;
+	}
+	if (kind == BAD_HEAD_JUMP) {
+		struct sh_ring *ring = reach_ring(&r, e.p[0].rqp->qp_num);
+
+		atomic_store(&ring->head, atomic_load(&ring->tail) + 1000000u);
+		atomic_fetch_add(reach_doorbell(&r), 1);
+	} else {
+		forge(&r, e.p[0].rqp->qp_num, &h, payload, sizeof(payload));
+	}
+	/* A card that believed the ring would work through a million slots. */
+	if (sh_flush(&e) > 100)
+		rc |= 16;
+	st = sh_stats(&e.b);
+	if (!st.bad_packets)
+		rc |= 1;
+	ret = sh_v()->query_qp(e.p[0].rqp, &at, IBV_QP_STATE, &init);
+	if (ret || at.qp_state != IBV_QPS_ERR)
+		rc |= 2;
+	/* The victim's card goes on serving its other connections. */
+	pair = sh_pair_add(&e);
+	if (pair < 0)
+		return rc | 4;
+	sh_cq_discard(e.b.cq);
+	sh_send_tm(&e, pair, IBV_TMH_NO_TAG, 0, 0, "after", 6, 3);
+	ret = sh_wait(&e, e.b.cq, &wc, 5000);
+	/* (the plain buffer the bad packet did not take receives it) */
+	if (ret != 1 || wc.status != IBV_WC_SUCCESS || wc.wr_id != 1 ||
+	    strcmp(buf + SH_TMH_LEN, "after")) {
+		fprintf(stderr, "new QP: %d %s\n", ret,
+			ret == 1 ? sh_wc_str(&wc) : "none");
+		rc |= 8;
+	}
+	reach_drop(&r);
+	sh_env_close(&e);
+	return rc;
+}
+
+static void run_child(const char *what, int (*fn)(int), int arg)
+{
+	pid_t pid = fork();
+	int status = 0;
+
+	if (pid < 0)
+		sh_die("fork: %s", strerror(errno));
+	if (!pid)
+		_exit(fn(arg));
+	waitpid(pid, &status, 0);
+	if (WIFSIGNALED(status))
+		tap_check(0, "%s: victim killed by signal %d (%s)", what,
+			  WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else
+		tap_check(WEXITSTATUS(status) == 0, "%s (code %d)", what,
+			  WEXITSTATUS(status));
+}
+
+static int bad_packet_entry(int kind)
+{
+	return bad_packet_child((enum bad_kind)kind);
+}
+
+/* ---- a peer's segment header ----------------------------------------- */
+
+enum bad_header {
+	HDR_RING_DEPTH_0,
+	HDR_MTU_HUGE,
+	HDR_SIZE_MISMATCH,
+	HDR_UNSEALED,
+	HDR_COUNT
+};
+
+static const char *hdr_name[HDR_COUNT] = {
+	"ring_depth 0",
+	"mtu 2^31",
+	"header size not the segment's",
+	"segment not sealed (a third party could rewrite the table)",
+};
+
+/*
+ * A fabricated peer: a copy of a real context's published segment with
+ * one field spoiled, in a memfd of this process that a GID names.
+ */
+static int bad_header_child(int which)
+{
+	struct ibv_context *ctx = sh_open_ctx();
+	struct sh_context *sc;
+	union ibv_gid gid;
+	struct sh_env e;
+	struct sh_seg *h;
+	uint8_t *copy;
+	int fd, ret, seals;
+	uint32_t w[4];
+
+	if (!ctx || sh_env_open(&e, NULL, SOFTHCA_SCHED_AUTO, 0))
+		return 100;
+	sc = to_sh_ctx(ctx);
+	fd = memfd_create("fake", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || ftruncate(fd, (off_t)sc->lay.pub_size))
+		return 101;
+	copy = mmap(NULL, sc->lay.pub_size, PROT_READ | PROT_WRITE,
+		    MAP_SHARED, fd, 0);
+	if (copy == MAP_FAILED)
+		return 102;
+	memcpy(copy, sc->seg, sc->lay.pub_size);
+	h = (struct sh_seg *)copy;
+	seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE;
+	switch (which) {
+	case HDR_RING_DEPTH_0:
+		h->ring_depth = 0;
+		break;
+	case HDR_MTU_HUGE:
+		h->mtu = 1u << 31;
+		break;
+	case HDR_SIZE_MISMATCH:
+		h->size = sc->lay.pub_size * 2;
+		break;
+	case HDR_UNSEALED:
+		seals = 0;
+		break;
+	}
+	if (seals && fcntl(fd, F_ADD_SEALS, seals))
+		return 103;
+	w[0] = htonl(0x53544d32u);
+	w[1] = htonl((uint32_t)getpid());
+	w[2] = htonl((uint32_t)fd);
+	w[3] = htonl(h->nonce);
+	memcpy(gid.raw, w, sizeof(w));
+	{
+		struct ibv_cq_ex *cq = sh_cq_ex(e.a.ctx, 16);
+		struct ibv_qp *qp = sh_qp_create(&e.a, cq, e.a.srq, NULL);
+		char *msg = sh_alloc(&e.a, 64);
+
+		ret = sh_qp_connect(qp, &gid, SH_QPN_BASE);
+		if (!ret) {
+			/* Connected to it anyway: the send must not crash. */
+			sh_qp_send(&e.a, qp, msg, 64, 1, IBV_SEND_SIGNALED);
+			softhca_drain(e.a.ctx);
+			return 1;
+		}
+	}
+	return ret == EPROTO ? 0 : 2;
+}
+
+static void test_peer_header_changes(void)
+{
+	const uint32_t len = 5 * 4096 + 100;
+	struct sh_env e;
+	struct sh_wc wc;
+	char *buf, *msg;
+	int ret;
+
+	if (sh_env_open(&e, NULL, SOFTHCA_SCHED_AUTO, 1))
+		sh_die("env");
+	buf = sh_alloc(&e.b, len + SH_TMH_LEN);
+	sh_post_plain(&e.b, 1, buf, len + SH_TMH_LEN);
+	msg = malloc(len);
+	sh_fill(msg, len, 77);
+	/* The owner rewrites its published geometry after the connect. */
+	to_sh_ctx(e.b.ctx)->seg->ring_depth = 0;
+	to_sh_ctx(e.b.ctx)->seg->mtu = 1u << 31;
+	to_sh_ctx(e.b.ctx)->seg->slot_size = 1u << 31;
+	sh_send_tm(&e, 0, IBV_TMH_NO_TAG, 0, 0, msg, len, 5);
+	ret = sh_wait(&e, e.b.cq, &wc, 5000);
+	free(msg);
+	tap_check(ret == 1 && wc.status == IBV_WC_SUCCESS &&
+		  sh_check(buf + SH_TMH_LEN, len, 77),
+		  "a peer header rewritten after connect changes nothing: the "
+		  "geometry was copied and checked once");
+	sh_env_close(&e);
+}
+
+/* ---- a region deregistered while a copy read of it is served ---------- */
+
+static void test_read_revalidated(void)
+{
+	struct softhca_config cfg;
+	const uint32_t len = 1u << 20, mtu = 4096;
+	struct ibv_mr *mr;
+	struct sh_env e;
+	struct sh_wc wc;
+	char *src, *dst;
+	int i, ret;
+
+	sh_config(&cfg);
+	cfg.force_copy_read = 1;
+	cfg.mtu = mtu;
+	if (sh_env_open(&e, &cfg, SOFTHCA_SCHED_MANUAL, 1))
+		sh_die("env");
+	src = aligned_alloc(4096, len);
+	memset(src, 'R', len);
+	mr = sh_v()->reg_mr(e.b.pd, src, len, IBV_ACCESS_REMOTE_READ);
+	dst = sh_alloc(&e.a, len);
+	memset(dst, 0, len);
+	sh_post_read(e.p[0].sqp, dst, e.a.mr->lkey, len, (uintptr_t)src,
+		     mr->rkey, 4);
+	/* request out, taken, and the first 4 chunks answered */
+	softhca_step(e.a.ctx, SOFTHCA_WORK_TX, e.p[0].sqp->qp_num);
+	softhca_step(e.b.ctx, SOFTHCA_WORK_RX, e.p[0].rqp->qp_num);
+	for (i = 0; i < 4; i++)
+		softhca_step(e.b.ctx, SOFTHCA_WORK_TX, e.p[0].rqp->qp_num);
+	sh_v()->dereg_mr(mr);
+	memset(src, 'X', len); /* what the application put there since */
+	ret = sh_wait(&e, e.p[0].scq, &wc, 5000);
+	tap_check(ret == 1 && wc.status == IBV_WC_REM_ACCESS_ERR &&
+		  !memchr(dst, 'X', len),
+		  "a copy read checks the rkey per chunk: deregistered after 4 "
+		  "chunks, the read fails and nothing after is copied (%s)",
+		  ret == 1 ? sh_wc_str(&wc) : "no completion");
+	sh_env_close(&e);
+	free(src);
+}
+
+int main(void)
+{
+	int i;
+
+	hostile_start();
+	test_unrelated_process();
+	test_rkey_table_readonly();
+	for (i = 0; i < BAD_COUNT; i++) {
+		char what[160];
+
+		snprintf(what, sizeof(what), "%s: no crash, dropped and "
+			 "counted, the QP in error, the card still serves a "
+			 "new QP", bad_name[i]);
+		run_child(what, bad_packet_entry, i);
+	}
+	for (i = 0; i < HDR_COUNT; i++) {
+		char what[128];
+
+		snprintf(what, sizeof(what), "peer header with %s: connect "
+			 "refused with EPROTO", hdr_name[i]);
+		run_child(what, bad_header_child, i);
+	}
+	test_peer_header_changes();
+	test_read_revalidated();
+	return tap_done();
+}
