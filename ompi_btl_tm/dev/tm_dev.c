@@ -51,6 +51,7 @@ const char *tm_status_str(int status)
 	case TM_ERR_NOT_FOUND: return "not found";
 	case TM_ERR_BUSY: return "busy";
 	case TM_ERR_UNSUPPORTED: return "unsupported";
+	case TM_ERR_PEER_DEAD: return "peer died";
 	}
 	return "unknown status";
 }

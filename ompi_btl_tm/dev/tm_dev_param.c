@@ -66,6 +66,10 @@ const struct tm_dev_param tm_dev_params[TM_DEV_NPARAMS] = {
 		"softhca_force_copy_read",
 		"Soft HCA: never read a peer's memory with process_vm_readv; always use the read request/response packets (the fallback when the kernel refuses cross-memory attach)",
 		TM_DEV_PARAM_BOOL, "SOFTHCA_FORCE_COPY_READ", NULL, 1 },
+	[TM_DEV_P_SOFT_MAX_MSG_SZ] = {
+		"softhca_max_msg_sz",
+		"Soft HCA: the port's max_msg_sz, the longest message or RDMA read it does in one go (a ConnectX reports 1 GiB); longer rendezvous transfers are read in pieces",
+		TM_DEV_PARAM_UINT, "SOFTHCA_MAX_MSG_SZ", NULL, 1 },
 };
 
 /* Where each 32-bit soft HCA limit lives in struct softhca_config. */
@@ -83,6 +87,8 @@ static const struct {
 	{ TM_DEV_P_SOFT_MAX_QP, offsetof(struct softhca_config, max_qp) },
 	{ TM_DEV_P_SOFT_MAX_MR, offsetof(struct softhca_config, max_mr) },
 	{ TM_DEV_P_SOFT_MAX_WR, offsetof(struct softhca_config, max_wr) },
+	{ TM_DEV_P_SOFT_MAX_MSG_SZ,
+	  offsetof(struct softhca_config, max_msg_sz) },
 };
 #define N_SOFT_U32 (sizeof(soft_u32) / sizeof(soft_u32[0]))
 

@@ -17,6 +17,7 @@ enum tm_status {
 	TM_ERR_NOT_FOUND = -6,   /* probe: nothing matches */
 	TM_ERR_BUSY = -7,        /* resources still in use */
 	TM_ERR_UNSUPPORTED = -8,
+	TM_ERR_PEER_DEAD = -9,   /* probe: nothing from that peer, and it died */
 };
 
 const char *tm_status_str(int status);

@@ -201,6 +201,8 @@ int tm_engine_config_check(const struct tm_engine_config *cfg,
 	else if (cfg->n_send_slots < TM_ENGINE_N_SEND_SLOTS_MIN ||
 		 cfg->n_send_slots > TM_ENGINE_N_SEND_SLOTS_MAX)
 		b = TM_SETTING_N_SEND_SLOTS;
+	else if (cfg->keepalive_ms > TM_KEEPALIVE_MAX_MS)
+		b = TM_SETTING_KEEPALIVE_MS;
 	if (bad)
 		*bad = b;
 	return b == TM_SETTING_NONE ? TM_OK : TM_ERR_INVALID;
@@ -260,6 +262,16 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 		free(eng);
 		return TM_ERR_INVALID;
 	}
+	/* Below 2^32 - 1, so that the saturated RVH length of a longer
+	 * message exceeds every card buffer (doc/DESIGN.md, "Long messages");
+	 * a device that reports nothing gets a ConnectX's 1 GiB. */
+	eng->max_read = dev->max_msg_sz ? dev->max_msg_sz : 1u << 30;
+	if (eng->max_read > UINT32_MAX - 1)
+		eng->max_read = UINT32_MAX - 1;
+	if (eng->max_read < TMH_LEN + cfg->eager_limit) {
+		free(eng);
+		return TM_ERR_INVALID; /* an eager message would not fit */
+	}
 	eng->op_unsig = calloc(eng->max_ops, sizeof(*eng->op_unsig));
 	eng->sq_limit = dev->qp_max_send_wr > 4 ? dev->qp_max_send_wr / 2 : 1;
 	eng->slot_low = eng->n_slots / 4;
@@ -267,6 +279,7 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 				TM_KEEPALIVE_MS_DEFAULT) *
 		     1000000ULL;
 	ucs_list_head_init(&eng->wait_peers);
+	ucs_list_head_init(&eng->rwait_peers);
 	ucs_list_head_init(&eng->opq);
 	ucs_list_head_init(&eng->unconf);
 	ucs_list_head_init(&eng->done_recv);
@@ -365,6 +378,7 @@ int tm_engine_add_peer(struct tm_engine *eng, const struct tm_dev_pair *qps,
 	p->id = eng->npeers;
 	ucs_list_head_init(&p->txq);
 	ucs_list_head_init(&p->waitq);
+	ucs_list_head_init(&p->recvq);
 	/* at most sq_limit WRs outstanding: a power of two above it */
 	for (n = 1; n <= eng->sq_limit; n <<= 1)
 		;
@@ -394,7 +408,8 @@ int tm_engine_progress(struct tm_engine *eng)
 		return eng->fatal;
 	n = tme_drain(eng);
 
-	if (!ucs_list_is_empty(&eng->wait_peers))
+	if (!ucs_list_is_empty(&eng->wait_peers) ||
+	    !ucs_list_is_empty(&eng->rwait_peers))
 		tme_keepalive_scan(eng);
 	n += tme_flush_work(eng);
 	tme_fire_done(eng);

@@ -46,6 +46,10 @@
 #include "dev/tm_status.h"
 #include "engine/tm_match.h"
 
+/* The longest keepalive_ms: a dead peer must fail its waiting requests
+ * within about a minute, whatever the configuration. */
+#define TM_KEEPALIVE_MAX_MS 60000u
+
 enum tm_req_status {
 	TM_REQ_OK = 0,
 	TM_REQ_TRUNCATED,  /* msg_len > buffer: exactly the buffer delivered */
@@ -74,8 +78,9 @@ struct tm_engine_config {
 	uint32_t n_send_slots;   /* registered send buffers */
 	uint32_t max_card_entries; /* 0: the device's list size */
 	int offload;             /* 0: keep every receive in software */
-	/* a send waiting this long for FIN/ACK probes its peer (0: the
-	 * default) */
+	/* a send waiting this long for FIN/ACK, or a receive or probe naming
+	 * a peer, probes its peer (0: the default; at most
+	 * TM_KEEPALIVE_MAX_MS) */
 	uint32_t keepalive_ms;
 	const struct tm_engine_test *test; /* tests only (tm_engine_test.h) */
 };
@@ -97,6 +102,7 @@ enum tm_engine_setting {
 	TM_SETTING_EAGER_LIMIT,
 	TM_SETTING_N_PLAIN,
 	TM_SETTING_N_SEND_SLOTS,
+	TM_SETTING_KEEPALIVE_MS,  /* above TM_KEEPALIVE_MAX_MS */
 };
 
 struct tm_engine_stats {
@@ -107,6 +113,7 @@ struct tm_engine_stats {
 	uint64_t sw_list_full;
 	uint64_t sw_ops_full;      /* max_ops reached or ops queued */
 	uint64_t sw_small_buf;
+	uint64_t sw_long_buf;      /* longer than the card reads at once */
 	uint64_t sw_no_stage;     /* small buffer, no staging buffer free */
 	uint64_t sw_no_offload;
 	uint64_t sw_reg_fail;
@@ -190,6 +197,9 @@ struct tm_recv {
 	ucs_list_link_t done_link;
 	ucs_list_link_t sw_link; /* its context's software-held FIFO */
 	ucs_list_link_t card_link; /* the engine's unconfirmed entries */
+	ucs_list_link_t peer_link; /* its named peer's posted receives */
+	uint32_t want_peer;      /* the peer its source names, or TM_PEER_ANY */
+	uint64_t wait_ns;        /* when it started waiting on want_peer */
 	uint64_t add_seq;        /* its ADD's place in list-op post order */
 	void *buf;
 	size_t len;
@@ -203,7 +213,7 @@ struct tm_recv {
 	struct tm_msg *claim;
 	uint64_t rd_va;
 	uint32_t rd_rkey;
-	uint32_t rd_len;
+	uint64_t rd_len;         /* the sender's full length */
 	struct tm_op del;        /* its DEL while queued */
 	ucs_list_link_t owed_link; /* its ACK/FIN waits for memory */
 	uint8_t hdr[32] __attribute__((aligned(8))); /* TMH+RVH, sw rndv */
@@ -269,6 +279,20 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		    int32_t src, int32_t tag, void *buf, size_t len,
 		    struct ibv_mr *mr);
+
+/*
+ * The same, for a receive whose source only engine peer `peer` can send
+ * as (the caller knows which: the engine does not), or TM_PEER_ANY.  While
+ * it waits, its peer is probed like one that owes a send its reply
+ * (keepalive_ms); once the peer is dead it completes TM_REQ_ERROR (at once
+ * when software-held or posted after the death, after the card confirmed
+ * the DEL when card-held), unless a message the peer sent before dying
+ * takes it first.  Receives naming other peers or none are not affected.
+ */
+#define TM_PEER_ANY UINT32_MAX
+int tm_engine_irecv_from(struct tm_engine *eng, struct tm_recv *r,
+			 uint32_t ctx, int32_t src, int32_t tag, uint32_t peer,
+			 void *buf, size_t len, struct ibv_mr *mr);
 /* Cancels if not matched; the callback says which (TM_REQ_CANCELLED). */
 int tm_engine_cancel_recv(struct tm_engine *eng, struct tm_recv *r);
 
@@ -279,6 +303,18 @@ int tm_engine_iprobe(struct tm_engine *eng, uint32_t ctx, int32_t src,
 int tm_engine_improbe(struct tm_engine *eng, uint32_t ctx, int32_t src,
 		      int32_t tag, struct tm_msg **msg,
 		      struct tm_probe_info *info);
+/*
+ * The same for a source only engine peer `peer` sends as (see
+ * tm_engine_irecv_from): when nothing matches and that peer is dead,
+ * TM_ERR_PEER_DEAD instead of TM_ERR_NOT_FOUND; a caller that keeps
+ * probing it for keepalive_ms makes the engine probe the peer.
+ */
+int tm_engine_iprobe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
+			  int32_t tag, uint32_t peer,
+			  struct tm_probe_info *info);
+int tm_engine_improbe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
+			   int32_t tag, uint32_t peer, struct tm_msg **msg,
+			   struct tm_probe_info *info);
 int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
 		     struct tm_msg *msg, void *buf, size_t len,
 		     struct ibv_mr *mr);

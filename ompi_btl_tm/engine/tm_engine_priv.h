@@ -54,6 +54,8 @@ enum {
 	RF_OWE_FIN = 1 << 11, /* on eng->owed: its FIN waits for memory */
 	RF_SW_RNDV = 1 << 12, /* the card handed its rendezvous to software:
 			       * TMH+RVH are in the buffer */
+	RF_WATCHED = 1 << 13, /* on its named peer's recvq */
+	RF_PEER_DEAD = 1 << 14, /* its DEL is because its peer died */
 };
 
 /* wr_id low bits: what a TM-CQ completion is about. */
@@ -95,8 +97,15 @@ struct tm_tx {
 	int type;
 	int slot;
 	uint32_t peer;
+	int queued;            /* on its peer's txq */
 	struct tm_send *send;
 	struct tm_recv *recv;
+	/* TX_READ: posted in pieces of at most max_read bytes */
+	uint64_t rd_next;      /* offset of the next piece to post */
+	uint64_t rd_end;       /* bytes to read */
+	uint32_t rd_out;       /* pieces posted and not yet retired */
+	int rd_status;         /* first failed piece's status, or SUCCESS */
+	int rd_stop;           /* post no more pieces (error, dead peer) */
 	uint32_t hdr_len;
 	uint8_t hdr[32] __attribute__((aligned(8))); /* read as ibv_tmh */
 };
@@ -137,6 +146,11 @@ struct tm_peer {
 	uint64_t ka_last_ns;       /* when the last keepalive was queued */
 	int ka_out;                /* a keepalive is queued or posted */
 	int dead;                  /* its QP failed: nothing goes to it again */
+	ucs_list_link_t recvq;     /* posted receives naming it, oldest first */
+	ucs_list_link_t rwait_link; /* in eng->rwait_peers while recvq is not
+				     * empty */
+	uint64_t probe_since_ns;   /* probes naming it have found nothing */
+	uint64_t probe_last_ns;    /* ... since then, the last one */
 };
 
 /* The software-held receives of one context, in post order. */
@@ -178,6 +192,7 @@ struct tm_engine {
 				 * post order: only these may be inactive */
 	uint32_t max_entries;
 	uint32_t max_ops;
+	uint64_t max_read;   /* longest read the device does at once */
 	uint32_t card_entries;
 	uint32_t ops_out;    /* list ops the card still counts as outstanding */
 	uint32_t ops_sig_out; /* ... of which signalled (a completion comes) */
@@ -243,6 +258,8 @@ struct tm_engine {
 	 * send it completes) */
 	uint64_t sends_waiting;
 	ucs_list_link_t wait_peers; /* peers with sends waiting for FIN/ACK */
+	ucs_list_link_t rwait_peers; /* peers with receives naming them
+				      * (tm_recv.c adds, tm_send.c probes) */
 	uint64_t ka_ns;             /* cfg.keepalive_ms */
 	uint64_t ka_next_ns;        /* next look at wait_peers */
 	struct tm_engine_stats st;
@@ -399,6 +416,7 @@ int tme_recv_pay_owed(struct tm_engine *eng);
 void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
 		      const struct tm_cqe *c);
 void tme_sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status);
+void tme_recv_peer_dead(struct tm_engine *eng, struct tm_peer *p);
 
 /* ---- tm_send.c ------------------------------------------------------- */
 uint64_t tme_now_ns(void);
@@ -410,6 +428,7 @@ int tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr);
 void tme_send_keepalive(struct tm_engine *eng, struct tm_peer *p,
 			uint64_t now);
 void tme_keepalive_scan(struct tm_engine *eng);
+int tme_probe_missed(struct tm_engine *eng, uint32_t peer);
 void tme_on_control(struct tm_engine *eng, const uint8_t *buf,
 		    const struct tm_cqe *c);
 

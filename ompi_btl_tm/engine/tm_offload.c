@@ -169,7 +169,7 @@ void tme_swq_del(struct tm_engine *eng, struct tm_recv *r)
 /* Receives no card could take (whatever its state): never promoted. */
 static int never_on_card(struct tm_engine *eng, const struct tm_recv *r)
 {
-	return !eng->cfg.offload || r->len > UINT32_MAX || !eng->n_stage;
+	return !eng->cfg.offload || r->len > eng->max_read || !eng->n_stage;
 }
 
 /* The receive of q to promote: its head (see tme_promote()). */
@@ -266,8 +266,10 @@ void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
  *   1. offload is on (sw_no_offload);
  *   2. prefix rule: no software-held posted receive accepts a message r
  *      accepts, O(1) through the tm_mq counters (sw_conflict);
- *   3. its length fits the card's 32 bits, and a staging buffer exists
- *      (sw_small_buf);
+ *   3. a staging buffer exists (sw_small_buf), and its length is no more
+ *      than the card reads in one go (max_read, below 2^32), so that a
+ *      rendezvous the card cannot read never fits a card buffer
+ *      (sw_long_buf; doc/DESIGN.md, "Long messages");
  *   4. the card list has room (sw_list_full);
  *   5. an op slot is free and no list op is queued ahead (sw_ops_full);
  *   6. a buffer smaller than the largest eager message gets a staging
@@ -285,8 +287,10 @@ static uint64_t *offload_refusal(struct tm_engine *eng, struct tm_recv *r,
 	if (!(eng->test.faults & TM_FAULT_PREFIX) &&			/* 2 */
 	    tm_mq_sw_conflict(&eng->mq, tag, mask))
 		return &eng->st.sw_conflict;
-	if (r->len > UINT32_MAX || !eng->n_stage)			/* 3 */
+	if (!eng->n_stage)						/* 3 */
 		return &eng->st.sw_small_buf;
+	if (r->len > eng->max_read)
+		return &eng->st.sw_long_buf;
 	if (eng->card_entries >= eng->max_entries)			/* 4 */
 		return &eng->st.sw_list_full;
 	if (!ucs_list_is_empty(&eng->opq) || eng->ops_out >= eng->max_ops)

@@ -110,16 +110,29 @@ int tme_recv_pay_owed(struct tm_engine *eng)
 
 /* ---- software rendezvous -------------------------------------------- */
 
-/* r->hdr holds the request's TMH+RVH; reads min(len, buffer) then FINs. */
-static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r)
+/* The FIN of a transfer this receive failed says so (TM_APP_FIN_ERR), and
+ * the send fails too (doc/DESIGN.md, "Long messages"). */
+static void fin_failed(struct tm_recv *r)
+{
+	struct ibv_tmh *tmh = (struct ibv_tmh *)r->hdr;
+
+	tmh->app_ctx = htobe32(be32toh(tmh->app_ctx) | TM_APP_FIN_ERR);
+}
+
+/*
+ * r->hdr holds the request's TMH+RVH, msg_len is the sender's length: reads
+ * min(msg_len, buffer), in pieces the device accepts (tm_tx.c), then FINs.
+ */
+static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r,
+			  uint64_t msg_len)
 {
 	const struct ibv_rvh *rvh = (const void *)(r->hdr + TMH_LEN);
 	struct tm_tx *tx;
 
 	r->rd_va = be64toh(rvh->va);
 	r->rd_rkey = be32toh(rvh->rkey);
-	r->rd_len = be32toh(rvh->len);
-	r->msg_len = r->rd_len;
+	r->rd_len = msg_len;
+	r->msg_len = msg_len;
 	eng->st.rndv_sw++;
 	if (r->rd_len && r->len && !r->mr) {
 		if (tm_dev_mem_get(eng->dev, r->buf, r->len,
@@ -127,22 +140,28 @@ static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r)
 			r->own_mr = 1;
 	}
 	if (!r->rd_len || !r->len || !r->mr) {
+		int failed = !r->mr && r->rd_len && r->len;
+
 		r->recv_len = 0;
+		if (failed)
+			fin_failed(r);
 		reply(eng, r, TX_FIN);
-		tme_recv_finish(eng, r, !r->mr && r->rd_len && r->len ?
-			    TM_REQ_ERROR : r->rd_len > r->len ?
-			    TM_REQ_TRUNCATED : TM_REQ_OK);
+		tme_recv_finish(eng, r, failed ? TM_REQ_ERROR :
+				r->rd_len > r->len ? TM_REQ_TRUNCATED :
+				TM_REQ_OK);
 		return;
 	}
 	tx = tme_tx_new(eng, TX_READ, r->peer);
 	if (!tx || r->peer >= eng->npeers) {
 		if (tx)
 			tme_tx_free(tx);
+		fin_failed(r);
 		reply(eng, r, TX_FIN);
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
 		return;
 	}
 	tx->recv = r;
+	tx->rd_end = r->rd_len < r->len ? r->rd_len : r->len;
 	r->state = R_SW_READ;
 	eng->reads_active++;
 	tme_tx_queue(eng, tx);
@@ -151,6 +170,8 @@ static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r)
 void tme_sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status)
 {
 	eng->reads_active--;
+	if (status != IBV_WC_SUCCESS)
+		fin_failed(r);
 	reply(eng, r, TX_FIN);
 	r->recv_len = r->rd_len < r->len ? r->rd_len : r->len;
 	if (status != IBV_WC_SUCCESS)
@@ -185,7 +206,7 @@ static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
 	if (m->rndv) {
 		memcpy(r->hdr, m->hdr, sizeof(r->hdr));
 		msg_free(eng, m);
-		sw_rndv_start(eng, r);
+		sw_rndv_start(eng, r, r->msg_len);
 		return;
 	}
 	if (m->app & TM_APP_SYNC)
@@ -196,8 +217,34 @@ static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
 	tme_recv_finish(eng, r, r->msg_len > r->len ? TM_REQ_TRUNCATED : TM_REQ_OK);
 }
 
+/* r names a peer: waits on it, oldest first (see tme_keepalive_scan). */
+static void recv_watch(struct tm_engine *eng, struct tm_recv *r)
+{
+	struct tm_peer *p = eng->peers[r->want_peer];
+
+	r->wait_ns = tme_now_ns();
+	if (ucs_list_is_empty(&p->recvq))
+		ucs_list_add_tail(&eng->rwait_peers, &p->rwait_link);
+	ucs_list_add_tail(&p->recvq, &r->peer_link);
+	r->flags |= RF_WATCHED;
+}
+
+static void recv_unwatch(struct tm_engine *eng, struct tm_recv *r)
+{
+	struct tm_peer *p;
+
+	if (!(r->flags & RF_WATCHED))
+		return;
+	p = eng->peers[r->want_peer];
+	r->flags &= ~RF_WATCHED;
+	ucs_list_del(&r->peer_link);
+	if (ucs_list_is_empty(&p->recvq))
+		ucs_list_del(&p->rwait_link);
+}
+
 static void recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
 {
+	recv_unwatch(eng, r);
 	tme_swq_del(eng, r);
 	tm_mq_recv_remove(&eng->mq, &r->mq);
 }
@@ -237,12 +284,34 @@ static void handle_unexpected_msg(struct tm_engine *eng, struct tm_msg *m)
 
 /* ---- TM CQ handlers ------------------------------------------------- */
 
+/*
+ * The length of a rendezvous request: the metadata's 64 bits when it came
+ * and agrees with the RVH (which saturates at 2^32 - 1), else the RVH's.
+ */
+static uint64_t rndv_len(struct tm_engine *eng, const uint8_t *buf,
+			 uint32_t byte_len)
+{
+	const struct ibv_rvh *rvh = (const void *)(buf + TMH_LEN);
+	uint32_t len = be32toh(rvh->len);
+	struct tm_rndv_md md;
+	uint64_t full;
+
+	if (byte_len < RNDV_HDR_LEN)
+		return len;
+	memcpy(&md, buf + TMH_LEN + RVH_LEN, sizeof(md));
+	full = be64toh(md.len);
+	if ((full > UINT32_MAX ? UINT32_MAX : full) != len) {
+		eng->st.malformed++;
+		return len;
+	}
+	return full;
+}
+
 /* An unexpected tagged message in a plain buffer: keep a copy, match it. */
 int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 		      const struct tm_cqe *c)
 {
 	const struct ibv_tmh *tmh = (const void *)buf;
-	const struct ibv_rvh *rvh = (const void *)(buf + TMH_LEN);
 	uint32_t plen = 0;
 	struct tm_msg *m;
 	int rndv = tmh->opcode == IBV_TMH_RNDV, held;
@@ -268,7 +337,7 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	m->app = be32toh(tmh->app_ctx);
 	m->peer = tme_peer_of_qpn(eng, c->qp_num);
 	m->rndv = rndv;
-	m->len = rndv ? be32toh(rvh->len) : plen;
+	m->len = rndv ? rndv_len(eng, buf, c->byte_len) : plen;
 	if (rndv)
 		memcpy(m->hdr, buf, TMH_LEN + RVH_LEN);
 	else if (m->plain < 0)
@@ -332,7 +401,10 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 		 * the card left TMH+RVH in the buffer (>= 32 bytes) */
 		memcpy(r->hdr, tme_card_buf(eng, r), TMH_LEN + RVH_LEN);
 		tme_stage_put(eng, r);
-		sw_rndv_start(eng, r);
+		/* the RVH length is all there is: the metadata did not come,
+		 * and a saturated one still exceeds the buffer (truncated) */
+		sw_rndv_start(eng, r, be32toh(((const struct ibv_rvh *)
+					      (r->hdr + TMH_LEN))->len));
 		return;
 	}
 	switch (c->status) {
@@ -354,6 +426,7 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 			/* the card sends no FIN after a failed read */
 			memset(r->hdr, 0, sizeof(r->hdr));
 			tmh_fill(r->hdr, IBV_TMH_RNDV, c->tm.priv, c->tm.tag);
+			fin_failed(r);
 			reply(eng, r, TX_FIN);
 		}
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
@@ -395,6 +468,10 @@ void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
 			m = r->claim;
 			r->claim = NULL;
 			deliver(eng, r, m);
+		} else if (r->state == R_CARD && (r->flags & RF_PEER_DEAD)) {
+			recv_leave_queues(eng, r);
+			r->peer = r->want_peer;
+			tme_recv_finish(eng, r, TM_REQ_ERROR);
 		} else if (r->state == R_CARD) { /* cancel confirmed */
 			recv_leave_queues(eng, r);
 			r->cancel_stamp = eng->clock++;
@@ -427,24 +504,61 @@ static void recv_init(struct tm_recv *r, void *buf, size_t len,
 	r->state = R_IDLE;
 	r->ops_pending = 0;
 	r->flags = 0;
+	r->want_peer = TM_PEER_ANY;
 	r->claim = NULL;
+}
+
+/*
+ * The peer a receive names died: nothing more comes from it.  A
+ * software-held receive fails at once; a card-held one once the card
+ * confirms its DEL (a message that took the entry first is delivered).
+ */
+void tme_recv_peer_dead(struct tm_engine *eng, struct tm_peer *p)
+{
+	struct tm_recv *r;
+
+	while (!ucs_list_is_empty(&p->recvq)) {
+		r = ucs_list_head(&p->recvq, struct tm_recv, peer_link);
+		recv_unwatch(eng, r);
+		if (r->state == R_SW) {
+			recv_leave_queues(eng, r);
+			r->peer = p->id;
+			tme_recv_finish(eng, r, TM_REQ_ERROR);
+		} else if (r->state == R_CARD) {
+			r->flags |= RF_PEER_DEAD;
+			if (!(r->flags & RF_DEL_POSTED)) {
+				r->flags |= RF_DEL_POSTED;
+				tme_op_decide(eng, WR_DEL, r);
+			}
+		}
+	}
 }
 
 int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		    int32_t src, int32_t tag, void *buf, size_t len,
 		    struct ibv_mr *mr)
 {
+	return tm_engine_irecv_from(eng, r, ctx, src, tag, TM_PEER_ANY, buf,
+				    len, mr);
+}
+
+int tm_engine_irecv_from(struct tm_engine *eng, struct tm_recv *r,
+			 uint32_t ctx, int32_t src, int32_t tag, uint32_t peer,
+			 void *buf, size_t len, struct ibv_mr *mr)
+{
 	struct tm_mq_msg *q;
 	uint64_t rtag, mask;
 	int rc;
 
 	if (ctx > TM_MAX_CTX || (src != TM_ANY_SRC &&
-	    (src < 0 || (uint32_t)src > TM_MAX_SRC)))
+	    (src < 0 || (uint32_t)src > TM_MAX_SRC)) ||
+	    (peer != TM_PEER_ANY && (peer >= eng->npeers || src == TM_ANY_SRC)))
 		return TM_ERR_RANGE;
 	if (eng->fatal)
 		return eng->fatal;
 	tme_drain(eng);
 	recv_init(r, buf, len, mr);
+	r->want_peer = peer;
 	r->post_stamp = eng->clock++;
 	eng->st.recv_posted++;
 	tm_tag_recv(ctx, src, tag, &rtag, &mask);
@@ -455,9 +569,17 @@ int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		deliver(eng, r, ucs_container_of(q, struct tm_msg, mq));
 		goto out;
 	}
+	if (peer != TM_PEER_ANY && eng->peers[peer]->dead) {
+		/* what it sent before dying was looked at above */
+		r->peer = peer;
+		tme_recv_finish(eng, r, TM_REQ_ERROR);
+		goto out;
+	}
 	rc = tme_recv_place(eng, r, ctx, rtag, mask);
 	if (rc != TM_OK)
 		return rc;
+	if (peer != TM_PEER_ANY)
+		recv_watch(eng, r);
 out:
 	tme_flush_work(eng);
 	tme_fire_done(eng);
@@ -507,28 +629,52 @@ static struct tm_msg *probe(struct tm_engine *eng, uint32_t ctx, int32_t src,
 	return m;
 }
 
+static int probe_args_bad(struct tm_engine *eng, uint32_t ctx, int32_t src,
+			  uint32_t peer)
+{
+	return ctx > TM_MAX_CTX || (peer != TM_PEER_ANY &&
+				    (peer >= eng->npeers || src == TM_ANY_SRC));
+}
+
 int tm_engine_iprobe(struct tm_engine *eng, uint32_t ctx, int32_t src,
 		     int32_t tag, struct tm_probe_info *info)
 {
-	struct tm_msg *m;
+	return tm_engine_iprobe_from(eng, ctx, src, tag, TM_PEER_ANY, info);
+}
 
-	if (ctx > TM_MAX_CTX)
+int tm_engine_iprobe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
+			  int32_t tag, uint32_t peer,
+			  struct tm_probe_info *info)
+{
+	int rc;
+
+	if (probe_args_bad(eng, ctx, src, peer))
 		return TM_ERR_RANGE;
 	if (eng->fatal)
 		return eng->fatal;
-	m = probe(eng, ctx, src, tag, info);
+	rc = probe(eng, ctx, src, tag, info) ? TM_OK :
+	     tme_probe_missed(eng, peer);
 	tme_flush_work(eng);
 	tme_fire_done(eng);
-	return m ? TM_OK : TM_ERR_NOT_FOUND;
+	return rc;
 }
 
 int tm_engine_improbe(struct tm_engine *eng, uint32_t ctx, int32_t src,
 		      int32_t tag, struct tm_msg **msg,
 		      struct tm_probe_info *info)
 {
-	struct tm_msg *m;
+	return tm_engine_improbe_from(eng, ctx, src, tag, TM_PEER_ANY, msg,
+				      info);
+}
 
-	if (ctx > TM_MAX_CTX)
+int tm_engine_improbe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
+			   int32_t tag, uint32_t peer, struct tm_msg **msg,
+			   struct tm_probe_info *info)
+{
+	struct tm_msg *m;
+	int rc;
+
+	if (probe_args_bad(eng, ctx, src, peer))
 		return TM_ERR_RANGE;
 	if (eng->fatal)
 		return eng->fatal;
@@ -536,9 +682,10 @@ int tm_engine_improbe(struct tm_engine *eng, uint32_t ctx, int32_t src,
 	if (m)
 		tm_mq_msg_remove(&eng->mq, &m->mq);
 	*msg = m;
+	rc = m ? TM_OK : tme_probe_missed(eng, peer);
 	tme_flush_work(eng);
 	tme_fire_done(eng);
-	return m ? TM_OK : TM_ERR_NOT_FOUND;
+	return rc;
 }
 
 int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,

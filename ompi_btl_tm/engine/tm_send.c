@@ -109,6 +109,7 @@ void tme_peer_fail(struct tm_engine *eng, uint32_t peer)
 		tme_wait_reply_end(eng, s);
 		tme_send_try_done(eng, s);
 	}
+	tme_recv_peer_dead(eng, p);
 }
 
 /* ACK: a synchronous send matched.  TM_ERR_NO_MEMORY: not sent (the
@@ -130,9 +131,16 @@ int tme_send_ack(struct tm_engine *eng, uint32_t peer, uint32_t app)
 	return TM_OK;
 }
 
-/* FIN: a copy of the request's TMH (opcode FIN) and RVH; as for ACK. */
+/*
+ * FIN: a copy of the request's TMH (opcode FIN) and RVH; as for ACK.  A
+ * receive that failed the transfer (the read was refused, the buffer could
+ * not be registered) has set TM_APP_FIN_ERR in that TMH (tm_recv.c), so
+ * that the send fails too rather than report a transfer that did not
+ * happen.
+ */
 int tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr)
 {
+	struct ibv_tmh *tmh;
 	struct tm_tx *tx;
 
 	if (peer >= eng->npeers)
@@ -141,7 +149,8 @@ int tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr)
 	if (!tx)
 		return TM_ERR_NO_MEMORY;
 	memcpy(tx->hdr, hdr, TMH_LEN + RVH_LEN);
-	((struct ibv_tmh *)tx->hdr)->opcode = IBV_TMH_FIN;
+	tmh = (struct ibv_tmh *)tx->hdr;
+	tmh->opcode = IBV_TMH_FIN;
 	tx->hdr_len = TMH_LEN + RVH_LEN;
 	tme_tx_queue(eng, tx);
 	return TM_OK;
@@ -163,17 +172,20 @@ void tme_send_keepalive(struct tm_engine *eng, struct tm_peer *p,
 }
 
 /*
- * Probes each peer whose oldest send has waited ka_ns for its reply, at
- * most once per ka_ns per peer.  Looks at most every ka_ns / 4, and only
- * at peers with waiting sends, so an engine with none pays one list test.
+ * Probes each peer whose oldest send has waited ka_ns for its reply, or
+ * whose oldest receive naming it has waited ka_ns, at most once per ka_ns
+ * per peer.  Looks at most every ka_ns / 4, and only at such peers, so an
+ * engine with none pays two list tests.
  */
 void tme_keepalive_scan(struct tm_engine *eng)
 {
 	struct tm_peer *p;
 	struct tm_send *s;
+	struct tm_recv *r;
 	uint64_t now;
 
-	if (ucs_list_is_empty(&eng->wait_peers))
+	if (ucs_list_is_empty(&eng->wait_peers) &&
+	    ucs_list_is_empty(&eng->rwait_peers))
 		return;
 	now = tme_now_ns();
 	if (now < eng->ka_next_ns)
@@ -185,6 +197,38 @@ void tme_keepalive_scan(struct tm_engine *eng)
 		    now - p->ka_last_ns >= eng->ka_ns)
 			tme_send_keepalive(eng, p, now);
 	}
+	ucs_list_for_each(p, &eng->rwait_peers, rwait_link) {
+		r = ucs_list_head(&p->recvq, struct tm_recv, peer_link);
+		if (!p->ka_out && now - r->wait_ns >= eng->ka_ns &&
+		    now - p->ka_last_ns >= eng->ka_ns)
+			tme_send_keepalive(eng, p, now);
+	}
+}
+
+/*
+ * A probe naming peer found nothing.  Probes leave no state to scan, so
+ * the caller's own calls pace the keepalive: once they have found nothing
+ * for ka_ns without a pause longer than ka_ns, the peer is probed (at most
+ * once per ka_ns), and when it has died the probe says so.
+ */
+int tme_probe_missed(struct tm_engine *eng, uint32_t peer)
+{
+	struct tm_peer *p;
+	uint64_t now;
+
+	if (peer == TM_PEER_ANY)
+		return TM_ERR_NOT_FOUND;
+	p = eng->peers[peer];
+	if (p->dead)
+		return TM_ERR_PEER_DEAD;
+	now = tme_now_ns();
+	if (now - p->probe_last_ns > eng->ka_ns)
+		p->probe_since_ns = now;
+	p->probe_last_ns = now;
+	if (!p->ka_out && now - p->probe_since_ns >= eng->ka_ns &&
+	    now - p->ka_last_ns >= eng->ka_ns)
+		tme_send_keepalive(eng, p, now);
+	return TM_ERR_NOT_FOUND;
 }
 
 /* A NO_TAG or FIN message: the reply a waiting send expects, or a probe. */
@@ -216,6 +260,8 @@ void tme_on_control(struct tm_engine *eng, const uint8_t *buf,
 		return;
 	}
 	s = kh_value(eng->sends, it);
+	if (tmh->opcode == IBV_TMH_FIN && (app & TM_APP_FIN_ERR))
+		s->status = TM_REQ_ERROR;
 	tme_wait_reply_end(eng, s);
 	tme_send_try_done(eng, s);
 }
@@ -228,7 +274,7 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 	int ret, reply;
 
 	if (peer >= eng->npeers || ctx > TM_MAX_CTX || src < 0 ||
-	    (uint32_t)src > TM_MAX_SRC || len > UINT32_MAX)
+	    (uint32_t)src > TM_MAX_SRC)
 		return TM_ERR_RANGE;
 	if (eng->fatal)
 		return eng->fatal;

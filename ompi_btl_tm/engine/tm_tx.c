@@ -48,6 +48,15 @@ void tme_tx_abort(struct tm_engine *eng, struct tm_tx *tx)
 {
 	struct tm_send *s = tx->send;
 
+	tx->queued = 0; /* the caller took it off the queue */
+	if (tx->type == TX_READ && tx->rd_out) {
+		/* pieces in flight still write into the buffer: the receive
+		 * fails when the last one is retired (tx_complete) */
+		tx->rd_stop = 1;
+		if (tx->rd_status == IBV_WC_SUCCESS)
+			tx->rd_status = IBV_WC_WR_FLUSH_ERR;
+		return;
+	}
 	switch (tx->type) {
 	case TX_EAGER:
 	case TX_RNDV:
@@ -78,6 +87,7 @@ void tme_tx_queue(struct tm_engine *eng, struct tm_tx *tx)
 		return;
 	}
 	ucs_list_add_tail(&eng->peers[tx->peer]->txq, &tx->link);
+	tx->queued = 1;
 	eng->tx_queued++;
 }
 
@@ -147,9 +157,46 @@ static int32_t slot_fill(struct tm_engine *eng, const void *hdr,
 	return slot;
 }
 
-/* Posts one queued item; returns 0, EAGAIN when no slot is free, or the
- * post's errno.  A tx with nothing to do at its completion is done once
- * posted (tx_posted). */
+/*
+ * One piece of a software rendezvous read: at most max_read bytes, the
+ * longest read the device does in one go (a whole 2 GiB read is refused by
+ * the port).  Each piece is signalled and names the tx, which completes
+ * the receive when the last one is retired.  TX_MORE: pieces remain.
+ */
+#define TX_MORE (-1)
+static int read_post(struct tm_engine *eng, struct tm_peer *p,
+		     struct tm_tx *tx)
+{
+	struct tm_recv *r = tx->recv;
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
+	uint64_t n = tx->rd_end - tx->rd_next;
+	int ret;
+
+	if (tx->rd_stop)
+		return EAGAIN;
+	if (n > eng->max_read)
+		n = eng->max_read;
+	memset(&wr, 0, sizeof(wr));
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.wr.rdma.remote_addr = r->rd_va + tx->rd_next;
+	wr.wr.rdma.rkey = r->rd_rkey;
+	sge.addr = (uintptr_t)r->buf + tx->rd_next;
+	sge.length = (uint32_t)n;
+	sge.lkey = r->mr->lkey;
+	ret = sq_post(eng, p, &wr, -1, tx);
+	if (ret)
+		return ret;
+	tx->rd_next += n;
+	tx->rd_out++;
+	return tx->rd_next < tx->rd_end ? TX_MORE : 0;
+}
+
+/* Posts one queued item; returns 0, TX_MORE (a read with pieces left),
+ * EAGAIN when no slot is free, or the post's errno.  A tx with nothing to
+ * do at its completion is done once posted (tx_posted). */
 static int tx_post(struct tm_engine *eng, struct tm_peer *p, struct tm_tx *tx)
 {
 	struct ibv_send_wr wr;
@@ -164,20 +211,9 @@ static int tx_post(struct tm_engine *eng, struct tm_peer *p, struct tm_tx *tx)
 	int32_t slot;
 	int ret;
 
+	if (tx->type == TX_READ)
+		return read_post(eng, p, tx);
 	memset(&wr, 0, sizeof(wr));
-	if (tx->type == TX_READ) {
-		struct tm_recv *r = tx->recv;
-
-		wr.sg_list = &sge;
-		wr.num_sge = 1;
-		wr.opcode = IBV_WR_RDMA_READ;
-		wr.wr.rdma.remote_addr = r->rd_va;
-		wr.wr.rdma.rkey = r->rd_rkey;
-		sge.addr = (uintptr_t)r->buf;
-		sge.length = r->rd_len < r->len ? r->rd_len : (uint32_t)r->len;
-		sge.lkey = r->mr->lkey;
-		return sq_post(eng, p, &wr, -1, tx);
-	}
 	if (!eng->n_free_slots)
 		return EAGAIN;
 	switch (tx->type) {
@@ -192,7 +228,11 @@ static int tx_post(struct tm_engine *eng, struct tm_peer *p, struct tm_tx *tx)
 		rvh = (struct ibv_rvh *)(hdr + TMH_LEN);
 		rvh->va = htobe64((uintptr_t)s->buf);
 		rvh->rkey = htobe32(s->mr->rkey);
-		rvh->len = htobe32((uint32_t)s->len);
+		/* saturated: longer than any card buffer (tm_offload.c,
+		 * refusal 3), so the card hands it to software, which reads
+		 * the full length from the metadata */
+		rvh->len = htobe32(s->len > UINT32_MAX ? UINT32_MAX :
+				   (uint32_t)s->len);
 		md = (struct tm_rndv_md *)(hdr + TMH_LEN + RVH_LEN);
 		md->len = htobe64(s->len);
 		hdr_len = RNDV_HDR_LEN;
@@ -245,9 +285,14 @@ static int flush_peer(struct tm_engine *eng, struct tm_peer *p)
 	while (!ucs_list_is_empty(&p->txq) && p->sq_out < eng->sq_limit) {
 		tx = ucs_list_head(&p->txq, struct tm_tx, link);
 		ret = tx_post(eng, p, tx);
+		if (ret == TX_MORE) {
+			n++;
+			continue;
+		}
 		if (post_again(ret))
 			break;
 		ucs_list_del(&tx->link);
+		tx->queued = 0;
 		eng->tx_queued--;
 		if (ret) {
 			/* the QP refuses work for good: fail this item, and
@@ -291,7 +336,19 @@ static void tx_complete(struct tm_engine *eng, struct tm_peer *p,
 		tme_send_try_done(eng, s);
 		break;
 	case TX_READ:
-		tme_sw_rndv_done(eng, tx->recv, status);
+		tx->rd_out--;
+		if (status != IBV_WC_SUCCESS && tx->rd_status == IBV_WC_SUCCESS) {
+			tx->rd_status = status;
+			tx->rd_stop = 1;
+		}
+		if (tx->rd_out || (!tx->rd_stop && tx->rd_next < tx->rd_end))
+			return; /* more pieces to come */
+		if (tx->queued) { /* failed with pieces not yet posted */
+			ucs_list_del(&tx->link);
+			tx->queued = 0;
+			eng->tx_queued--;
+		}
+		tme_sw_rndv_done(eng, tx->recv, tx->rd_status);
 		break;
 	case TX_KEEPALIVE:
 		p->ka_out = 0;

@@ -5,8 +5,10 @@
  * Contract: every message starts with the TMH of <infiniband/tm_types.h>
  * (big endian fields); the card reads only opcode, tag and app_ctx.
  *   EAGER     TMH | payload                (payload <= eager_limit)
- *   RNDV      TMH | RVH | struct tm_rndv_md (40 bytes)
- *   FIN       the request's TMH (opcode FIN) | RVH, receiver to sender
+ *   RNDV      TMH | RVH | struct tm_rndv_md (40 bytes); RVH len is the
+ *             length saturated at 2^32 - 1, tm_rndv_md the full length
+ *   FIN       the request's TMH (opcode FIN) | RVH, receiver to sender;
+ *             TM_APP_FIN_ERR set when the receiver failed the transfer
  *   ACK       TMH(NO_TAG), control TM_CTRL_ACK: a synchronous send matched
  *   KEEPALIVE TMH(NO_TAG), control TM_CTRL_KEEPALIVE, tag 0: ignored on
  *             arrival (only the transport's acknowledgement matters)
@@ -24,6 +26,8 @@
 
 #define TM_APP_SYNC (1u << 31)
 #define TM_APP_RNDV (1u << 30)
+/* in a FIN only: the receiver failed the transfer, so the send fails too */
+#define TM_APP_FIN_ERR (1u << 29)
 #define TM_APP_CTRL_SHIFT 24
 #define TM_APP_CTRL_MASK (0x3fu << TM_APP_CTRL_SHIFT)
 #define TM_APP_SEQ_MASK 0xffffffu

@@ -25,8 +25,12 @@
 
 struct mtl_tm_module mtl_tm = {
 	.super = {
-		/* The engine's tag layout: 14-bit context id, 32-bit tag. */
-		.mtl_max_contextid = TM_MAX_CTX,
+		/* The engine's tag layout: 14-bit context id, 32-bit tag.
+		 * Open MPI refuses an id >= mtl_max_contextid by itself, as
+		 * a bare MPI_ERR_INTERN; letting it hand out one id past
+		 * ours (TM_MAX_CTX + 1) sends the first communicator over
+		 * the limit to mtl_tm_add_comm, which names the limit. */
+		.mtl_max_contextid = TM_MAX_CTX + 2,
 		.mtl_max_tag = INT32_MAX,
 		.mtl_request_size = sizeof(struct mtl_tm_request) -
 				    sizeof(struct mca_mtl_request_t),
@@ -78,7 +82,8 @@ static int eager_limit(size_t *eager)
 	return OMPI_SUCCESS;
 }
 
-/* Counts that cannot be zero, before any set-up. */
+/* Counts that cannot be zero, and the keepalive's bound, before any
+ * set-up. */
 static int check_counts(void)
 {
 	const struct mtl_tm_params *p = &mtl_tm_params;
@@ -96,6 +101,13 @@ static int check_counts(void)
 		mtl_tm_show_error("bad-parameter",
 				  "mtl_tm_send_slots must be at least 1 (is 0): every eager send and\n"
 				  "control message goes out of a send slot.");
+		return OMPI_ERR_BAD_PARAM;
+	}
+	if (p->keepalive_ms > TM_KEEPALIVE_MAX_MS) {
+		mtl_tm_show_error("bad-parameter",
+				  "mtl_tm_keepalive_ms (%u) is above its maximum, %u: a peer that died\n"
+				  "must fail the requests waiting on it within that time.",
+				  p->keepalive_ms, TM_KEEPALIVE_MAX_MS);
 		return OMPI_ERR_BAD_PARAM;
 	}
 	return OMPI_SUCCESS;
@@ -467,7 +479,7 @@ static void log_stats(uint64_t errors_run)
 		return;
 	tm_engine_get_stats(mtl_tm.eng, &st);
 	opal_output(mtl_tm_output,
-		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown)",
+		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu, long buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown)",
 		    mtl_tm.my_vpid, (unsigned long long)st.recv_posted,
 		    (unsigned long long)st.recv_to_card,
 		    (unsigned long long)st.sw_matched_uq,
@@ -475,6 +487,7 @@ static void log_stats(uint64_t errors_run)
 		    (unsigned long long)st.sw_list_full,
 		    (unsigned long long)st.sw_ops_full,
 		    (unsigned long long)st.sw_small_buf,
+		    (unsigned long long)st.sw_long_buf,
 		    (unsigned long long)st.card_matched,
 		    (unsigned long long)st.unexpected,
 		    (unsigned long long)st.rndv_card,
@@ -544,10 +557,23 @@ int mtl_tm_add_comm(struct mca_mtl_base_module_t *mtl,
 
 	if (OMPI_COMM_IS_INTER(comm) && ompi_comm_remote_size(comm) > size)
 		size = ompi_comm_remote_size(comm);
-	if (cid > TM_MAX_CTX || (uint32_t)size > TM_MAX_SRC + 1u) {
-		opal_output(0, "mtl tm: communicator %s (context id %u, %d ranks) exceeds the tag layout (%u context ids, %u ranks)",
-			    comm->c_name, cid, size, TM_MAX_CTX + 1,
-			    TM_MAX_SRC + 1);
+	/* The limits of mtl_tm(7), "Limits": the tag gives the context id
+	 * 14 bits and the source rank 18. */
+	if (cid > TM_MAX_CTX) {
+		mtl_tm_show_error("communicator-limit",
+				  "communicator %s needs context id %u, but mtl tm carries ids 0..%u only\n"
+				  "(14 bits of the 64-bit tag).  Open MPI gives a new communicator the lowest\n"
+				  "id free in all its members, and MPI_COMM_WORLD, MPI_COMM_SELF and\n"
+				  "MPI_COMM_NULL hold three, so at most %u communicators can be created and\n"
+				  "live at once.  Free communicators no longer needed, or use pml ob1.",
+				  comm->c_name, cid, TM_MAX_CTX, TM_MAX_CTX + 1 - 3);
+		return OMPI_ERR_NOT_SUPPORTED;
+	}
+	if ((uint32_t)size > TM_MAX_SRC + 1u) {
+		mtl_tm_show_error("communicator-limit",
+				  "communicator %s has %d ranks, but mtl tm carries at most %u\n"
+				  "(18 bits of the 64-bit tag name the source rank).",
+				  comm->c_name, size, TM_MAX_SRC + 1);
 		return OMPI_ERR_NOT_SUPPORTED;
 	}
 	return OMPI_SUCCESS;

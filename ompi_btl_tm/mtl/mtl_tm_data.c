@@ -43,7 +43,9 @@
  * inside a basic element of its datatype.  Those go in the request's own
  * status, which Open MPI turns into the return value or, for the
  * multiple-completion calls, copies out whole; a user's status is written
- * here only by the probes (see probe_status).
+ * here only by the probes (see probe_status).  A receive or probe from a
+ * specific rank names that rank's engine peer, so it fails too when that
+ * process dies (MPI_ANY_SOURCE ones do not).
  */
 #include "mtl_tm.h"
 
@@ -67,6 +69,8 @@ static int tm_to_ompi(int rc)
 	case TM_ERR_RANGE:
 	case TM_ERR_INVALID: return OMPI_ERR_BAD_PARAM;
 	case TM_ERR_UNSUPPORTED: return OMPI_ERR_NOT_SUPPORTED;
+	/* as a failed request's status: MPI_ERR_OTHER */
+	case TM_ERR_PEER_DEAD: return OMPI_ERROR;
 	}
 	return OMPI_ERROR;
 }
@@ -247,6 +251,21 @@ static struct mtl_tm_endpoint *peer_ep(struct ompi_communicator_t *comm,
 }
 
 /*
+ * The engine peer that source rank src of comm names, for requests that
+ * should fail when it dies (the engine cannot tell which process a
+ * (context, rank) pair is); TM_PEER_ANY for MPI_ANY_SOURCE.
+ */
+static uint32_t src_peer(struct ompi_communicator_t *comm, int src)
+{
+	struct mtl_tm_endpoint *ep;
+
+	if (src == MPI_ANY_SOURCE)
+		return TM_PEER_ANY;
+	ep = peer_ep(comm, src);
+	return ep ? ep->peer : TM_PEER_ANY;
+}
+
+/*
  * Hands (buf, len) to the engine on req.  req owns buf from here if
  * pack_free (freed at completion, or here on failure).
  */
@@ -410,6 +429,7 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 		 mca_mtl_request_t *mtl_request)
 {
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
+	uint32_t peer = src_peer(comm, src);
 	int rc;
 
 	void *buf;
@@ -427,10 +447,11 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 		len = sizeof(req->small);
 	}
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_irecv(mtl_tm.eng, &req->u.recv, ompi_comm_get_cid(comm),
-			     src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
-			     tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, buf, len,
-			     NULL);
+	rc = tm_engine_irecv_from(mtl_tm.eng, &req->u.recv,
+				  ompi_comm_get_cid(comm),
+				  src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
+				  tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, peer,
+				  buf, len, NULL);
 	mtl_tm_unlock_and_complete();
 	if (rc != TM_OK) {
 		free_pack(req);
@@ -463,12 +484,14 @@ int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,
 		  int *flag, struct ompi_status_public_t *status)
 {
 	struct tm_probe_info info;
+	uint32_t peer = src_peer(comm, src);
 	int rc;
 
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_iprobe(mtl_tm.eng, ompi_comm_get_cid(comm),
-			      src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
-			      tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, &info);
+	rc = tm_engine_iprobe_from(mtl_tm.eng, ompi_comm_get_cid(comm),
+				   src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
+				   tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, peer,
+				   &info);
 	mtl_tm_unlock_and_complete();
 	*flag = rc == TM_OK;
 	if (rc == TM_OK)
@@ -494,10 +517,10 @@ int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
 	if (!m)
 		return OMPI_ERR_OUT_OF_RESOURCE;
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_improbe(mtl_tm.eng, ompi_comm_get_cid(comm),
-			       src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
-			       tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, &msg,
-			       &info);
+	rc = tm_engine_improbe_from(mtl_tm.eng, ompi_comm_get_cid(comm),
+				    src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
+				    tag == MPI_ANY_TAG ? TM_ANY_TAG : tag,
+				    src_peer(comm, src), &msg, &info);
 	mtl_tm_unlock_and_complete();
 	if (rc != TM_OK) {
 		ompi_message_return(m);

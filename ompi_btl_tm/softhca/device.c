@@ -39,6 +39,7 @@ void softhca_config_default(struct softhca_config *cfg)
 		.max_wr = 32768,
 		.sched = SOFTHCA_SCHED_AUTO,
 		.strict = 1,
+		.max_msg_sz = 1u << 30,
 	};
 }
 
@@ -61,6 +62,8 @@ static const struct config_limit limits[] = {
 	LIMIT("SOFTHCA_MAX_QP", max_qp, 1, 65536),
 	LIMIT("SOFTHCA_MAX_MR", max_mr, 1, 65535),
 	LIMIT("SOFTHCA_MAX_WR", max_wr, 1, 1u << 20),
+	/* 2^31: a length must stay below 2^32 with the headers added */
+	LIMIT("SOFTHCA_MAX_MSG_SZ", max_msg_sz, 4096, 1u << 31),
 };
 
 static uint32_t *config_field(struct softhca_config *cfg,
@@ -293,7 +296,7 @@ static int sh_query_port(struct ibv_context *c, uint8_t port,
 	attr->gid_tbl_len = 1;
 	attr->pkey_tbl_len = 1;
 	attr->lid = 1;
-	attr->max_msg_sz = 1u << 31;
+	attr->max_msg_sz = to_sh_ctx(c)->cfg.max_msg_sz;
 	attr->active_width = 4;   /* 4x */
 	attr->active_speed = 32;  /* EDR */
 	attr->phys_state = 5;     /* LinkUp */

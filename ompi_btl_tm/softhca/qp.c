@@ -570,7 +570,8 @@ int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		    (uint32_t)wr->num_sge > SH_MAX_SGE ||
 		    (wr->opcode != IBV_WR_SEND &&
 		     wr->opcode != IBV_WR_RDMA_READ) ||
-		    sge_total(wr->sg_list, (uint32_t)wr->num_sge) >= (1u << 31))
+		    sge_total(wr->sg_list, (uint32_t)wr->num_sge) >
+		    ctx->cfg.max_msg_sz)
 			err = EINVAL;
 		else if (qp->sq_user >= qp->max_send_wr ||
 			 (uint32_t)wr->num_sge > qp->max_send_sge ||

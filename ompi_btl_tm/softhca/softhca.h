@@ -21,7 +21,8 @@
  *  - Basic SRQs, QP receive queues, and the TM-SRQ (IBV_SRQT_TM) of
  *    doc/DESIGN.md section 3; ibv_post_srq_ops ADD / DEL / SYNC.
  *  - ibv_post_send: IBV_WR_SEND (with IBV_SEND_INLINE / SIGNALED) and
- *    IBV_WR_RDMA_READ.  Other opcodes fail with EINVAL; as on mlx5, a
+ *    IBV_WR_RDMA_READ.  Other opcodes, and a WR longer than the port's
+ *    max_msg_sz (cfg.max_msg_sz), fail with EINVAL; as on mlx5, a
  *    full send queue (or none: max_send_wr 0), more SGEs than the QP's
  *    max_send_sge, or inline data past its max_inline_data (what
  *    create_qp returns: 60 bytes with one SGE) fail with ENOMEM.  QP and
@@ -56,7 +57,9 @@
  *    the data (RDMA read checked against the sender's rkey table), completes
  *    TM_DATA_VALID, then sends FIN (TMH copy with opcode FIN, then the RVH)
  *    to the sender.  A read the sender's rkey does not allow completes with
- *    IBV_WC_REM_ACCESS_ERR and no FIN.
+ *    IBV_WC_REM_ACCESS_ERR and no FIN; one longer than max_msg_sz (only
+ *    into a tagged buffer that long) with IBV_WC_REM_INV_REQ_ERR and no
+ *    FIN, as a card that cannot do it.
  *  - DEL of an entry a message consumed completes with IBV_WC_TM_ERR.
  *    A handle is reused only after its final completion was polled and no
  *    op naming it is outstanding.
@@ -129,16 +132,18 @@ struct softhca_config {
 	uint64_t seed;              /* RANDOM mode seed (0: from pid and time) */
 	int force_copy_read;        /* never use process_vm_readv */
 	int strict;                 /* mlx5-strict shapes (see below) */
+	uint32_t max_msg_sz;        /* port max_msg_sz: longest SEND, RDMA
+				     * read or card rendezvous read */
 };
 
 /*
  * Defaults mirror a ConnectX-5/6: max_wr (max_qp_wr, and the card's
  * max_send_wqebb) 32768, max_ops 32768 (what mlx5 advertises: the same
- * 1 << log_max_qp_sz), 64 B rndv header, 1 SGE; 1023 tags (firmware
- * dependent).  As on mlx5, a TM-SRQ asking for the advertised max_ops is
- * refused: its command queue needs 4 send blocks per op, rounded up to a
- * power of two, within max_wr blocks, so max_ops <= max_wr / 4 (see
- * doc/mlx5-rules.md, rule 2).
+ * 1 << log_max_qp_sz), 64 B rndv header, 1 SGE, max_msg_sz 1 GiB; 1023
+ * tags (firmware dependent).  As on mlx5, a TM-SRQ asking for the
+ * advertised max_ops is refused: its command queue needs 4 send blocks per
+ * op, rounded up to a power of two, within max_wr blocks, so max_ops <=
+ * max_wr / 4 (see doc/mlx5-rules.md, rule 2).
  *
  * strict (the default; env TM_SOFTHCA_STRICT=0/1 overrides whatever config
  * was set) is how mlx5 behaves (doc/mlx5-rules.md rules 5, 10, 15, 16,
@@ -163,6 +168,7 @@ void softhca_config_default(struct softhca_config *cfg);
 /*
  * Overrides cfg fields from SOFTHCA_* environment variables
  * (SOFTHCA_MAX_NUM_TAGS, SOFTHCA_MAX_OPS, SOFTHCA_MTU, SOFTHCA_RING_DEPTH,
+ * SOFTHCA_MAX_MSG_SZ,
  * SOFTHCA_SCHED=auto|random|manual, SOFTHCA_SEED, SOFTHCA_FORCE_COPY_READ,
  * ...).  Returns 0, or EINVAL naming the bad variable on stderr.
  */

@@ -607,6 +607,11 @@ static void rx_rndv_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
 	cqe.wc_flags = IBV_WC_TM_MATCH;
 	cqe.status = sh_local_check(qp->ctx, t->sge, t->num_sge,
 				    IBV_ACCESS_LOCAL_WRITE);
+	/* The card cannot read more than max_msg_sz at once: software must
+	 * not hand it a buffer that long (doc/DESIGN.md, "Long messages"). */
+	if (cqe.status == IBV_WC_SUCCESS && len > qp->ctx->cfg.max_msg_sz &&
+	    len <= sge_total(t->sge, t->num_sge))
+		cqe.status = IBV_WC_REM_INV_REQ_ERR;
 	/* strict: only a QP without a send queue is the card's rendezvous
 	 * QP (mlx5 offload_type RNDV, rule 10) */
 	job = cqe.status == IBV_WC_SUCCESS &&

@@ -382,8 +382,9 @@ static void world_open(const struct dcfg *c, uint64_t seed)
 	o.ecfg.test = &(struct tm_engine_test){ .faults = c->faults,
 						.arrival_hook = arrival_hook };
 	/* no timer-driven keepalives: a seed must replay the same schedule
-	 * (test_peer_fail covers keepalives) */
-	o.ecfg.keepalive_ms = UINT32_MAX;
+	 * (test_peer_fail covers keepalives); the longest period allowed is
+	 * a minute, far longer than any send here waits */
+	o.ecfg.keepalive_ms = TM_KEEPALIVE_MAX_MS;
 	if (eu_world_init(&S.w, 1 + c->k, &o))
 		tap_bail("cannot open the soft HCA world");
 	S.k = c->k;

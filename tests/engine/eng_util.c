@@ -49,6 +49,10 @@ int eu_world_init(struct eu_world *w, int n, const struct eu_opts *o)
 		cfg.max_ops = o->max_ops;
 	if (o->mtu)
 		cfg.mtu = o->mtu;
+	if (o->max_msg_sz)
+		cfg.max_msg_sz = o->max_msg_sz;
+	if (o->max_mr)
+		cfg.max_mr = o->max_mr;
 	cfg.sched = o->sched;
 	cfg.seed = o->seed;
 	if (softhca_set_config(&cfg))

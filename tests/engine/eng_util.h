@@ -33,6 +33,8 @@ struct eu_opts {
 	uint32_t max_num_tags;
 	uint32_t max_ops;
 	uint32_t mtu;
+	uint32_t max_msg_sz;  /* the port's: longest read at once */
+	uint32_t max_mr;
 	enum softhca_sched sched;
 	uint64_t seed;
 	size_t arena_len;
