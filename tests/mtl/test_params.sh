@@ -87,7 +87,7 @@ boundary() {
 	fi
 }
 
-echo "1..16"
+echo "1..17"
 
 refused "eager_limit 4294967396 (does not fit a 32-bit length)" \
 	mtl_tm_eager_limit --mca mtl_tm_eager_limit 4294967396
