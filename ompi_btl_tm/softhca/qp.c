@@ -167,10 +167,15 @@ static bool out_usable(struct sh_qp *qp)
 struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp)
 {
 	const struct sh_layout *l = &qp->peer->lay;
-	uint32_t head = qp->out_head;
-	uint32_t tail = atomic_load_explicit(&qp->out->tail,
-					     memory_order_acquire);
+	uint32_t head = qp->out_head, tail;
 	uint64_t now;
+
+	if (qp->peer->gone) {
+		/* (gone_ring has no slots: nothing may be written there) */
+		sh_qp_error(qp, IBV_WC_RETRY_EXC_ERR);
+		return NULL;
+	}
+	tail = atomic_load_explicit(&qp->out->tail, memory_order_acquire);
 
 	if (head - tail < l->ring_depth) {
 		qp->stall_since = 0;
