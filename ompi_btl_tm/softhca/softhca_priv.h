@@ -577,7 +577,7 @@ int sh_tl_insert(struct sh_srq *srq, int32_t h);
 void sh_tl_remove(struct sh_srq *srq, int32_t h);
 int32_t sh_tl_match(struct sh_srq *srq, uint64_t tag);
 
-/* qp.c */
+/* qp.c, ingress.c (the receive side) */
 struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
 int sh_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
 int sh_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
@@ -597,6 +597,7 @@ void sh_qp_check_peer(struct sh_qp *qp);
 struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp);
 void sh_qp_out_commit(struct sh_qp *qp);
 void sh_qp_bad_packet(struct sh_qp *qp);
+void sh_qp_sq_complete(struct sh_qp *qp, enum ibv_wc_status status);
 
 /* card.c */
 void sh_card_progress(struct sh_context *ctx);

@@ -581,6 +581,70 @@ static void test_peer_header_changes(void)
 	sh_env_close(&e);
 }
 
+/* ---- a peer that exited before the connect ---------------------------- */
+
+/*
+ * The connect succeeds (as on a card) and the QP fails at its first use:
+ * here a rendezvous that arrives on it (forged into its ring) makes the
+ * card start a copy read towards the exited peer, which must fail the QP,
+ * not write a request to a ring that does not exist.
+ */
+static int gone_peer_child(int unused)
+{
+	struct softhca_config cfg;
+	struct ibv_qp_attr at;
+	struct ibv_qp_init_attr init;
+	union ibv_gid gid;
+	struct ibv_cq_ex *cq;
+	struct ibv_qp *qp;
+	struct sh_env e;
+	struct reach r;
+	struct sh_pkt h;
+	uint8_t msg[SH_TMH_LEN + SH_RVH_LEN + 8] = { 0 };
+	uint32_t w[4], handle;
+	pid_t pid;
+	char *buf;
+
+	(void)unused;
+	pid = fork();
+	if (!pid)
+		_exit(0);
+	waitpid(pid, NULL, 0);
+	sh_config(&cfg);
+	cfg.force_copy_read = 1;
+	if (sh_env_open(&e, &cfg, SOFTHCA_SCHED_MANUAL, 0))
+		return 100;
+	w[0] = htonl(0x53544d32u);
+	w[1] = htonl((uint32_t)pid);
+	w[2] = htonl(3);
+	w[3] = htonl(1);
+	memcpy(gid.raw, w, sizeof(w));
+	cq = sh_cq_ex(e.b.ctx, 16);
+	qp = sh_qp_create(&e.b, cq, e.b.srq, NULL);
+	if (!qp || sh_qp_connect(qp, &gid, SH_QPN_BASE))
+		return 1;
+	buf = sh_alloc(&e.b, 4096);
+	sh_add(&e.b, 1, 2, buf, 4096, 5, ~0ull, 0,
+	       IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC, &handle);
+	softhca_drain(e.b.ctx);
+	reach_victim(&e.b.gid, &r);
+	if (!r.rings)
+		return 101;
+	sh_put_tmh(msg, IBV_TMH_RNDV, 0, 5);
+	sh_put_rvh(msg + SH_TMH_LEN, 0x10000, 0x10001, 100);
+	memset(&h, 0, sizeof(h));
+	h.kind = SH_PKT_SEND;
+	h.flags = SH_PKT_FIRST | SH_PKT_LAST;
+	h.len = h.msg_len = sizeof(msg);
+	forge(&r, qp->qp_num, &h, msg, sizeof(msg));
+	softhca_drain(e.b.ctx);
+	softhca_drain(e.b.ctx);
+	if (sh_v()->query_qp(qp, &at, IBV_QP_STATE, &init) ||
+	    at.qp_state != IBV_QPS_ERR)
+		return 2;
+	return 0;
+}
+
 /* ---- a region deregistered while a copy read of it is served ---------- */
 
 static void test_read_revalidated(void)
@@ -644,6 +708,8 @@ int main(void)
 			 "refused with EPROTO", hdr_name[i]);
 		run_child(what, bad_header_child, i);
 	}
+	run_child("a peer that exited before the connect: the connect succeeds, "
+		  "the first use fails the QP without a crash", gone_peer_child, 0);
 	test_peer_header_changes();
 	test_read_revalidated();
 	return tap_done();
