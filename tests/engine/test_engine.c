@@ -364,8 +364,8 @@ static void test_prefix(void)
 	post_recv(&r[8], 0, 1, 3, 3, 600, NEVER_LEN);
 	st = stats(0);
 	tap_check(st.sw_list_full == 4, "a non-conflicting receive meets the full list");
-	tap_check(st.sw_small_buf == 1,
-		  "a buffer longer than the card's 32-bit length is counted");
+	tap_check(st.sw_long_buf == 1,
+		  "a buffer longer than the card reads at once is counted");
 	send_msg(&s[0], 2, 0, 1, 1, 0, 10, 1, 0);
 	send_msg(&s[1], 2, 0, 1, 1, 0, 11, 2, 0);
 	send_msg(&s[2], 2, 0, 1, 1, 0, 12, 3, 0);
@@ -436,13 +436,14 @@ static void test_promote_conflict_gone(void)
 	struct tm_engine_stats st;
 
 	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
-	/* buffers longer than 32 bits can never go to the card: they stay in
-	 * software (only the message's bytes are written) */
+	/* buffers longer than the card reads at once (max_msg_sz) can never
+	 * go to the card: they stay in software (only the message's bytes
+	 * are written) */
 	post_recv(&pr[0], 0, 1, TM_ANY_SRC, TM_ANY_TAG, 0, NEVER_LEN);
 	post_recv(&pr[1], 0, 1, 1, 5, 100, 100);
 	post_recv(&pr[2], 0, 2, 1, 5, 200, 100);
 	st = stats(0);
-	tap_check(st.sw_small_buf == 1 && st.sw_conflict == 1 &&
+	tap_check(st.sw_long_buf == 1 && st.sw_conflict == 1 &&
 		  st.recv_to_card == 1,
 		  "promotion: a receive that can never go to the card holds back its context only");
 	tm_engine_cancel_recv(E(0), &pr[0].r);
