@@ -79,8 +79,8 @@ struct tm_dev_config {
 	const char *provider;  /* "auto", "soft", "verbs"; NULL = "auto" */
 	const struct tm_verbs *verbs; /* tests: use this table, not provider's */
 	uint32_t max_num_tags; /* 0: the device maximum */
-	uint32_t max_ops;      /* 0: the device maximum */
-	uint32_t srq_max_wr;   /* plain buffers the TM-SRQ can hold */
+	uint32_t max_ops;      /* 0: as the hardware allows ("Sizes") */
+	uint32_t srq_max_wr;   /* plain WQEs the TM-SRQ can hold (raised to 33) */
 	uint32_t qp_max_send_wr;
 	uint32_t cq_size;      /* send CQ, at least (and a floor for the TM CQ) */
 	uint32_t max_peers;    /* peers expected (sizes the send CQ); 0: unknown */

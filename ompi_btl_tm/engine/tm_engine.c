@@ -104,11 +104,15 @@ static void on_tm_cqe(struct tm_engine *eng, const struct tm_cqe *c)
 static int poll_tm_batch(struct tm_engine *eng, struct tm_cqe *out)
 {
 	struct ibv_cq_ex *cq = eng->dev->tm_cq;
-	struct ibv_poll_cq_attr attr = { .comp_mask = 0 };
-	int n = 0;
+	int n = 0, rc = tm_dev_start_poll(cq);
 
-	if (ibv_start_poll(cq, &attr))
+	/* empty is ENOENT only; any other answer is a CQ that failed
+	 * (doc/mlx5-rules.md rule 20): nothing will arrive again */
+	if (rc != TM_OK) {
+		if (rc != TM_ERR_NOT_FOUND)
+			tme_engine_fatal(eng, TM_ERR_IO);
 		return 0;
+	}
 	do {
 		out[n].wr_id = cq->wr_id;
 		out[n].status = cq->status;

@@ -88,10 +88,13 @@ static int check_counts(void)
 {
 	const struct mtl_tm_params *p = &mtl_tm_params;
 
-	if (p->n_plain == 0) {
+	if (p->n_plain < TM_ENGINE_N_PLAIN_MIN) {
 		mtl_tm_show_error("bad-parameter",
-				  "mtl_tm_plain_buffers must be at least 1 (is 0): unexpected and\n"
-				  "control messages land in those buffers.");
+				  "mtl_tm_plain_buffers must be at least %u (is %u): unexpected and\n"
+				  "control messages land in those buffers, and a tag-matching card\n"
+				  "needs at least %u of them posted.",
+				  TM_ENGINE_N_PLAIN_MIN, p->n_plain,
+				  TM_ENGINE_N_PLAIN_MIN);
 		return OMPI_ERR_BAD_PARAM;
 	}
 	if (p->send_slots == 0) {

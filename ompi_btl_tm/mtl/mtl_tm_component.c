@@ -232,7 +232,7 @@ static int mtl_tm_component_register(void)
 	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, OPAL_INFO_LVL_5,
 	    &p->max_tags);
 	reg("max_ops",
-	    "Outstanding tag-list operations to use on the card (0: all the device offers)",
+	    "Outstanding tag-list operations on the card (0: as the hardware allows: 2 per tag + 2, within the device's command-queue limit)",
 	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, OPAL_INFO_LVL_5,
 	    &p->max_ops);
 	reg("plain_buffers",

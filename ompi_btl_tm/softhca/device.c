@@ -244,20 +244,28 @@ static int sh_query_device_ex(struct ibv_context *c,
 	return 0;
 }
 
-uint64_t sh_sq_wqebbs(uint32_t max_wr, uint32_t max_sge, uint32_t max_inline)
+uint32_t sh_sq_wqe_size(uint32_t max_sge, uint32_t max_inline)
 {
 	uint32_t size = SH_WQE_OVERHEAD + 16u * max_sge;
 	uint32_t inl = max_inline ? SH_WQE_OVERHEAD +
 				    ((4u + max_inline + 15u) & ~15u) : 0;
-	uint64_t bytes, pow2 = 1;
 
-	if (max_inline > SH_MAX_WQE)
+	if (max_inline > SH_MAX_WQE || max_sge > SH_MAX_WQE / 16)
 		return 0;
 	if (inl > size)
 		size = inl;
 	if (size > SH_MAX_WQE)
 		return 0;
-	size = (size + SH_WQEBB - 1) & ~(SH_WQEBB - 1);
+	return (size + SH_WQEBB - 1) & ~(SH_WQEBB - 1);
+}
+
+uint64_t sh_sq_wqebbs(uint32_t max_wr, uint32_t max_sge, uint32_t max_inline)
+{
+	uint32_t size = sh_sq_wqe_size(max_sge, max_inline);
+	uint64_t bytes, pow2 = 1;
+
+	if (!size)
+		return 0;
 	bytes = (uint64_t)max_wr * size;
 	while (pow2 < bytes)
 		pow2 <<= 1;

@@ -573,8 +573,14 @@ int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		    sge_total(wr->sg_list, (uint32_t)wr->num_sge) >
 		    ctx->cfg.max_msg_sz)
 			err = EINVAL;
-		else if (qp->sq_user >= qp->max_send_wr)
-			err = ENOMEM;
+		else if (qp->sq_user >= qp->max_send_wr ||
+			 (uint32_t)wr->num_sge > qp->max_send_sge ||
+			 (wr->opcode == IBV_WR_SEND &&
+			  (wr->send_flags & IBV_SEND_INLINE) &&
+			  sge_total(wr->sg_list, (uint32_t)wr->num_sge) >
+				  qp->max_inline))
+			err = ENOMEM; /* mlx5: queue full, too many SGEs, or
+				       * inline data past the WQE */
 		if (err) {
 			*bad = wr;
 			break;
@@ -684,7 +690,13 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	qp->rcq = to_sh_cq(attr->recv_cq);
 	qp->srq = attr->srq ? to_sh_srq(attr->srq) : NULL;
 	qp->max_send_wr = attr->cap.max_send_wr;
+	qp->max_send_sge = attr->cap.max_send_sge;
 	qp->no_sq = !attr->cap.max_send_wr;
+	/* what mlx5 reports back: the WQE less its control segments and
+	 * the inline header */
+	qp->max_inline = qp->no_sq ? 0 :
+		sh_sq_wqe_size(attr->cap.max_send_sge,
+			       attr->cap.max_inline_data) - SH_WQE_OVERHEAD - 4;
 	qp->max_recv_wr = attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1;
 	qp->sq_sig_all = attr->sq_sig_all;
 	qp->in = sh_ring_at(&ctx->lay, ctx->rings, i);
@@ -711,7 +723,7 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	qp->qp.qp_type = IBV_QPT_RC;
 	pthread_mutex_init(&qp->qp.mutex, NULL);
 	pthread_cond_init(&qp->qp.cond, NULL);
-	attr->cap.max_inline_data = 1u << 16;
+	attr->cap.max_inline_data = qp->max_inline;
 	return &qp->qp;
 }
 
@@ -817,8 +829,9 @@ int sh_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
 	attr->path_mtu = IBV_MTU_4096;
 	attr->cap.max_send_wr = qp->max_send_wr;
 	attr->cap.max_recv_wr = qp->max_recv_wr;
-	attr->cap.max_send_sge = SH_MAX_SGE;
+	attr->cap.max_send_sge = qp->max_send_sge;
 	attr->cap.max_recv_sge = SH_MAX_SGE;
+	attr->cap.max_inline_data = qp->max_inline;
 	pthread_mutex_unlock(&qp->ctx->lock);
 	init->send_cq = qp->qp.send_cq;
 	init->recv_cq = qp->qp.recv_cq;

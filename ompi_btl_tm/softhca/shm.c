@@ -270,6 +270,18 @@ static bool pidfd_exited(int pidfd)
 	return poll(&pf, 1, 0) == 1 && (pf.revents & POLLIN);
 }
 
+/*
+ * A copy of the peer's descriptor fd, or -1 (errno).  Our own segments
+ * (two contexts of one process) are a dup: no pidfd needed, which also
+ * keeps the in-process benchmarks running under valgrind (no pidfd_open).
+ */
+static int peer_getfd(int pidfd, pid_t pid, int fd)
+{
+	if (pid == getpid())
+		return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+}
+
 /* 0, ESRCH if the process has exited, or why the segments are unusable. */
 static int peer_map(struct sh_peer *p, pid_t pid, int fd, uint32_t nonce)
 {
@@ -279,10 +291,10 @@ static int peer_map(struct sh_peer *p, pid_t pid, int fd, uint32_t nonce)
 	struct sh_seg head;
 	uint64_t size, rsize;
 
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd < 0)
+	pidfd = pid == getpid() ? -1 : (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0 && pid != getpid())
 		return errno;
-	pfd = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+	pfd = peer_getfd(pidfd, pid, fd);
 	if (pfd < 0) {
 		err = errno == ESRCH || pidfd_exited(pidfd) ? ESRCH
 			: errno == EBADF ? ENOENT : errno;
@@ -301,7 +313,7 @@ static int peer_map(struct sh_peer *p, pid_t pid, int fd, uint32_t nonce)
 	err = header_check(&head, pid, nonce, size, &p->lay);
 	if (err)
 		goto out;
-	rfd = (int)syscall(SYS_pidfd_getfd, pidfd, head.rings_fd, 0);
+	rfd = peer_getfd(pidfd, pid, head.rings_fd);
 	if (rfd < 0) {
 		err = errno == ESRCH || pidfd_exited(pidfd) ? ESRCH
 			: errno == EBADF ? ENOENT : errno;
@@ -334,7 +346,8 @@ out:
 		close(rfd);
 	if (pfd >= 0)
 		close(pfd);
-	close(pidfd);
+	if (pidfd >= 0)
+		close(pidfd);
 	return err;
 }
 

@@ -22,7 +22,11 @@
  *    doc/DESIGN.md section 3; ibv_post_srq_ops ADD / DEL / SYNC.
  *  - ibv_post_send: IBV_WR_SEND (with IBV_SEND_INLINE / SIGNALED) and
  *    IBV_WR_RDMA_READ.  Other opcodes, and a WR longer than the port's
- *    max_msg_sz (cfg.max_msg_sz), fail with EINVAL.
+ *    max_msg_sz (cfg.max_msg_sz), fail with EINVAL; as on mlx5, a
+ *    full send queue (or none: max_send_wr 0), more SGEs than the QP's
+ *    max_send_sge, or inline data past its max_inline_data (what
+ *    create_qp returns: 60 bytes with one SGE) fail with ENOMEM.  QP and
+ *    TM-SRQ creation refuse what mlx5 refuses (doc/mlx5-rules.md).
  *
  * The TM-SRQ, as the card does it (rdma-core/mlx5 semantics):
  *  - ADD returns its handle in wr->tm.handle at post time; a full list fails
@@ -47,8 +51,9 @@
  *    them.  An eager payload longer than the tagged buffer: exactly the
  *    buffer's length is written and the data completion has status
  *    IBV_WC_LOC_LEN_ERR with byte_len the full payload length.  An RNDV
- *    whose data does not fit: status IBV_WC_TM_RNDV_INCOMPLETE and the
- *    TMH+RVH (as much as fits) in the buffer.  Matched RNDV: the card reads
+ *    whose data does not fit: status IBV_WC_TM_RNDV_INCOMPLETE, flags
+ *    TM_MATCH|TM_DATA_VALID (mlx5's one-completion form; strict: see
+ *    softhca_config) and the TMH+RVH (as much as fits) in the buffer.  Matched RNDV: the card reads
  *    the data (RDMA read checked against the sender's rkey table), completes
  *    TM_DATA_VALID, then sends FIN (TMH copy with opcode FIN, then the RVH)
  *    to the sender.  A read the sender's rkey does not allow completes with

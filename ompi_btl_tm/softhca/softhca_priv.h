@@ -394,6 +394,8 @@ struct sh_qp {
 	struct sh_srq *srq;
 	struct sh_rq rq;             /* used when srq == NULL */
 	uint32_t max_send_wr, max_recv_wr, sq_sig_all;
+	uint32_t max_send_sge;       /* more SGEs in a WR: ENOMEM, as mlx5 */
+	uint32_t max_inline;         /* larger IBV_SEND_INLINE: ENOMEM */
 	bool no_sq;                  /* created with max_send_wr 0: user sends
 				      * refused; on a TM-SRQ, the card's
 				      * rendezvous QP (mlx5 offload_type RNDV) */
@@ -493,6 +495,9 @@ static inline uint32_t sge_total(const struct ibv_sge *sge, uint32_t n)
 /* device.c: send blocks an RC send queue of max_wr WRs takes on mlx5, or
  * 0 when its WQE would be too large (rule 2) */
 uint64_t sh_sq_wqebbs(uint32_t max_wr, uint32_t max_sge, uint32_t max_inline);
+/* bytes of one such WQE (a multiple of 64), or 0 when too large; what is
+ * left after the control segments is the QP's max_inline_data */
+uint32_t sh_sq_wqe_size(uint32_t max_sge, uint32_t max_inline);
 
 /* shm.c */
 int sh_seg_create(struct sh_context *ctx);

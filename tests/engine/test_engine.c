@@ -55,8 +55,8 @@ static int post_recv_mr(struct eu_recv *t, int node, uint32_t ctx, int src,
 			       len, mr);
 }
 
-/* A receive no card can take: its length does not fit the card's 32 bits
- * (the messages it gets are small: only their bytes are written). */
+/* A receive no card can take: longer than the card reads at once (the
+ * messages it gets are small: only their bytes are written). */
 #define NEVER_LEN ((size_t)UINT32_MAX + 1)
 
 static int post_recv(struct eu_recv *t, int node, uint32_t ctx, int src,
@@ -436,9 +436,8 @@ static void test_promote_conflict_gone(void)
 	struct tm_engine_stats st;
 
 	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
-	/* buffers longer than the card reads at once (max_msg_sz) can never
-	 * go to the card: they stay in software (only the message's bytes
-	 * are written) */
+	/* buffers longer than the card reads at once never go to the card:
+	 * they stay in software (only the message's bytes are written) */
 	post_recv(&pr[0], 0, 1, TM_ANY_SRC, TM_ANY_TAG, 0, NEVER_LEN);
 	post_recv(&pr[1], 0, 1, 1, 5, 100, 100);
 	post_recv(&pr[2], 0, 2, 1, 5, 200, 100);

@@ -87,7 +87,7 @@ boundary() {
 	fi
 }
 
-echo "1..16"
+echo "1..17"
 
 refused "eager_limit 4294967396 (does not fit a 32-bit length)" \
 	mtl_tm_eager_limit --mca mtl_tm_eager_limit 4294967396
@@ -98,6 +98,7 @@ refused "keepalive_ms 2147483647 (a dead peer found in 25 days)" \
 	"mtl_tm_keepalive_ms (2147483647) is above its maximum, 60000" \
 	--mca mtl_tm_keepalive_ms 2147483647
 refused "plain_buffers 0" mtl_tm_plain_buffers --mca mtl_tm_plain_buffers 0
+refused "plain_buffers 32: a card needs 33" mtl_tm_plain_buffers --mca mtl_tm_plain_buffers 32
 refused "rndv_threshold 0 (deprecated)" mtl_tm_rndv_threshold \
 	--mca mtl_tm_rndv_threshold 0
 refused "eager_limit and rndv_threshold disagree" \

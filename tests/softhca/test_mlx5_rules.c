@@ -160,6 +160,64 @@ static void test_caps_and_limits(void)
 	sh_env_close(&env);
 }
 
+/* pair p's sender was created with 1 send SGE and no inline request */
+static void test_send_limits(int p)
+{
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qi;
+	struct ibv_sge sge[2];
+	char *buf = sh_alloc(&env.a, 128);
+	int ret;
+
+	struct ibv_qp_init_attr ca;
+	struct ibv_qp *qp;
+
+	memset(&ca, 0, sizeof(ca));
+	ca.send_cq = ca.recv_cq = ibv_cq_ex_to_cq(env.a.cq);
+	ca.srq = env.a.srq;
+	ca.qp_type = IBV_QPT_RC;
+	ca.cap.max_send_wr = 16;
+	ca.cap.max_send_sge = 1;
+	qp = sh_v()->create_qp(env.a.pd, &ca);
+	tap_check(qp && ca.cap.max_inline_data == 60,
+		  "rule 11: creating a 1-SGE RC QP returns max_inline_data 60 "
+		  "(256-byte WQE less control and inline headers) (%u)",
+		  ca.cap.max_inline_data);
+	if (qp)
+		sh_v()->destroy_qp(qp);
+	memset(&qi, 0, sizeof(qi));
+	sh_v()->query_qp(env.p[p].sqp, &qa, IBV_QP_CAP, &qi);
+	tap_check(qi.cap.max_inline_data == 60 && qi.cap.max_send_sge == 1,
+		  "rule 11: query_qp reports the same (%u, %u SGE)",
+		  qi.cap.max_inline_data, qi.cap.max_send_sge);
+	memset(buf, 0, 128);
+	buf[0] = IBV_TMH_NO_TAG;
+	for (int i = 0; i < 2; i++) {
+		sge[i].addr = (uintptr_t)buf + 32u * (uint32_t)i;
+		sge[i].length = 16;
+		sge[i].lkey = env.a.mr->lkey;
+	}
+	memset(&wr, 0, sizeof(wr));
+	wr.sg_list = sge;
+	wr.num_sge = 2;
+	wr.opcode = IBV_WR_SEND;
+	ret = ibv_post_send(env.p[p].sqp, &wr, &bad);
+	tap_check(ret == ENOMEM && bad == &wr,
+		  "rule 11: 2 SGEs on a QP created with max_send_sge 1: ENOMEM (%d)",
+		  ret);
+	sge[0].length = 61;
+	wr.num_sge = 1;
+	wr.send_flags = IBV_SEND_INLINE;
+	ret = ibv_post_send(env.p[p].sqp, &wr, &bad);
+	tap_check(ret == ENOMEM,
+		  "rule 11: 61 inline bytes past max_inline_data 60: ENOMEM (%d)",
+		  ret);
+	sge[0].length = 60;
+	ret = ibv_post_send(env.p[p].sqp, &wr, &bad);
+	tap_check(ret == 0, "rule 11: 60 inline bytes post (%d)", ret);
+}
+
 static void test_nosq_send(void)
 {
 	struct ibv_send_wr wr, *bad = NULL;
@@ -183,6 +241,7 @@ static void test_nosq_send(void)
 	tap_check(ret == ENOMEM && bad == &wr,
 		  "rule 11: send on a QP without a send queue: ENOMEM, bad_wr set "
 		  "(%d)", ret);
+	test_send_limits(p);
 	sh_env_close(&env);
 }
 
@@ -438,6 +497,8 @@ static void test_no_sync_req_on_matches(void)
 
 int main(void)
 {
+	/* each check sets the mode it needs */
+	unsetenv("TM_SOFTHCA_STRICT");
 	test_sync_req_lag();
 	test_no_sync_req_on_matches();
 	test_caps_and_limits();
