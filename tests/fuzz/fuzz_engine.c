@@ -90,7 +90,7 @@ static void raw_send(struct eu_world *w, struct in *in, size_t *used)
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
-	ibv_post_send(b->qp[0], &wr, &bad);
+	ibv_post_send(b->qp[0].tx, &wr, &bad);
 	softhca_drain(b->dev->ctx);
 }
 

@@ -620,7 +620,13 @@ static int gone_peer_child(int unused)
 	w[3] = htonl(1);
 	memcpy(gid.raw, w, sizeof(w));
 	cq = sh_cq_ex(e.b.ctx, 16);
-	qp = sh_qp_create(&e.b, cq, e.b.srq, NULL);
+	/* no send queue: the card's rendezvous QP (mlx5 rule 10), so the
+	 * card itself starts the read towards the exited peer */
+	memset(&init, 0, sizeof(init));
+	init.send_cq = init.recv_cq = ibv_cq_ex_to_cq(cq);
+	init.srq = e.b.srq;
+	init.qp_type = IBV_QPT_RC;
+	qp = cq ? sh_v()->create_qp(e.b.pd, &init) : NULL;
 	if (!qp || sh_qp_connect(qp, &gid, SH_QPN_BASE))
 		return 1;
 	buf = sh_alloc(&e.b, 4096);
