@@ -29,7 +29,6 @@
  * data is copied out at completion; a rendezvous never fits a staging
  * buffer, so the card hands it to software with its headers.
  */
-#define TM_STAGE_MAX 256u
 
 int tme_stage_setup(struct tm_engine *eng)
 {
@@ -39,8 +38,11 @@ int tme_stage_setup(struct tm_engine *eng)
 	eng->stage_size = (uint32_t)eng->cfg.eager_limit;
 	if (eng->stage_size < TMH_LEN + RVH_LEN)
 		eng->stage_size = TMH_LEN + RVH_LEN;
-	eng->n_stage = eng->max_entries < TM_STAGE_MAX ? eng->max_entries :
-			TM_STAGE_MAX;
+	/* one per card entry: fewer would keep small receives off a card
+	 * with room, and a deep queue of them would push the receive that
+	 * matches into software (a staging buffer is eager_limit bytes:
+	 * 8 MiB for 1023 entries of 8 KiB) */
+	eng->n_stage = eng->max_entries;
 	if (!eng->cfg.offload || !eng->n_stage)
 		return TM_OK;
 	sz = (size_t)eng->n_stage * eng->stage_size;
