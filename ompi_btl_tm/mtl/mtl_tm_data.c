@@ -53,6 +53,7 @@
 #include <string.h>
 
 #include "opal/datatype/opal_convertor.h"
+#include "opal/datatype/opal_datatype_internal.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 #include "ompi/communicator/communicator.h"
@@ -132,17 +133,31 @@ static void complete_send(struct mtl_tm_request *req)
  * into MPI_INT) cannot have matched the receive's type signature.  The
  * wire carries bytes only, so this is the one signature mismatch a
  * receiver can see.  pml ob1 and ucx let it pass with the element half
- * written; MPICH reports MPI_ERR_TYPE, and so does tm.
+ * written; MPICH reports MPI_ERR_TYPE, and so does tm.  Only datatypes
+ * built from one basic type are judged, in O(1) from the set of basic
+ * types they use: for mixed ones it would take a walk of the type's
+ * description (opal_datatype_get_element_count, which also allocas a
+ * stack entry per loop of the type and overflows the stack on large
+ * derived types), on every receive.
  */
 static bool partial_element(const struct opal_convertor_t *conv, size_t got)
 {
 	const opal_datatype_t *dt = conv ? conv->pDesc : NULL;
-	size_t rem;
+	uint32_t used;
+	size_t esize;
+	int basic;
 
-	if (!dt || !dt->size)
+	if (!dt || !got)
 		return false;
-	rem = got % dt->size;
-	return rem && opal_datatype_get_element_count(dt, rem) < 0;
+	/* bits below OPAL_DATATYPE_FIRST_TYPE are loop and bound markers */
+	used = dt->bdt_used & ~((1u << OPAL_DATATYPE_FIRST_TYPE) - 1);
+	if (!used || (used & (used - 1)))
+		return false;
+	basic = __builtin_ctz(used);
+	if (basic >= OPAL_DATATYPE_MAX_PREDEFINED)
+		return false;
+	esize = opal_datatype_local_sizes[basic];
+	return esize > 1 && got % esize;
 }
 
 static void complete_recv(struct mtl_tm_request *req)
