@@ -217,6 +217,8 @@ static void handle_unexpected_msg(struct tm_engine *eng, struct tm_msg *m)
 		 * rather than lose it (it stays on all_msgs) */
 		if (tm_mq_msg_add(&eng->mq, &m->mq, m->tag, m->stamp) != TM_OK)
 			tme_engine_fatal(eng, TM_ERR_NO_MEMORY);
+		else
+			m->in_uq = 1; /* a CANCEL_REQ may still withdraw it */
 		return;
 	}
 	r = ucs_container_of(q, struct tm_recv, mq);
@@ -268,6 +270,7 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	m->app = be32toh(tmh->app_ctx);
 	m->peer = tme_peer_of_qpn(eng, c->qp_num);
 	m->rndv = rndv;
+	m->in_uq = 0;
 	m->len = rndv ? be32toh(rvh->len) : plen;
 	if (rndv)
 		memcpy(m->hdr, buf, TMH_LEN + RVH_LEN);
@@ -451,6 +454,7 @@ int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 	q = tm_mq_find_msg(&eng->mq, rtag, mask);
 	if (q) {
 		tm_mq_msg_remove(&eng->mq, q);
+		ucs_container_of(q, struct tm_msg, mq)->in_uq = 0;
 		eng->st.sw_matched_uq++;
 		deliver(eng, r, ucs_container_of(q, struct tm_msg, mq));
 		goto out;
@@ -533,8 +537,10 @@ int tm_engine_improbe(struct tm_engine *eng, uint32_t ctx, int32_t src,
 	if (eng->fatal)
 		return eng->fatal;
 	m = probe(eng, ctx, src, tag, info);
-	if (m)
+	if (m) {
 		tm_mq_msg_remove(&eng->mq, &m->mq);
+		m->in_uq = 0; /* matched by the probe: a cancel is late */
+	}
 	*msg = m;
 	tme_flush_work(eng);
 	tme_fire_done(eng);
@@ -558,3 +564,8 @@ int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
 	return TM_OK;
 }
 
+
+void tme_msg_free(struct tm_engine *eng, struct tm_msg *m)
+{
+	msg_free(eng, m);
+}
