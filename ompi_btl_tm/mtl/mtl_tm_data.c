@@ -235,7 +235,7 @@ int mtl_tm_unlock_and_complete(void)
 		/* off the list first: completion may free or reuse req */
 		req = ucs_list_extract_head(&list, struct mtl_tm_request,
 					    done_link);
-		if (req->kind == MTL_TM_REQ_SEND)
+		if (req->kind != MTL_TM_REQ_RECV) /* SEND, BSEND */
 			complete_send(req);
 		else
 			complete_recv(req);
