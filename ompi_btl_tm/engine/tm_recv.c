@@ -454,7 +454,6 @@ int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 	q = tm_mq_find_msg(&eng->mq, rtag, mask);
 	if (q) {
 		tm_mq_msg_remove(&eng->mq, q);
-		ucs_container_of(q, struct tm_msg, mq)->in_uq = 0;
 		eng->st.sw_matched_uq++;
 		deliver(eng, r, ucs_container_of(q, struct tm_msg, mq));
 		goto out;
