@@ -291,8 +291,6 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 	req->bsend_waiter = NULL;
 	req->u.send.cb = send_cb;
 	req->u.send.arg = req;
-	if (req->super.ompi_req)
-		req->super.ompi_req->req_status._cancelled = false;
 	if (!ep) {
 		free_pack(req);
 		opal_output(0, "mtl tm: rank %u: no connection to rank %d of %s",
@@ -409,7 +407,6 @@ static int start_buffered(struct ompi_communicator_t *comm, int dest,
 		return rc;
 	}
 	mtl_request->ompi_req->req_status.MPI_ERROR = OMPI_SUCCESS;
-	mtl_request->ompi_req->req_status._cancelled = false;
 	mtl_request->completion_callback(mtl_request);
 	return OMPI_SUCCESS;
 }

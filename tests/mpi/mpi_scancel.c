@@ -15,7 +15,8 @@
  *     does nothing, MPI_Test_cancelled false, the data arrived;
  *   C send to self, unmatched: cancelled over tm, nothing left to probe;
  *   D buffered: after a cancelled MPI_Ibsend the attached buffer detaches
- *     at once and holds room for the next one.
+ *     at once and holds room for the next one;
+ *   E persistent: cancelled, started again and received: not cancelled.
  */
 #include "mpitest.h"
 
@@ -217,6 +218,50 @@ static void to_self(int n)
 	free(rb);
 }
 
+/* E: a persistent send cancelled, then started again and received: the
+ * second run's status must not say cancelled. */
+static void persist_restart(int s)
+{
+	int tag = 400, n = 100, flag = -1;
+	char b[100];
+	MPI_Status st;
+
+	mt_set_phase("E persistent restart from rank %d", s);
+	if (mt_rank == s) {
+		MPI_Request r;
+		double t;
+		int f = 0;
+
+		mt_fill(b, n, 4);
+		MT_CALL(MPI_Send_init(b, n, MPI_BYTE, 0, tag, comm, &r));
+		MT_CALL(MPI_Start(&r));
+		MT_CALL(MPI_Cancel(&r));
+		t = mt_now() + 2.0;
+		do {
+			MT_CALL(MPI_Test(&r, &f, &st));
+		} while (!f && mt_now() < t);
+		flag = f ? cancelled(&st) : 0;
+		if (!mt_is_ob1())
+			MT_CHECK(flag == 1, "E: first run not cancelled");
+		MT_CALL(MPI_Send(&flag, 1, MPI_INT, 0, 0, ctl));
+		if (!f)
+			MT_CALL(mt_wait(&r, &st, "E first run"));
+		MT_CALL(MPI_Start(&r));
+		MT_CALL(mt_wait(&r, &st, "E second run"));
+		MT_CHECK(cancelled(&st) == 0,
+			 "E: the restarted send says cancelled");
+		MT_CALL(MPI_Request_free(&r));
+	} else if (mt_rank == 0) {
+		MT_CALL(MPI_Recv(&flag, 1, MPI_INT, s, 0, ctl,
+				 MPI_STATUS_IGNORE));
+		if (flag != 1)
+			MT_CALL(MPI_Recv(b, n, MPI_BYTE, s, tag, comm, &st));
+		MT_CALL(MPI_Recv(b, n, MPI_BYTE, s, tag, comm, &st));
+		mt_check_data(b, (size_t)n, 4, "E: restarted send");
+	}
+	MT_CALL(MPI_Barrier(MPI_COMM_WORLD));
+}
+
 /* D: after a cancelled Ibsend the attached buffer is free again. */
 static void bsend_room(void)
 {
@@ -250,6 +295,8 @@ int main(int argc, char **argv)
 					bsend_room();
 				matched(s, mode, sizes[i], k);
 			}
+	for (int s = 1; s < mt_size; s++)
+		persist_restart(s);
 	for (int i = 0; i < NSIZES; i++)
 		to_self(sizes[i]);
 	MT_CALL(MPI_Barrier(MPI_COMM_WORLD));
