@@ -263,6 +263,7 @@ static void test_rndv_late(void)
 {
 	struct eu_send s;
 	struct eu_recv r;
+	struct tm_engine_stats st1;
 
 	open_world(SOFTHCA_SCHED_MANUAL, 0);
 	recv_post(&r, 11, 0, 8192);
@@ -279,6 +280,10 @@ static void test_rndv_late(void)
 	tap_check(s.done == 1 && s.s.status == TM_REQ_OK && r.done == 1 &&
 		  data_ok(0, 3 * EAGER, 7),
 		  "rendezvous on the card: late, delivered, the send completes once OK");
+	stats(1, &st1);
+	tap_check(st1.fin_unknown == 0,
+		  "rendezvous on the card: the send waited for its FIN (%lu FINs for nobody)",
+		  (unsigned long)st1.fin_unknown);
 	tap_check(eu_quiet(&W), "rendezvous on the card: idle");
 	eu_world_fini(&W);
 }
@@ -337,6 +342,123 @@ static void test_race(int which)
 	eu_world_fini(&W);
 }
 
+/*
+ * Random schedules (the card at random, receives, sends and cancels in a
+ * random order): a cancelled send is never received, every other send is
+ * received once with its data, the callback count fits the cancel's
+ * answer, and everything ends idle.
+ */
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static int pick(int n)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (int)(rng % (uint64_t)n);
+}
+
+static void test_random(int rounds)
+{
+	enum { N = 8 };
+	static const size_t lens[] = { 0, 10, 500, 3 * EAGER };
+	struct eu_send s[N];
+	struct eu_recv r[N];
+	int posted[N], sent[N], asked[N], rc[N], d0[N];
+	int bad_excl = 0, bad_data = 0, bad_cb = 0, bad_idle = 0;
+	int ncanc = 0, nlate = 0, round, i, step;
+	size_t len[N];
+	struct tm_engine_stats st;
+
+	open_world(SOFTHCA_SCHED_RANDOM, 0);
+	for (round = 0; round < rounds; round++) {
+		memset(posted, 0, sizeof(posted));
+		memset(sent, 0, sizeof(sent));
+		memset(asked, 0, sizeof(asked));
+		/* 3 actions per message (post, send, cancel) in random order;
+		 * a cancel needs its send, and only half the sends get one */
+		for (step = 0; step < 6 * N; step++) {
+			i = pick(N);
+			switch (pick(4)) {
+			case 0:
+				if (!posted[i]) {
+					recv_post(&r[i], 1000 + i,
+						  (size_t)i * 8192, 8192);
+					posted[i] = 1;
+				}
+				break;
+			case 1:
+				if (!sent[i]) {
+					len[i] = lens[pick(4)];
+					send_post(&s[i], 1000 + i,
+						  (size_t)i * 4096, len[i],
+						  pick(2) ? TM_SEND_SYNC : 0,
+						  (uint8_t)(round + i));
+					sent[i] = 1;
+				}
+				break;
+			case 2:
+				if (sent[i] && !asked[i] && pick(2)) {
+					d0[i] = s[i].done;
+					rc[i] = cancel(&s[i]);
+					asked[i] = 1;
+				}
+				break;
+			default:
+				eu_progress(&W);
+			}
+		}
+		for (i = 0; i < N; i++) {
+			if (!sent[i]) {
+				len[i] = 10;
+				send_post(&s[i], 1000 + i, (size_t)i * 4096,
+					  10, 0, (uint8_t)(round + i));
+			}
+			if (!posted[i])
+				recv_post(&r[i], 1000 + i, (size_t)i * 8192,
+					  8192);
+		}
+		eu_pump(&W);
+		for (i = 0; i < N; i++) {
+			int gone = s[i].s.status == TM_REQ_CANCELLED;
+
+			if (gone) {
+				ncanc++;
+				/* its receive must still be waiting */
+				bad_excl += r[i].done != 0;
+				tm_engine_cancel_recv(W.node[0].eng, &r[i].r);
+			} else {
+				nlate += asked[i];
+				bad_excl += r[i].done != 1 ||
+					    s[i].s.status != TM_REQ_OK;
+				bad_data += r[i].r.recv_len != len[i] ||
+					    !data_ok((size_t)i * 8192, len[i],
+						     (uint8_t)(round + i));
+			}
+			if (asked[i])
+				bad_cb += s[i].done != (rc[i] == TM_OK && d0[i] ? 2 : 1);
+			else
+				bad_cb += s[i].done != 1;
+		}
+		eu_pump(&W);
+		bad_idle += !eu_quiet(&W);
+	}
+	tap_check(!bad_excl,
+		  "random: %d rounds: cancelled and never received, or received once (%d cancelled, %d late, %d wrong)",
+		  rounds, ncanc, nlate, bad_excl);
+	tap_check(!bad_data, "random: the delivered ones carry their data (%d wrong)",
+		  bad_data);
+	tap_check(!bad_cb, "random: callbacks as the cancel's answer says (%d wrong)",
+		  bad_cb);
+	stats(1, &st);
+	tap_check(st.fin_unknown == 0,
+		  "random: no send stopped waiting before its FIN/ACK (%lu came for nobody)",
+		  (unsigned long)st.fin_unknown);
+	tap_check(!bad_idle && ncanc > 0 && nlate > 0,
+		  "random: idle after each round; both outcomes seen");
+	eu_world_fini(&W);
+}
+
 /* Bad input: an error code, never a crash. */
 static void test_bad(void)
 {
@@ -366,6 +488,7 @@ int main(void)
 	test_rndv_late();
 	for (i = 0; i < 3; i++)
 		test_race(i);
+	test_random(300);
 	test_bad();
 	return tap_done();
 }
