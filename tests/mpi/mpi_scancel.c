@@ -16,7 +16,8 @@
  *   C send to self, unmatched: cancelled over tm, nothing left to probe;
  *   D buffered: after a cancelled MPI_Ibsend the attached buffer detaches
  *     at once and holds room for the next one;
- *   E persistent: cancelled, started again and received: not cancelled.
+ *   E persistent: cancelled, started again and received: not cancelled;
+ *     a cancel of the inactive request after its wait withdraws nothing.
  */
 #include "mpitest.h"
 
@@ -250,12 +251,18 @@ static void persist_restart(int s)
 		MT_CALL(mt_wait(&r, &st, "E second run"));
 		MT_CHECK(cancelled(&st) == 0,
 			 "E: the restarted send says cancelled");
+		/* inactive now: a cancel has nothing to act on, and must not
+		 * withdraw the send just waited for (not yet received) */
+		MT_CALL(MPI_Cancel(&r));
+		MT_CALL(MPI_Send(&flag, 1, MPI_INT, 0, 0, ctl));
 		MT_CALL(MPI_Request_free(&r));
 	} else if (mt_rank == 0) {
 		MT_CALL(MPI_Recv(&flag, 1, MPI_INT, s, 0, ctl,
 				 MPI_STATUS_IGNORE));
 		if (flag != 1)
 			MT_CALL(MPI_Recv(b, n, MPI_BYTE, s, tag, comm, &st));
+		MT_CALL(MPI_Recv(&flag, 1, MPI_INT, s, 0, ctl,
+				 MPI_STATUS_IGNORE));
 		MT_CALL(MPI_Recv(b, n, MPI_BYTE, s, tag, comm, &st));
 		mt_check_data(b, (size_t)n, 4, "E: restarted send");
 	}
