@@ -187,12 +187,15 @@ void tme_on_cancel_req(struct tm_engine *eng, uint32_t peer, uint32_t app)
 {
 	uint32_t seq = app & TM_APP_SEQ_MASK;
 	uint64_t outcome = TM_CANCEL_LATE;
+	struct tm_withdrawal w;
 	struct tm_msg *m;
 
 	if (peer >= eng->npeers) {
 		eng->st.malformed++;
 		return;
 	}
+	/* the decision's linearisation point, for the differential test */
+	w.stamp = eng->clock++;
 	ucs_list_for_each(m, &eng->all_msgs, all) {
 		if (m->peer != peer || (m->app & TM_APP_SEQ_MASK) != seq)
 			continue;
@@ -204,6 +207,12 @@ void tme_on_cancel_req(struct tm_engine *eng, uint32_t peer, uint32_t app)
 			eng->st.scancel_served++;
 		}
 		break;
+	}
+	if (eng->test.cancel_hook) {
+		w.peer = peer;
+		w.send_seq = seq;
+		w.withdrawn = outcome == TM_CANCEL_DONE;
+		eng->test.cancel_hook(eng->test.hook_arg, &w);
 	}
 	if (eng->cancel_owed_head != eng->cancel_owed_tail ||
 	    queue_ctrl(eng, peer, TM_CTRL_CANCEL_REP, seq, outcome) != TM_OK)
