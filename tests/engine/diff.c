@@ -153,6 +153,17 @@ static void arrival_hook(void *arg, const struct tm_arrival *a)
 	log_ev(&e);
 }
 
+static void cancel_hook(void *arg, const struct tm_withdrawal *w)
+{
+	struct ev e = { .stamp = w->stamp, .type = EV_SCANCEL };
+
+	(void)arg;
+	e.node = w->peer < EU_MAXN ? S.inv_peer[w->peer] : -1;
+	e.seq = w->send_seq;
+	e.found = w->withdrawn;
+	log_ev(&e);
+}
+
 static void recv_cb(struct tm_recv *r)
 {
 	struct drecv *d = (struct drecv *)r;
@@ -196,9 +207,14 @@ static void send_cb(struct tm_send *s)
 {
 	struct dsend *d = (struct dsend *)s;
 
-	if (d->done++)
-		fail("send %d/%u completed twice", d->node, s->seq);
-	if (s->status != TM_REQ_OK)
+	if (d->done++) {
+		/* a cancelled completed send reports its outcome once more */
+		if (!d->sc_rearm || d->done != 2)
+			fail("send %d/%u completed twice", d->node, s->seq);
+		return;
+	}
+	if (s->status != TM_REQ_OK &&
+	    !(s->status == TM_REQ_CANCELLED && d->sc_asked))
 		fail("send %d/%u failed", d->node, s->seq);
 	S.sslot_free[d->node][S.nsfree[d->node]++] = d->slot;
 }
@@ -352,6 +368,29 @@ static void ev_send(void)
 		 choose(5) == 0 ? TM_SEND_SYNC : 0);
 }
 
+/* MPI_Cancel of a random send to node 0 (once per send). */
+static __attribute__((unused)) void ev_scancel(void)
+{
+	int node = 1 + choose(S.k), rc;
+	struct dsend *d;
+
+	if (!S.nsends[node])
+		return;
+	d = S.sends[node][choose(S.nsends[node])];
+	if (d->sc_asked)
+		return;
+	d->sc_asked = 1;
+	d->sc_rearm = d->done == 1;
+	rc = tm_engine_cancel_send(S.w.node[node].eng, &d->s);
+	if (rc != TM_OK)
+		d->sc_rearm = 0;
+	/* done inside the call: taken off the send queue, never on the wire
+	 * (a REQ's answer cannot have come yet) */
+	d->sc_local = rc == TM_OK && !d->sc_rearm && d->done;
+	if (rc != TM_OK && rc != TM_ERR_NOT_FOUND)
+		fail("send cancel %d/%u: %d", node, d->s.seq, rc);
+}
+
 /* One unit of card work somewhere; returns whether anything moved. */
 static int ev_card(void)
 {
@@ -380,7 +419,8 @@ static void world_open(const struct dcfg *c, uint64_t seed)
 	o.ecfg.n_plain = 64;
 	o.ecfg.n_send_slots = 64;
 	o.ecfg.test = &(struct tm_engine_test){ .faults = c->faults,
-						.arrival_hook = arrival_hook };
+						.arrival_hook = arrival_hook,
+						.cancel_hook = cancel_hook };
 	/* no timer-driven keepalives: a seed must replay the same schedule
 	 * (test_peer_fail covers keepalives); the longest period allowed is
 	 * a minute, far longer than any send here waits */
@@ -483,6 +523,12 @@ static void finish_and_check(void)
 			     (unsigned long)st.posted, (unsigned long)st.uq_len,
 			     st.card_entries);
 	}
+	for (i = 1; i <= S.k; i++) {
+		tm_engine_get_stats(S.w.node[i].eng, &st);
+		S.t_sc_req += st.scancel_req;
+		S.t_sc_ok += st.scancel_ok;
+		S.t_sc_late += st.scancel_late;
+	}
 	tm_engine_get_stats(S.w.node[0].eng, &st);
 	S.t_recvs += (uint64_t)S.nrecvs;
 	for (i = 1; i <= S.k; i++)
@@ -527,8 +573,10 @@ static int run_random(const struct dcfg *c, uint64_t seed)
 			ev_probe(0);
 		else if (x < 22)
 			ev_probe(1);
-		else if (x < 38)
+		else if (x < 37)
 			ev_send();
+		else if (x < 38)
+			ev_scancel();
 		else if (x < 41)
 			ev_rsend();
 		else if (x < 45 || c->random_card)
@@ -574,6 +622,9 @@ static __attribute__((unused)) void totals(void)
 	tap_diag("node 0 sent %lu messages the other way; pre-posted phases: %lu of %lu receives matched on the card",
 		 (unsigned long)S.t_rsends, (unsigned long)S.t_phase_card,
 		 (unsigned long)S.t_phase_recvs);
+	tap_diag("send cancels %lu: withdrawn %lu, late %lu",
+		 (unsigned long)S.t_sc_req, (unsigned long)S.t_sc_ok,
+		 (unsigned long)S.t_sc_late);
 }
 
 static __attribute__((unused)) uint64_t run_many(const struct dcfg *c, uint64_t seed0, int n)

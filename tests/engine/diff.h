@@ -67,9 +67,14 @@ struct dsend {
 	int slot;
 	size_t len;
 	int ctx, tag;
+	int sc_asked;         /* tm_engine_cancel_send was called */
+	int sc_rearm;         /* ... on it completed: a second callback */
+	int sc_local;         /* ... withdrawn before it was posted */
+	int ref_withdrawn;    /* the reference took it out of its queue */
 };
 
-enum { EV_POST, EV_ARR, EV_CANCEL, EV_PROBE, EV_CLAIM };
+/* EV_SCANCEL: a send-cancel decided at node 0 (found: withdrawn) */
+enum { EV_POST, EV_ARR, EV_CANCEL, EV_PROBE, EV_CLAIM, EV_SCANCEL };
 
 struct ev {
 	uint64_t stamp;
@@ -99,7 +104,8 @@ struct dstate {
 	uint64_t events;
 	/* totals over runs, to show the schedules exercise the engine */
 	uint64_t t_recvs, t_sends, t_card, t_claim, t_cancel, t_conflict,
-		 t_full, t_late, t_rndv_sw, t_syncs, t_promoted, t_matched;
+		 t_full, t_late, t_rndv_sw, t_syncs, t_promoted, t_matched,
+		 t_sc_req, t_sc_ok, t_sc_late;
 	/* traffic from node 0 to the others (diff_card.c) */
 	int rev_on;
 	struct rrecv rr[EU_MAXN][RPOST];
