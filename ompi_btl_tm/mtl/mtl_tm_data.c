@@ -306,9 +306,8 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 		     struct mtl_tm_request *bsend_parent,
 		     struct mtl_tm_request *req)
 {
-	bool detached = bsend_parent != NULL;
-
 	struct mtl_tm_endpoint *ep = peer_ep(comm, dest);
+	bool detached = bsend_parent != NULL;
 	int rc;
 
 	req->kind = MTL_TM_REQ_SEND;
@@ -688,6 +687,12 @@ int mtl_tm_cancel(struct mca_mtl_base_module_t *mtl,
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
 	int rc;
 
+	/* an inactive persistent request has no communication to cancel
+	 * (Open MPI's MPI_Cancel passes it down): its last send was waited
+	 * for, and must stay delivered */
+	if (req->super.ompi_req &&
+	    req->super.ompi_req->req_state == OMPI_REQUEST_INACTIVE)
+		return OMPI_SUCCESS;
 	if (req->kind == MTL_TM_REQ_SEND || req->kind == MTL_TM_REQ_BSEND)
 		return cancel_send(req);
 	if (req->kind != MTL_TM_REQ_RECV)

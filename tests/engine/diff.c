@@ -104,7 +104,7 @@ void *grow(void *p, int *cap, int need, size_t sz)
 	return p;
 }
 
-static void log_ev(const struct ev *e)
+void log_ev(const struct ev *e)
 {
 	S.evs = grow(S.evs, &S.capevs, S.nevs + 1, sizeof(*S.evs));
 	S.evs[S.nevs++] = *e;
@@ -150,17 +150,6 @@ static void arrival_hook(void *arg, const struct tm_arrival *a)
 	e.ctx = (int)a->env.ctx;
 	e.src = a->env.src;
 	e.tag = a->env.tag;
-	log_ev(&e);
-}
-
-static void cancel_hook(void *arg, const struct tm_withdrawal *w)
-{
-	struct ev e = { .stamp = w->stamp, .type = EV_SCANCEL };
-
-	(void)arg;
-	e.node = w->peer < EU_MAXN ? S.inv_peer[w->peer] : -1;
-	e.seq = w->send_seq;
-	e.found = w->withdrawn;
 	log_ev(&e);
 }
 
@@ -366,29 +355,6 @@ static void ev_send(void)
 
 	send_env(node, choose(2), tags[choose(4)], slens[choose(8)],
 		 choose(5) == 0 ? TM_SEND_SYNC : 0);
-}
-
-/* MPI_Cancel of a random send to node 0 (once per send). */
-static __attribute__((unused)) void ev_scancel(void)
-{
-	int node = 1 + choose(S.k), rc;
-	struct dsend *d;
-
-	if (!S.nsends[node])
-		return;
-	d = S.sends[node][choose(S.nsends[node])];
-	if (d->sc_asked)
-		return;
-	d->sc_asked = 1;
-	d->sc_rearm = d->done == 1;
-	rc = tm_engine_cancel_send(S.w.node[node].eng, &d->s);
-	if (rc != TM_OK)
-		d->sc_rearm = 0;
-	/* done inside the call: taken off the send queue, never on the wire
-	 * (a REQ's answer cannot have come yet) */
-	d->sc_local = rc == TM_OK && !d->sc_rearm && d->done;
-	if (rc != TM_OK && rc != TM_ERR_NOT_FOUND)
-		fail("send cancel %d/%u: %d", node, d->s.seq, rc);
 }
 
 /* One unit of card work somewhere; returns whether anything moved. */

@@ -5,6 +5,7 @@
  *
  *   diff.c       schedules, runs, main (and test_exhaustive's, via .inc)
  *   diff_ref.c   the reference matcher and the comparison
+ *   diff_scancel.c send cancels and the engine's report of each
  *   diff_card.c  what the card must do: traffic from node 0 to the
  *                senders (FIN/ACK reach the matching node), the pre-posted
  *                phase (card-match share), count and op-slot agreement
@@ -140,6 +141,12 @@ uint8_t *sbuf(int node, int slot);
 struct dsend *send_of(int node, uint32_t seq);
 void post_recv_env(int ctx, int src, int tag, size_t len);
 void send_env(int node, int ctx, int tag, size_t len, unsigned flags);
+
+void log_ev(const struct ev *e);
+
+/* diff_scancel.c */
+void cancel_hook(void *arg, const struct tm_withdrawal *w);
+void ev_scancel(void);            /* MPI_Cancel of a random send */
 
 /* diff_ref.c: replays the log; fail()s on the first disagreement */
 void reference_check(void);
