@@ -167,6 +167,8 @@ int tme_flush_work(struct tm_engine *eng)
 		tme_maybe_sync(eng);
 	if (!ucs_list_is_empty(&eng->owed))
 		n += tme_recv_pay_owed(eng);
+	if (eng->cancel_owed_head != eng->cancel_owed_tail)
+		n += tme_cancel_pay_owed(eng);
 	if (eng->tx_queued)
 		n += tme_flush_tx(eng);
 	return n;

@@ -125,6 +125,10 @@ struct tm_engine_stats {
 	uint64_t claim_del_failed; /* ... whose DEL failed (must stay 0) */
 	uint64_t cancel_ok;
 	uint64_t cancel_late;      /* DEL failed: receive completes normally */
+	uint64_t scancel_req;      /* send cancels asked for */
+	uint64_t scancel_ok;       /* ... that withdrew the send */
+	uint64_t scancel_late;     /* ... the receiver had matched it */
+	uint64_t scancel_served;   /* CANCEL_REQs from peers answered DONE */
 	uint64_t ops_posted;
 	uint64_t ops_queued;
 	uint64_t syncs;
@@ -238,6 +242,7 @@ struct tm_send {
 	struct ibv_mr *mr;
 	int own_mr;
 	uint32_t waiting;
+	uint32_t cflags;         /* S_REPLIED, S_CANCEL_* (tm_cancel.c) */
 };
 
 struct tm_probe_info {
@@ -274,6 +279,23 @@ int tm_engine_add_peer(struct tm_engine *eng, const struct tm_dev_pair *qps,
 int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 		    uint32_t ctx, int32_t src, int32_t tag, const void *buf,
 		    size_t len, struct ibv_mr *mr, unsigned flags);
+
+/*
+ * Send cancel (doc/DESIGN.md, "Send cancel"): withdraws s if its receiver
+ * has not matched it; then the receiver never delivers it.  s may still be
+ * pending, or may have completed OK without a reply (an eager standard
+ * send completes once posted, long before anyone matched it); its storage
+ * must then be untouched since, and stays the engine's until the callback.
+ * TM_OK: the outcome comes through s's callback (once more, for a
+ * completed send): status TM_REQ_CANCELLED, or what it would have been
+ * (TM_REQ_OK: delivered; TM_REQ_ERROR: the peer died meanwhile).
+ * TM_ERR_NOT_FOUND: nothing to ask, no callback: s completed after a reply
+ * (matched), failed, was cancelled, or (pending) already has a cancel out.
+ */
+int tm_engine_cancel_send(struct tm_engine *eng, struct tm_send *s);
+/* The pending send to peer with that seq (tm_send.seq), or NULL. */
+struct tm_send *tm_engine_find_send(struct tm_engine *eng, uint32_t peer,
+				    uint32_t seq);
 
 /* Receives: src/tag may be TM_ANY_SRC / TM_ANY_TAG.  mr may be NULL. */
 int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,

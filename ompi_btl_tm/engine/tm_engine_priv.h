@@ -74,6 +74,14 @@ enum { WR_RECV = 0, WR_PLAIN = 1, WR_ADD = 2, WR_DEL = 3, WR_SYNC = 4 };
 /* in the order of TM_SITE_ALLOC_TX_* (tm_engine_test.h) */
 enum { TX_EAGER, TX_RNDV, TX_ACK, TX_FIN, TX_READ, TX_KEEPALIVE };
 enum { S_WAIT_CQE = 1, S_WAIT_REPLY = 2 };
+/* tm_send.cflags */
+enum {
+	S_REPLIED = 1,       /* its FIN/ACK came: the receiver matched it */
+	S_CANCEL_ASKED = 2,  /* a CANCEL_REQ is queued or out */
+	S_CANCEL_REARMED = 4, /* completed, then waiting again for a REP */
+};
+/* CANCEL_REPs a receiver could not allocate yet (tm_cancel.c) */
+#define TM_CANCEL_OWED_MAX 64
 
 struct tm_msg {
 	struct tm_mq_msg mq;
@@ -84,6 +92,7 @@ struct tm_msg {
 	uint32_t app;
 	uint32_t peer;
 	int rndv;
+	int in_uq;         /* in mq's unexpected queue (not claimed/probed) */
 	int32_t plain;     /* -1: malloc'd; else the plain buffer it holds
 			    * (and its entry in eng->msg_pool) */
 	uint8_t *data;     /* eager payload: after the struct, or in the
@@ -262,6 +271,10 @@ struct tm_engine {
 				      * (tm_recv.c adds, tm_send.c probes) */
 	uint64_t ka_ns;             /* cfg.keepalive_ms */
 	uint64_t ka_next_ns;        /* next look at wait_peers */
+	/* tm_cancel.c: CANCEL_REPs owed, peer << 32 | TM_CANCEL_* << 24 |
+	 * seq, oldest first */
+	uint64_t cancel_owed[TM_CANCEL_OWED_MAX];
+	uint32_t cancel_owed_head, cancel_owed_tail;
 	struct tm_engine_stats st;
 };
 
@@ -417,6 +430,13 @@ void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
 		      const struct tm_cqe *c);
 void tme_sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status);
 void tme_recv_peer_dead(struct tm_engine *eng, struct tm_peer *p);
+void tme_msg_free(struct tm_engine *eng, struct tm_msg *m);
+
+/* ---- tm_cancel.c ----------------------------------------------------- */
+void tme_on_cancel_req(struct tm_engine *eng, uint32_t peer, uint32_t app);
+void tme_on_cancel_rep(struct tm_engine *eng, uint32_t peer, uint32_t app,
+		       uint64_t tag);
+int tme_cancel_pay_owed(struct tm_engine *eng);
 
 /* ---- tm_send.c ------------------------------------------------------- */
 uint64_t tme_now_ns(void);

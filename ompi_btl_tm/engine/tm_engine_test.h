@@ -47,9 +47,19 @@ enum tm_site {
 	TM_SITE_POST_PLAIN,     /* ibv_post_srq_recv */
 };
 
+/* A CANCEL_REQ decided at the receiver (tm_cancel.c), at its stamp: the
+ * send was withdrawn from the unexpected queue, or had been matched. */
+struct tm_withdrawal {
+	uint32_t peer;
+	uint32_t send_seq;
+	int withdrawn;
+	uint64_t stamp;
+};
+
 struct tm_engine_test {
 	unsigned faults;         /* enum tm_fault */
 	void (*arrival_hook)(void *arg, const struct tm_arrival *a);
+	void (*cancel_hook)(void *arg, const struct tm_withdrawal *w);
 	/* 0, or the errno that the call at site returns instead of running
 	 * (for an allocation: it returns NULL) */
 	int (*fault)(void *arg, enum tm_site site);

@@ -264,6 +264,8 @@ static void handle_unexpected_msg(struct tm_engine *eng, struct tm_msg *m)
 		 * rather than lose it (it stays on all_msgs) */
 		if (tm_mq_msg_add(&eng->mq, &m->mq, m->tag, m->stamp) != TM_OK)
 			tme_engine_fatal(eng, TM_ERR_NO_MEMORY);
+		else
+			m->in_uq = 1; /* a CANCEL_REQ may still withdraw it */
 		return;
 	}
 	r = ucs_container_of(q, struct tm_recv, mq);
@@ -337,6 +339,7 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	m->app = be32toh(tmh->app_ctx);
 	m->peer = tme_peer_of_qpn(eng, c->qp_num);
 	m->rndv = rndv;
+	m->in_uq = 0;
 	m->len = rndv ? rndv_len(eng, buf, c->byte_len) : plen;
 	if (rndv)
 		memcpy(m->hdr, buf, TMH_LEN + RVH_LEN);
@@ -679,8 +682,10 @@ int tm_engine_improbe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
 	if (eng->fatal)
 		return eng->fatal;
 	m = probe(eng, ctx, src, tag, info);
-	if (m)
+	if (m) {
 		tm_mq_msg_remove(&eng->mq, &m->mq);
+		m->in_uq = 0; /* matched by the probe: a cancel is late */
+	}
 	*msg = m;
 	rc = m ? TM_OK : tme_probe_missed(eng, peer);
 	tme_flush_work(eng);
@@ -705,3 +710,8 @@ int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
 	return TM_OK;
 }
 
+
+void tme_msg_free(struct tm_engine *eng, struct tm_msg *m)
+{
+	msg_free(eng, m);
+}

@@ -247,6 +247,16 @@ void tme_on_control(struct tm_engine *eng, const uint8_t *buf,
 		eng->st.keepalives_recv++; /* the transport's ack is the point */
 		return;
 	}
+	if (c->byte_len >= TMH_LEN && tmh->opcode == IBV_TMH_NO_TAG &&
+	    ctrl == TM_CTRL_CANCEL_REQ) {
+		tme_on_cancel_req(eng, peer, app);
+		return;
+	}
+	if (c->byte_len >= TMH_LEN && tmh->opcode == IBV_TMH_NO_TAG &&
+	    ctrl == TM_CTRL_CANCEL_REP) {
+		tme_on_cancel_rep(eng, peer, app, be64toh(tmh->tag));
+		return;
+	}
 	if (c->byte_len < TMH_LEN ||
 	    (tmh->opcode == IBV_TMH_NO_TAG && ctrl != TM_CTRL_ACK)) {
 		eng->st.malformed++;
@@ -262,6 +272,7 @@ void tme_on_control(struct tm_engine *eng, const uint8_t *buf,
 	s = kh_value(eng->sends, it);
 	if (tmh->opcode == IBV_TMH_FIN && (app & TM_APP_FIN_ERR))
 		s->status = TM_REQ_ERROR;
+	s->cflags |= S_REPLIED; /* matched: a cancel from now on is late */
 	tme_wait_reply_end(eng, s);
 	tme_send_try_done(eng, s);
 }
@@ -289,6 +300,7 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 	s->own_mr = 0;
 	s->app_ctx = s->seq;
 	s->waiting = S_WAIT_CQE;
+	s->cflags = 0;
 	s->kind = len <= eng->cfg.eager_limit ? TX_EAGER : TX_RNDV;
 	reply = s->kind == TX_RNDV || (flags & TM_SEND_SYNC);
 	if (s->kind == TX_EAGER && (flags & TM_SEND_SYNC))
@@ -326,4 +338,22 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 	tme_flush_work(eng);
 	tme_fire_done(eng);
 	return TM_OK;
+}
+
+/* A send in the reply table (waiting for FIN/ACK/CANCEL_REP), or queued
+ * on its peer and not yet posted. */
+struct tm_send *tm_engine_find_send(struct tm_engine *eng, uint32_t peer,
+				    uint32_t seq)
+{
+	khiter_t it = kh_get(tm_sends, eng->sends, send_key(peer, seq));
+	struct tm_tx *tx;
+
+	if (it != kh_end(eng->sends))
+		return kh_value(eng->sends, it);
+	if (peer >= eng->npeers)
+		return NULL;
+	ucs_list_for_each(tx, &eng->peers[peer]->txq, link)
+		if (tx->send && tx->send->seq == seq)
+			return tx->send;
+	return NULL;
 }

@@ -251,7 +251,9 @@ static int tx_post(struct tm_engine *eng, struct tm_peer *p, struct tm_tx *tx)
 	}
 	if (tx->type == TX_FIN)
 		eng->st.fins_sent++;
-	if (tx->type == TX_ACK)
+	if (tx->type == TX_ACK && /* not a CANCEL_REQ/REP riding as one */
+	    (be32toh(((struct ibv_tmh *)tx->hdr)->app_ctx) &
+	     TM_APP_CTRL_MASK) == (uint32_t)TM_CTRL_ACK << TM_APP_CTRL_SHIFT)
 		eng->st.acks_sent++;
 	if (tx->type == TX_KEEPALIVE)
 		eng->st.keepalives_sent++;

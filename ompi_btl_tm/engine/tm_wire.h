@@ -12,6 +12,10 @@
  *   ACK       TMH(NO_TAG), control TM_CTRL_ACK: a synchronous send matched
  *   KEEPALIVE TMH(NO_TAG), control TM_CTRL_KEEPALIVE, tag 0: ignored on
  *             arrival (only the transport's acknowledgement matters)
+ *   CANCEL_REQ TMH(NO_TAG), control TM_CTRL_CANCEL_REQ, seq of the send to
+ *             cancel, tag 0; sender to receiver, on the QP the send took
+ *   CANCEL_REP TMH(NO_TAG), control TM_CTRL_CANCEL_REP, the same seq, tag
+ *             TM_CANCEL_DONE (removed unmatched) or TM_CANCEL_LATE
  * app_ctx: bit 31 TM_APP_SYNC, bit 30 TM_APP_RNDV, bits 29..24 the control
  * type of a NO_TAG message (0 in tagged ones), bits 23..0 the sender's
  * per-peer send sequence, which ACK and FIN name.
@@ -34,9 +38,13 @@
 
 enum tm_ctrl {
 	TM_CTRL_ACK = 1,        /* synchronous send matched */
-	/* reserved: TM_CTRL_CANCEL_REQ = 2, TM_CTRL_CANCEL_REP = 3 */
+	TM_CTRL_CANCEL_REQ = 2, /* withdraw a send if still unmatched */
+	TM_CTRL_CANCEL_REP = 3, /* ... the receiver's answer */
 	TM_CTRL_KEEPALIVE = 4,  /* probes the peer; ignored on arrival */
 };
+
+/* The outcome a CANCEL_REP carries in its tag. */
+enum { TM_CANCEL_LATE = 0, TM_CANCEL_DONE = 1 };
 
 /* Rendezvous metadata after the RVH. */
 struct tm_rndv_md {

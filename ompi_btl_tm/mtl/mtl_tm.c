@@ -479,7 +479,7 @@ static void log_stats(uint64_t errors_run)
 		return;
 	tm_engine_get_stats(mtl_tm.eng, &st);
 	opal_output(mtl_tm_output,
-		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu, long buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown)",
+		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu, long buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, send cancels asked %llu ok %llu late %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown)",
 		    mtl_tm.my_vpid, (unsigned long long)st.recv_posted,
 		    (unsigned long long)st.recv_to_card,
 		    (unsigned long long)st.sw_matched_uq,
@@ -494,6 +494,9 @@ static void log_stats(uint64_t errors_run)
 		    (unsigned long long)st.rndv_sw,
 		    (unsigned long long)st.truncated,
 		    (unsigned long long)st.cancel_ok,
+		    (unsigned long long)st.scancel_req,
+		    (unsigned long long)st.scancel_ok,
+		    (unsigned long long)st.scancel_late,
 		    (unsigned long long)st.syncs,
 		    (unsigned long long)st.promoted,
 		    (unsigned long long)errors_run,

@@ -133,6 +133,8 @@ struct mtl_tm_module {
 enum mtl_tm_req_kind {
 	MTL_TM_REQ_SEND = 1,
 	MTL_TM_REQ_RECV = 2,
+	MTL_TM_REQ_BSEND = 3,    /* pml cm's request of a buffered send: u.send
+				  * keeps the identity of our own copy's send */
 };
 
 struct mtl_tm_request {
@@ -156,6 +158,13 @@ struct mtl_tm_request {
 	/* blocking send (no ompi request): result, set at completion */
 	volatile bool done;
 	int error;
+	/* send cancel (mtl_tm_data.c, "Send cancel") */
+	bool engine_done;        /* the engine's callback ran */
+	bool completed;          /* ... and pml cm was told */
+	volatile bool cancel_wait; /* mtl_tm_cancel waits for the outcome */
+	bool cancel_result;      /* ... cancelled or not */
+	struct mtl_tm_request *bsend_waiter; /* our own copy: its pml cm
+				  * request, while mtl_tm_cancel waits */
 };
 
 extern struct mtl_tm_module mtl_tm;

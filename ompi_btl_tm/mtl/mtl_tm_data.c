@@ -89,6 +89,7 @@ static void send_cb(struct tm_send *s)
 {
 	struct mtl_tm_request *req = s->arg;
 
+	req->engine_done = true;
 	ucs_list_add_tail(&mtl_tm.done, &req->done_link);
 }
 
@@ -101,9 +102,22 @@ static void recv_cb(struct tm_recv *r)
 
 static void complete_send(struct mtl_tm_request *req)
 {
+	bool cancelled = req->u.send.status == TM_REQ_CANCELLED;
+
+	if (req->cancel_wait) {
+		/* the outcome of a cancel of a send pml cm already completed
+		 * (see "Send cancel"): mtl_tm_cancel reports it */
+		req->cancel_result = cancelled;
+		req->cancel_wait = false;
+		return;
+	}
 	if (req->detached) {
-		/* a buffered send's own copy: nobody waits for it */
-		if (req->u.send.status != TM_REQ_OK)
+		/* a buffered send's own copy: only a cancel may wait for it */
+		if (req->bsend_waiter) {
+			req->bsend_waiter->cancel_result = cancelled;
+			req->bsend_waiter->cancel_wait = false;
+		}
+		if (req->u.send.status != TM_REQ_OK && !cancelled)
 			opal_output_verbose(10, mtl_tm_output,
 					    "mtl tm: rank %u: buffered send to peer %u failed",
 					    mtl_tm.my_vpid, req->u.send.peer);
@@ -112,8 +126,8 @@ static void complete_send(struct mtl_tm_request *req)
 		return;
 	}
 
-	int err = req->u.send.status == TM_REQ_OK ? OMPI_SUCCESS :
-		  MPI_ERR_OTHER;
+	int err = req->u.send.status == TM_REQ_OK || cancelled ?
+		  OMPI_SUCCESS : MPI_ERR_OTHER;
 
 	free_pack(req);
 	req->error = err;
@@ -123,8 +137,11 @@ static void complete_send(struct mtl_tm_request *req)
 				    mtl_tm.my_vpid, req->u.send.peer);
 	/* pml cm does not reset a send's MPI_ERROR when it (re)starts one:
 	 * a recycled request would keep an old value */
-	if (req->super.ompi_req)
+	if (req->super.ompi_req) {
 		req->super.ompi_req->req_status.MPI_ERROR = err;
+		req->super.ompi_req->req_status._cancelled = cancelled;
+	}
+	req->completed = true;
 	req->super.completion_callback(&req->super);
 }
 
@@ -237,7 +254,7 @@ int mtl_tm_unlock_and_complete(void)
 		/* off the list first: completion may free or reuse req */
 		req = ucs_list_extract_head(&list, struct mtl_tm_request,
 					    done_link);
-		if (req->kind == MTL_TM_REQ_SEND)
+		if (req->kind != MTL_TM_REQ_RECV) /* SEND, BSEND */
 			complete_send(req);
 		else
 			complete_recv(req);
@@ -286,9 +303,11 @@ static uint32_t src_peer(struct ompi_communicator_t *comm, int src)
  */
 static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 		     void *buf, size_t len, bool pack_free, unsigned flags,
-		     bool detached, struct mtl_tm_request *req)
+		     struct mtl_tm_request *bsend_parent,
+		     struct mtl_tm_request *req)
 {
 	struct mtl_tm_endpoint *ep = peer_ep(comm, dest);
+	bool detached = bsend_parent != NULL;
 	int rc;
 
 	req->kind = MTL_TM_REQ_SEND;
@@ -299,6 +318,10 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 	req->pack_free = pack_free;
 	req->done = false;
 	req->error = OMPI_SUCCESS;
+	req->engine_done = false;
+	req->completed = false;
+	req->cancel_wait = false;
+	req->bsend_waiter = NULL;
 	req->u.send.cb = send_cb;
 	req->u.send.arg = req;
 	if (!ep) {
@@ -312,6 +335,19 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 	rc = tm_engine_isend(mtl_tm.eng, &req->u.send, ep->peer,
 			     ompi_comm_get_cid(comm), ompi_comm_rank(comm), tag,
 			     buf, len, NULL, flags);
+	if (rc == TM_OK && bsend_parent) {
+		/* the copy may be freed by the unlock below: keep its
+		 * identity where a cancel can find it */
+		bsend_parent->u.send = req->u.send;
+		bsend_parent->u.send.cb = send_cb;
+		bsend_parent->u.send.arg = bsend_parent;
+		/* as a completed eager send, should a cancel re-arm it */
+		bsend_parent->u.send.status = TM_REQ_OK;
+		bsend_parent->u.send.waiting = 0;
+		bsend_parent->u.send.cflags = 0;
+		bsend_parent->u.send.own_mr = 0;
+		bsend_parent->u.send.mr = NULL;
+	}
 	mtl_tm_unlock_and_complete();
 	if (rc != TM_OK) {
 		free_pack(req);
@@ -340,7 +376,7 @@ static int start_send(struct ompi_communicator_t *comm, int dest, int tag,
 	 * receiver's word. */
 	return post_send(comm, dest, tag, buf, len, free_after,
 			 mode == MCA_PML_BASE_SEND_SYNCHRONOUS ? TM_SEND_SYNC : 0,
-			 false, req);
+			 NULL, req);
 }
 
 static void blocking_send_done(struct mca_mtl_request_t *mreq)
@@ -371,6 +407,7 @@ static int start_buffered(struct ompi_communicator_t *comm, int dest,
 			  int tag, struct opal_convertor_t *convertor,
 			  mca_mtl_request_t *mtl_request)
 {
+	struct mtl_tm_request *pml = (struct mtl_tm_request *)mtl_request;
 	struct mtl_tm_request *own = malloc(sizeof(*own));
 	void *copy = NULL;
 	size_t len;
@@ -394,9 +431,12 @@ static int start_buffered(struct ompi_communicator_t *comm, int dest,
 	}
 	own->super.ompi_req = NULL;
 	own->super.completion_callback = NULL;
-	rc = post_send(comm, dest, tag, copy, len, copy != NULL, 0, true, own);
+	pml->kind = MTL_TM_REQ_BSEND;
+	pml->cancel_wait = false;
+	rc = post_send(comm, dest, tag, copy, len, copy != NULL, 0, pml, own);
 	if (rc != OMPI_SUCCESS) {
 		free(own);
+		pml->kind = 0;
 		return rc;
 	}
 	mtl_request->ompi_req->req_status.MPI_ERROR = OMPI_SUCCESS;
@@ -579,11 +619,67 @@ int mtl_tm_imrecv(struct mca_mtl_base_module_t *mtl,
 }
 
 /*
+ * Send cancel: the engine asks the receiver (tm_engine_cancel_send).  A
+ * send still pending (rendezvous, synchronous, queued) completes later
+ * through its callback, cancelled or not, so MPI_Wait sees the outcome.
+ * pml cm has already completed an eager standard send (done once posted)
+ * and a buffered one (its data copied): MPI_Wait returns at once, so the
+ * outcome must be in the status before MPI_Cancel returns, and this waits
+ * for the receiver's reply (it needs the receiver to make progress, which
+ * MPICH's and our tests do; a dead receiver ends it through the
+ * keepalive).  A buffered send's own copy may still be pending; its
+ * identity, kept in pml cm's request, finds it.
+ */
+static int cancel_send(struct mtl_tm_request *req)
+{
+	struct mtl_tm_request *own = NULL, *waiter = req;
+	struct tm_send *s = &req->u.send;
+	bool wait;
+	int rc;
+
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	if (req->kind == MTL_TM_REQ_BSEND) {
+		s = tm_engine_find_send(mtl_tm.eng, req->u.send.peer,
+					req->u.send.seq);
+		if (s) {
+			own = s->arg;
+			own->bsend_waiter = req;
+		} else {
+			s = &req->u.send;
+		}
+		wait = true;
+	} else if (req->completed) {
+		wait = true;
+	} else if (req->engine_done) {
+		/* another thread is completing it right now: too late */
+		OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+		return OMPI_SUCCESS;
+	} else {
+		wait = false;
+	}
+	waiter->cancel_wait = wait;
+	rc = tm_engine_cancel_send(mtl_tm.eng, s);
+	if (rc != TM_OK) {
+		waiter->cancel_wait = false;
+		if (own)
+			own->bsend_waiter = NULL;
+	}
+	mtl_tm_unlock_and_complete();
+	if (rc == TM_ERR_NOT_FOUND)
+		return OMPI_SUCCESS; /* nothing to withdraw: not cancelled */
+	if (rc != TM_OK)
+		return tm_to_ompi(rc);
+	while (waiter->cancel_wait)
+		opal_progress();
+	if (wait && waiter->cancel_result)
+		req->super.ompi_req->req_status._cancelled = true;
+	return OMPI_SUCCESS;
+}
+
+/*
  * Receives: cancelled iff not yet matched; the engine completes the
  * request either way (TM_REQ_CANCELLED or the message), possibly later,
- * once the card confirmed.  Sends cannot be cancelled yet (the engine has
- * no send-cancel protocol): like pml ob1, report success and let the send
- * complete normally, so MPI_Test_cancelled says false.
+ * once the card confirmed.
  */
 int mtl_tm_cancel(struct mca_mtl_base_module_t *mtl,
 		  mca_mtl_request_t *mtl_request, int flag)
@@ -591,6 +687,14 @@ int mtl_tm_cancel(struct mca_mtl_base_module_t *mtl,
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
 	int rc;
 
+	/* an inactive persistent request has no communication to cancel
+	 * (Open MPI's MPI_Cancel passes it down): its last send was waited
+	 * for, and must stay delivered */
+	if (req->super.ompi_req &&
+	    req->super.ompi_req->req_state == OMPI_REQUEST_INACTIVE)
+		return OMPI_SUCCESS;
+	if (req->kind == MTL_TM_REQ_SEND || req->kind == MTL_TM_REQ_BSEND)
+		return cancel_send(req);
 	if (req->kind != MTL_TM_REQ_RECV)
 		return OMPI_SUCCESS;
 	OPAL_THREAD_LOCK(&mtl_tm.lock);

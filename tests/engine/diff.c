@@ -104,7 +104,7 @@ void *grow(void *p, int *cap, int need, size_t sz)
 	return p;
 }
 
-static void log_ev(const struct ev *e)
+void log_ev(const struct ev *e)
 {
 	S.evs = grow(S.evs, &S.capevs, S.nevs + 1, sizeof(*S.evs));
 	S.evs[S.nevs++] = *e;
@@ -196,9 +196,14 @@ static void send_cb(struct tm_send *s)
 {
 	struct dsend *d = (struct dsend *)s;
 
-	if (d->done++)
-		fail("send %d/%u completed twice", d->node, s->seq);
-	if (s->status != TM_REQ_OK)
+	if (d->done++) {
+		/* a cancelled completed send reports its outcome once more */
+		if (!d->sc_rearm || d->done != 2)
+			fail("send %d/%u completed twice", d->node, s->seq);
+		return;
+	}
+	if (s->status != TM_REQ_OK &&
+	    !(s->status == TM_REQ_CANCELLED && d->sc_asked))
 		fail("send %d/%u failed", d->node, s->seq);
 	S.sslot_free[d->node][S.nsfree[d->node]++] = d->slot;
 }
@@ -380,7 +385,8 @@ static void world_open(const struct dcfg *c, uint64_t seed)
 	o.ecfg.n_plain = 64;
 	o.ecfg.n_send_slots = 64;
 	o.ecfg.test = &(struct tm_engine_test){ .faults = c->faults,
-						.arrival_hook = arrival_hook };
+						.arrival_hook = arrival_hook,
+						.cancel_hook = cancel_hook };
 	/* no timer-driven keepalives: a seed must replay the same schedule
 	 * (test_peer_fail covers keepalives); the longest period allowed is
 	 * a minute, far longer than any send here waits */
@@ -483,6 +489,12 @@ static void finish_and_check(void)
 			     (unsigned long)st.posted, (unsigned long)st.uq_len,
 			     st.card_entries);
 	}
+	for (i = 1; i <= S.k; i++) {
+		tm_engine_get_stats(S.w.node[i].eng, &st);
+		S.t_sc_req += st.scancel_req;
+		S.t_sc_ok += st.scancel_ok;
+		S.t_sc_late += st.scancel_late;
+	}
 	tm_engine_get_stats(S.w.node[0].eng, &st);
 	S.t_recvs += (uint64_t)S.nrecvs;
 	for (i = 1; i <= S.k; i++)
@@ -527,8 +539,10 @@ static int run_random(const struct dcfg *c, uint64_t seed)
 			ev_probe(0);
 		else if (x < 22)
 			ev_probe(1);
-		else if (x < 38)
+		else if (x < 37)
 			ev_send();
+		else if (x < 38)
+			ev_scancel();
 		else if (x < 41)
 			ev_rsend();
 		else if (x < 45 || c->random_card)
@@ -574,6 +588,9 @@ static __attribute__((unused)) void totals(void)
 	tap_diag("node 0 sent %lu messages the other way; pre-posted phases: %lu of %lu receives matched on the card",
 		 (unsigned long)S.t_rsends, (unsigned long)S.t_phase_card,
 		 (unsigned long)S.t_phase_recvs);
+	tap_diag("send cancels %lu: withdrawn %lu, late %lu",
+		 (unsigned long)S.t_sc_req, (unsigned long)S.t_sc_ok,
+		 (unsigned long)S.t_sc_late);
 }
 
 static __attribute__((unused)) uint64_t run_many(const struct dcfg *c, uint64_t seed0, int n)

@@ -5,6 +5,7 @@
  *
  *   diff.c       schedules, runs, main (and test_exhaustive's, via .inc)
  *   diff_ref.c   the reference matcher and the comparison
+ *   diff_scancel.c send cancels and the engine's report of each
  *   diff_card.c  what the card must do: traffic from node 0 to the
  *                senders (FIN/ACK reach the matching node), the pre-posted
  *                phase (card-match share), count and op-slot agreement
@@ -67,9 +68,14 @@ struct dsend {
 	int slot;
 	size_t len;
 	int ctx, tag;
+	int sc_asked;         /* tm_engine_cancel_send was called */
+	int sc_rearm;         /* ... on it completed: a second callback */
+	int sc_local;         /* ... withdrawn before it was posted */
+	int ref_withdrawn;    /* the reference took it out of its queue */
 };
 
-enum { EV_POST, EV_ARR, EV_CANCEL, EV_PROBE, EV_CLAIM };
+/* EV_SCANCEL: a send-cancel decided at node 0 (found: withdrawn) */
+enum { EV_POST, EV_ARR, EV_CANCEL, EV_PROBE, EV_CLAIM, EV_SCANCEL };
 
 struct ev {
 	uint64_t stamp;
@@ -99,7 +105,8 @@ struct dstate {
 	uint64_t events;
 	/* totals over runs, to show the schedules exercise the engine */
 	uint64_t t_recvs, t_sends, t_card, t_claim, t_cancel, t_conflict,
-		 t_full, t_late, t_rndv_sw, t_syncs, t_promoted, t_matched;
+		 t_full, t_late, t_rndv_sw, t_syncs, t_promoted, t_matched,
+		 t_sc_req, t_sc_ok, t_sc_late;
 	/* traffic from node 0 to the others (diff_card.c) */
 	int rev_on;
 	struct rrecv rr[EU_MAXN][RPOST];
@@ -134,6 +141,12 @@ uint8_t *sbuf(int node, int slot);
 struct dsend *send_of(int node, uint32_t seq);
 void post_recv_env(int ctx, int src, int tag, size_t len);
 void send_env(int node, int ctx, int tag, size_t len, unsigned flags);
+
+void log_ev(const struct ev *e);
+
+/* diff_scancel.c */
+void cancel_hook(void *arg, const struct tm_withdrawal *w);
+void ev_scancel(void);            /* MPI_Cancel of a random send */
 
 /* diff_ref.c: replays the log; fail()s on the first disagreement */
 void reference_check(void);

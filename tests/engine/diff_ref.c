@@ -69,6 +69,13 @@ void reference_check(void)
 			}
 			break;
 		case EV_ARR:
+			/* sends withdrawn before posting leave their seq out */
+			while ((m = send_of(e->node, next_seq[e->node])) &&
+			       m->sc_local) {
+				m->ref_withdrawn = 1;
+				next_seq[e->node] = (next_seq[e->node] + 1) &
+						    TM_APP_SEQ_MASK;
+			}
 			m = send_of(e->node, e->seq);
 			if (!m || e->seq != next_seq[e->node]) {
 				fail("arrival %d/%u out of order or unknown (expected %u)",
@@ -107,6 +114,35 @@ void reference_check(void)
 			memmove(&posted[j], &posted[j + 1],
 				sizeof(int) * (size_t)(npost - j - 1));
 			npost--;
+			break;
+		case EV_SCANCEL:
+			/* RC order: the message arrived before the REQ; it is
+			 * withdrawn exactly when still unexpected */
+			m = send_of(e->node, e->seq);
+			for (j = 0; m && j < nuq; j++)
+				if (uq[j] == m)
+					break;
+			if (!m || ((e->seq - S.seq_base[e->node]) &
+				   TM_APP_SEQ_MASK) >=
+				  ((next_seq[e->node] - S.seq_base[e->node]) &
+				   TM_APP_SEQ_MASK)) {
+				fail("send cancel %d/%u before its message arrived",
+				     e->node, e->seq);
+				break;
+			}
+			if ((j < nuq) != e->found) {
+				fail("send cancel %d/%u: engine %s, reference %s",
+				     e->node, e->seq,
+				     e->found ? "withdrew it" : "late",
+				     j < nuq ? "unexpected" : "matched");
+				break;
+			}
+			if (e->found) {
+				m->ref_withdrawn = 1;
+				memmove(&uq[j], &uq[j + 1],
+					sizeof(*uq) * (size_t)(nuq - j - 1));
+				nuq--;
+			}
 			break;
 		case EV_PROBE:
 		case EV_CLAIM:
@@ -164,6 +200,19 @@ void reference_check(void)
 			break;
 		}
 	}
+	for (i = 1; i <= S.k && !S.failed; i++)
+		for (j = 0; j < S.nsends[i]; j++) {
+			m = S.sends[i][j];
+			m->ref_withdrawn |= m->sc_local;
+			if ((m->s.status == TM_REQ_CANCELLED) !=
+			    m->ref_withdrawn) {
+				fail("send %d/%u: cancelled %d, reference withdrew it %d",
+				     i, m->s.seq,
+				     m->s.status == TM_REQ_CANCELLED,
+				     m->ref_withdrawn);
+				break;
+			}
+		}
 	if (!S.failed && nuq)
 		fail("%d messages left unmatched in the reference", nuq);
 	free(uq);

@@ -422,6 +422,47 @@ static void test_dies_after_arrival(int sync)
 	parent_close(&nd);
 }
 
+/*
+ * Send cancel while the receiver dies (it dies once the message arrived;
+ * the REQ follows): one outcome, cancelled (the REP made it) or failed,
+ * in bounded time, the callback once more for an eager send that had
+ * completed, once for a pending rendezvous.
+ */
+static void test_cancel_dead(int rndv)
+{
+	const char *what = rndv ? "cancel of a rendezvous send" :
+			   "cancel of a completed eager send";
+	struct pnode nd;
+	struct eu_send s;
+	int honest = 1, want = rndv ? 1 : 2, rc;
+	double t0;
+	pid_t pid;
+
+	parent_open(&nd);
+	pid = spawn(&nd, 0, C_DIE_AFTER_ARRIVAL);
+	isend(&nd, &s, 0, 1, 0, rndv ? BIG : 100, 0);
+	rc = tm_engine_cancel_send(nd.eng, &s.s);
+	t0 = now_s();
+	while (rc == TM_OK && s.done < want && now_s() - t0 < 5)
+		tm_engine_progress(nd.eng);
+	wait_send(&nd, &s, &honest);
+	tm_engine_progress(nd.eng);
+	tap_check((rc == TM_OK && s.done == want &&
+		   (s.s.status == TM_REQ_CANCELLED ||
+		    s.s.status == TM_REQ_ERROR)) ||
+		  (rc == TM_ERR_NOT_FOUND && s.done == 1),
+		  "receiver dies: %s ends once, cancelled or failed (rc %d, done %d, status %d, %.3f s)",
+		  what, rc, s.done, s.s.status, now_s() - t0);
+	t0 = now_s(); /* unsignalled WRs left: idle posts a keepalive */
+	while (!tm_engine_idle(nd.eng) && now_s() - t0 < 5)
+		tm_engine_progress(nd.eng);
+	tap_check(tm_engine_idle(nd.eng) && s.done == want,
+		  "receiver dies: %s: idle within %.3f s, no second outcome",
+		  what, now_s() - t0);
+	reap(pid);
+	parent_close(&nd);
+}
+
 /* The receiver is gone before anything was sent: every kind fails. */
 static void test_dies_before(void)
 {
@@ -684,6 +725,8 @@ int main(void)
 	test_dies_after_arrival(0);
 	test_dies_after_arrival(1);
 	test_dies_before();
+	test_cancel_dead(0);
+	test_cancel_dead(1);
 	test_sender_dies();
 	test_other_peer();
 	test_slow_receiver();

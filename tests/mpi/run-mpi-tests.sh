@@ -51,6 +51,7 @@ mpi_wildcard 2,3,4
 mpi_comms 2,4
 mpi_many 2,4
 mpi_cancel 2,3
+mpi_scancel 2,3
 mpi_probe 2,4
 mpi_modes 2
 mpi_truncate 2,3
