@@ -6,7 +6,10 @@
  *   tm_ops.c      card list ops (ADD/DEL/SYNC), their order and count,
  *                 the sync rule, op-slot accounting
  *   tm_offload.c  which receives go to the card: refusals, promotion
- *   tm_recv.c     the receive state machine, software rendezvous, probes
+ *   tm_recv.c     the receive state machine, software rendezvous,
+ *                 matched-probe receives (imrecv)
+ *   tm_probe.c    probes and matched probes
+ *   tm_cancel.c   send cancel (CANCEL_REQ / CANCEL_REP)
  *   tm_send.c     sends, replies (FIN/ACK), keepalive, peer failure
  *   tm_tx.c       the send queues: slots, selective signalling, retiring
  * Fields of struct tm_engine are grouped by the module that changes them;
