@@ -33,29 +33,12 @@
 #include <unistd.h>
 #include "tap.h"
 #include "eng_util.h"
+#include "fork_util.h"
 
-#define KA_MS 20          /* keepalive threshold in these tests */
+#define KA_MS FU_KA_MS    /* keepalive threshold in these tests */
 #define BIG (1u << 20)    /* a rendezvous send */
-#define MAXP 3
+#define MAXP FU_MAXP
 
-struct pnode {
-	struct tm_dev *dev;
-	struct tm_engine *eng;
-	struct tm_dev_pair qp[MAXP];
-	uint32_t peer[MAXP];
-	int sock[MAXP];
-	uint8_t *arena;
-	struct ibv_mr *mr;
-};
-
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint8_t pat(size_t i, uint8_t seed)
 {
@@ -77,75 +60,6 @@ static int check(const uint8_t *p, size_t n, uint8_t seed)
 }
 
 /* ---- set-up: one device and engine per process ----------------------- */
-
-static int node_open(struct pnode *nd, size_t arena)
-{
-	struct tm_dev_config dc;
-	struct tm_engine_config ec;
-
-	memset(nd, 0, sizeof(*nd));
-	tm_dev_config_default(&dc);
-	dc.provider = "soft";
-	tm_engine_config_default(&ec);
-	ec.eager_limit = 1024;
-	ec.keepalive_ms = KA_MS;
-	if (tm_dev_open(&dc, &nd->dev) != TM_OK ||
-	    tm_engine_create(nd->dev, &ec, &nd->eng) != TM_OK)
-		return -1;
-	nd->arena = calloc(1, arena);
-	if (!nd->arena)
-		return -1;
-	return tm_dev_reg(nd->dev, nd->arena, arena, IBV_ACCESS_REMOTE_READ,
-			  &nd->mr) == TM_OK ? 0 : -1;
-}
-
-static void node_close(struct pnode *nd)
-{
-	tm_engine_destroy(nd->eng);
-	for (int i = 0; i < MAXP; i++)
-		tm_dev_pair_destroy(nd->dev, &nd->qp[i]);
-	if (nd->mr)
-		tm_dev_dereg(nd->dev, nd->mr);
-	free(nd->arena);
-	tm_dev_close(nd->dev);
-}
-
-static int xfer(int fd, void *p, size_t n, int out)
-{
-	ssize_t k = out ? write(fd, p, n) : read(fd, p, n);
-
-	return k == (ssize_t)n ? 0 : -1;
-}
-
-/* Both sides: make a QP, swap addresses over fd, connect, add the peer. */
-static int link_peer(struct pnode *nd, int slot, int fd)
-{
-	struct tm_dev_pair_addr mine, theirs;
-
-	nd->sock[slot] = fd;
-	if (tm_dev_pair_create(nd->dev, &nd->qp[slot]))
-		return -1;
-	tm_dev_pair_addr(nd->dev, &nd->qp[slot], &mine);
-	if (xfer(fd, &mine, sizeof(mine), 1) ||
-	    xfer(fd, &theirs, sizeof(theirs), 0) ||
-	    tm_dev_pair_connect(nd->dev, &nd->qp[slot], &theirs) ||
-	    tm_engine_add_peer(nd->eng, &nd->qp[slot], &nd->peer[slot]))
-		return -1;
-	return 0;
-}
-
-/* Progresses eng until a byte arrives on fd (returned) or EOF (-1). */
-static int wait_byte(struct tm_engine *eng, int fd)
-{
-	struct pollfd pf = { .fd = fd, .events = POLLIN };
-	uint8_t b;
-
-	for (;;) {
-		tm_engine_progress(eng);
-		if (poll(&pf, 1, 1) > 0)
-			return read(fd, &b, 1) == 1 ? b : -1;
-	}
-}
 
 static void say(int fd, uint8_t b)
 {
@@ -267,7 +181,7 @@ static void child_send_one(struct pnode *nd)
 	_exit(s.s.status == TM_REQ_OK ? 0 : 96);
 }
 
-static void child_main(enum child_kind kind, int fd)
+static void child_main(int kind, int fd)
 {
 	struct pnode nd;
 
@@ -297,49 +211,6 @@ static void child_main(enum child_kind kind, int fd)
 		break;
 	}
 	_exit(81);
-}
-
-/* Forks a child of this kind and links it to the parent's slot. */
-static pid_t spawn(struct pnode *nd, int slot, enum child_kind kind)
-{
-	int sv[2];
-	pid_t pid;
-
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
-		tap_bail("socketpair");
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		tap_bail("fork");
-	if (pid == 0) {
-		close(sv[0]);
-		child_main(kind, sv[1]);
-	}
-	close(sv[1]);
-	if (link_peer(nd, slot, sv[0]))
-		tap_bail("cannot connect to the child");
-	return pid;
-}
-
-/* The child's exit: its exit code, or 128 + the signal that ended it. */
-static int reap(pid_t pid)
-{
-	int st;
-
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/* A hang is the failure this file is about: say so instead of dying mute. */
-static void on_alarm(int sig)
-{
-	static const char msg[] = "Bail out! timed out: a request never completed\n";
-
-	(void)sig;
-	if (write(1, msg, sizeof(msg) - 1) < 0)
-		_exit(2);
-	_exit(1);
 }
 
 static void parent_open(struct pnode *nd)
@@ -398,7 +269,7 @@ static void test_dies_after_arrival(int sync)
 	pid_t pid;
 
 	parent_open(&nd);
-	pid = spawn(&nd, 0, C_DIE_AFTER_ARRIVAL);
+	pid = spawn(&nd, 0, child_main, C_DIE_AFTER_ARRIVAL);
 	isend(&nd, &s, 0, 1, 0, sync ? 64 : BIG, sync ? TM_SEND_SYNC : 0);
 	dt = wait_send(&nd, &s, &honest);
 	st = stats(nd.eng);
@@ -439,7 +310,7 @@ static void test_cancel_dead(int rndv)
 	pid_t pid;
 
 	parent_open(&nd);
-	pid = spawn(&nd, 0, C_DIE_AFTER_ARRIVAL);
+	pid = spawn(&nd, 0, child_main, C_DIE_AFTER_ARRIVAL);
 	isend(&nd, &s, 0, 1, 0, rndv ? BIG : 100, 0);
 	rc = tm_engine_cancel_send(nd.eng, &s.s);
 	t0 = now_s();
@@ -475,7 +346,7 @@ static void test_dies_before(void)
 	pid_t pid;
 
 	parent_open(&nd);
-	pid = spawn(&nd, 0, C_DIE_AT_ONCE);
+	pid = spawn(&nd, 0, child_main, C_DIE_AT_ONCE);
 	/* EOF: the child is dead (a zombie until reaped) */
 	if (read(nd.sock[0], &b, 1) != 0)
 		tap_bail("child said something");
@@ -520,7 +391,7 @@ static void test_sender_dies(void)
 	pid_t pid;
 
 	parent_open(&nd);
-	pid = spawn(&nd, 0, C_SEND_THEN_DIE);
+	pid = spawn(&nd, 0, child_main, C_SEND_THEN_DIE);
 	while (stats(nd.eng).unexpected < 2)
 		tm_engine_progress(nd.eng);
 	if (read(nd.sock[0], &b, 1) != 0)
@@ -571,8 +442,8 @@ static void test_dies_mid_message(void)
 	if (softhca_set_config(&cfg))
 		tap_bail("softhca_set_config");
 	parent_open(&nd);
-	pa = spawn(&nd, 0, C_DIE_MID_EAGER);
-	pb = spawn(&nd, 1, C_SEND_ONE);
+	pa = spawn(&nd, 0, child_main, C_DIE_MID_EAGER);
+	pb = spawn(&nd, 1, child_main, C_SEND_ONE);
 	if (wait_byte(nd.eng, nd.sock[0]) != 'h')
 		tap_bail("mid-message child failed");
 	do {
@@ -620,8 +491,8 @@ static void test_other_peer(void)
 	pid_t pa, pb;
 
 	parent_open(&nd);
-	pa = spawn(&nd, 0, C_DIE_AFTER_ARRIVAL);
-	pb = spawn(&nd, 1, C_LIVE);
+	pa = spawn(&nd, 0, child_main, C_DIE_AFTER_ARRIVAL);
+	pb = spawn(&nd, 1, child_main, C_LIVE);
 	isend(&nd, &sa, 0, 1, 0, BIG, 0);
 	isend(&nd, &sb1, 1, 1, BIG, BIG, 0);
 	isend(&nd, &sb2, 1, 2, 2 * BIG, 64, TM_SEND_SYNC);

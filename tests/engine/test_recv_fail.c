@@ -33,78 +33,9 @@
 #include <unistd.h>
 #include "tap.h"
 #include "eng_util.h"
+#include "fork_util.h"
 
-#define KA_MS 20
-
-struct pnode {
-	struct tm_dev *dev;
-	struct tm_engine *eng;
-	struct tm_dev_pair qp[3];
-	uint32_t peer[3];
-	int sock[3];
-	uint8_t arena[1 << 16];
-	struct ibv_mr *mr;
-};
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int node_open(struct pnode *nd)
-{
-	struct tm_dev_config dc;
-	struct tm_engine_config ec;
-
-	tm_dev_config_default(&dc);
-	dc.provider = "soft";
-	tm_engine_config_default(&ec);
-	ec.keepalive_ms = KA_MS;
-	ec.eager_limit = 1024; /* fits the 4 KiB port of main() */
-	if (tm_dev_open(&dc, &nd->dev) != TM_OK ||
-	    tm_engine_create(nd->dev, &ec, &nd->eng) != TM_OK)
-		return -1;
-	return tm_dev_reg(nd->dev, nd->arena, sizeof(nd->arena),
-			  IBV_ACCESS_REMOTE_READ, &nd->mr) == TM_OK ? 0 : -1;
-}
-
-static int xfer(int fd, void *p, size_t n, int out)
-{
-	ssize_t k = out ? write(fd, p, n) : read(fd, p, n);
-
-	return k == (ssize_t)n ? 0 : -1;
-}
-
-static int link_peer(struct pnode *nd, int slot, int fd)
-{
-	struct tm_dev_pair_addr mine, theirs;
-
-	nd->sock[slot] = fd;
-	if (tm_dev_pair_create(nd->dev, &nd->qp[slot]))
-		return -1;
-	tm_dev_pair_addr(nd->dev, &nd->qp[slot], &mine);
-	return xfer(fd, &mine, sizeof(mine), 1) ||
-	       xfer(fd, &theirs, sizeof(theirs), 0) ||
-	       tm_dev_pair_connect(nd->dev, &nd->qp[slot], &theirs) ||
-	       tm_engine_add_peer(nd->eng, &nd->qp[slot], &nd->peer[slot]) ?
-	       -1 : 0;
-}
-
-/* Progresses until a byte arrives on fd (returned) or EOF (-1). */
-static int wait_byte(struct tm_engine *eng, int fd)
-{
-	struct pollfd pf = { .fd = fd, .events = POLLIN };
-	uint8_t b;
-
-	for (;;) {
-		tm_engine_progress(eng);
-		if (poll(&pf, 1, 1) > 0)
-			return read(fd, &b, 1) == 1 ? b : -1;
-	}
-}
+#define KA_MS FU_KA_MS
 
 static void say(int fd, uint8_t b)
 {
@@ -128,7 +59,7 @@ static void child_main(int src, int fd)
 	struct eu_send s;
 
 	alarm(20);
-	if (node_open(&nd) || link_peer(&nd, 0, fd))
+	if (node_open(&nd, 1 << 16) || link_peer(&nd, 0, fd))
 		_exit(80);
 	memset(&s, 0, sizeof(s));
 	s.s.cb = eu_send_cb;
@@ -143,46 +74,6 @@ static void child_main(int src, int fd)
 	if (src != 2)
 		kill(getpid(), SIGKILL);
 	_exit(s.s.status == TM_REQ_OK ? 0 : 82);
-}
-
-static pid_t spawn(struct pnode *nd, int slot, int src)
-{
-	int sv[2];
-	pid_t pid;
-
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
-		tap_bail("socketpair");
-	fflush(stdout);
-	pid = fork();
-	if (pid < 0)
-		tap_bail("fork");
-	if (pid == 0) {
-		close(sv[0]);
-		child_main(src, sv[1]);
-	}
-	close(sv[1]);
-	if (link_peer(nd, slot, sv[0]))
-		tap_bail("cannot connect to the child");
-	return pid;
-}
-
-static int reap(pid_t pid)
-{
-	int st;
-
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static void on_alarm(int sig)
-{
-	static const char msg[] = "Bail out! timed out: a request never completed\n";
-
-	(void)sig;
-	if (write(1, msg, sizeof(msg) - 1) < 0)
-		_exit(2);
-	_exit(1);
 }
 
 static void post(struct pnode *nd, struct eu_recv *t, int src, int tag,
@@ -247,11 +138,11 @@ int main(void)
 	if (softhca_set_config(&hc))
 		tap_bail("softhca_set_config");
 	test_keepalive_bound();
-	if (node_open(&nd))
+	if (node_open(&nd, 1 << 16))
 		tap_bail("cannot open the soft HCA");
-	pa = spawn(&nd, 0, 1);
-	pb = spawn(&nd, 1, 2);
-	pc = spawn(&nd, 2, 3);
+	pa = spawn(&nd, 0, child_main, 1);
+	pb = spawn(&nd, 1, child_main, 2);
+	pc = spawn(&nd, 2, child_main, 3);
 	while (stats(nd.eng).unexpected < 2) /* A's and C's eager messages */
 		tm_engine_progress(nd.eng);
 
