@@ -129,7 +129,7 @@ static uint32_t clamp_cap(uint32_t want, uint32_t cap)
 	return (want == 0 || want > cap) ? cap : want;
 }
 
-static int create_queues(struct tm_dev *dev)
+static int create_queues(struct tm_dev *dev, int concurrent)
 {
 	struct ibv_cq_init_attr_ex cq_attr = {
 		.cqe = dev->tm_cq_size,
@@ -143,16 +143,49 @@ static int create_queues(struct tm_dev *dev)
 		.srq_type = IBV_SRQT_TM,
 	};
 
-	dev->pd = dev->verbs->alloc_pd(dev->ctx);
-	if (!dev->pd)
+	struct ibv_cq_init_attr_ex send_attr = {
+		.cqe = dev->send_cq_size,
+		.wc_flags = IBV_WC_STANDARD_FLAGS,
+	};
+	struct ibv_cq_ex *send_cq;
+
+	dev->base_pd = dev->verbs->alloc_pd(dev->ctx);
+	if (!dev->base_pd)
 		return TM_ERR_IO;
+	dev->pd = dev->base_pd;
+	if (!concurrent) {
+		struct ibv_td_init_attr td_attr = { 0 };
+		struct ibv_parent_domain_init_attr pd_attr = {
+			.pd = dev->base_pd,
+		};
+
+		/* A provider without thread domains: locked objects. */
+		dev->td = ibv_alloc_td(dev->ctx, &td_attr);
+		if (!dev->td && errno != EOPNOTSUPP)
+			return TM_ERR_IO;
+		if (dev->td) {
+			pd_attr.td = dev->td;
+			dev->pd = ibv_alloc_parent_domain(dev->ctx, &pd_attr);
+			if (!dev->pd) {
+				dev->pd = dev->base_pd;
+				return TM_ERR_IO;
+			}
+			cq_attr.comp_mask = send_attr.comp_mask =
+				IBV_CQ_INIT_ATTR_MASK_FLAGS |
+				IBV_CQ_INIT_ATTR_MASK_PD;
+			cq_attr.flags = send_attr.flags =
+				IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+			cq_attr.parent_domain = send_attr.parent_domain =
+				dev->pd;
+		}
+	}
 	dev->tm_cq = ibv_create_cq_ex(dev->ctx, &cq_attr);
 	if (!dev->tm_cq)
 		return TM_ERR_IO;
-	dev->send_cq = dev->verbs->create_cq(dev->ctx, (int)dev->send_cq_size,
-					     NULL, NULL, 0);
-	if (!dev->send_cq)
+	send_cq = ibv_create_cq_ex(dev->ctx, &send_attr);
+	if (!send_cq)
 		return TM_ERR_IO;
+	dev->send_cq = ibv_cq_ex_to_cq(send_cq);
 	srq_attr.pd = dev->pd;
 	srq_attr.cq = ibv_cq_ex_to_cq(dev->tm_cq);
 	srq_attr.tm_cap.max_num_tags = dev->caps.max_num_tags;
@@ -502,7 +535,7 @@ int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out)
 		tm_dev_close(dev);
 		return rc;
 	}
-	rc = create_queues(dev);
+	rc = create_queues(dev, cfg->concurrent);
 	if (rc != TM_OK) {
 		/* the caller reports the verbs call's errno, not close's */
 		err = errno;
@@ -529,8 +562,12 @@ void tm_dev_close(struct tm_dev *dev)
 		dev->verbs->destroy_cq(dev->send_cq);
 	if (dev->tm_cq)
 		dev->verbs->destroy_cq(ibv_cq_ex_to_cq(dev->tm_cq));
-	if (dev->pd)
+	if (dev->pd && dev->pd != dev->base_pd)
 		dev->verbs->dealloc_pd(dev->pd);
+	if (dev->base_pd)
+		dev->verbs->dealloc_pd(dev->base_pd);
+	if (dev->td)
+		ibv_dealloc_td(dev->td);
 	if (dev->ctx)
 		dev->verbs->close_device(dev->ctx);
 	free(dev);

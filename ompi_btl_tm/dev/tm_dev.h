@@ -17,6 +17,16 @@
  * op limit clamped to the device's tm_caps (which are copied to dev->caps,
  * with the clamped values).
  *
+ * Threads: the engine drives a device from one thread at a time, so by
+ * default the QPs, the SRQ and both CQs are created on a thread domain
+ * (ibv_alloc_td, and a parent domain over the PD that every object and MR
+ * uses; CQs with IBV_CREATE_CQ_ATTR_SINGLE_THREADED), and the provider
+ * takes no locks on the data path (mlx5: doc/mlx5-rules.md rule 22).
+ * cfg->concurrent (for callers that use the device from several threads
+ * at once) keeps a plain PD and locked objects; so does a provider
+ * without thread domains (alloc_td failing with EOPNOTSUPP).  MR
+ * registration is thread safe either way.
+ *
  * Everything after that is plain verbs: the engine posts to dev->srq,
  * polls dev->tm_cq / dev->send_cq and posts sends on the QPs with the inline
  * data-path verbs of <infiniband/verbs.h>; only the library verbs (QP
@@ -89,6 +99,8 @@ struct tm_dev_config {
 	uint32_t rcache_max_regions; /* unused regions kept: 0 = default
 				      * (1024), at most half the device's
 				      * max_mr */
+	int concurrent;              /* several threads may use the device
+				      * at once: no thread domain */
 	int settled;                 /* set by tm_dev_config_set_params():
 				      * provider and rcache are final, the
 				      * environment is not read */
@@ -115,7 +127,10 @@ struct ucs_rcache;
 struct tm_dev {
 	const struct tm_verbs *verbs;
 	struct ibv_context *ctx;
-	struct ibv_pd *pd;
+	struct ibv_pd *pd;        /* every object's and MR's: the parent
+				   * domain when there is a thread domain */
+	struct ibv_pd *base_pd;   /* the protection domain under it */
+	struct ibv_td *td;        /* NULL: objects lock (see "Threads") */
 	struct ibv_cq_ex *tm_cq;  /* TM-SRQ: list ops and receives */
 	struct ibv_cq *send_cq;   /* sends and software RDMA reads */
 	struct ibv_srq *srq;      /* the TM-SRQ */

@@ -489,12 +489,12 @@ void softhca_set_sched(struct ibv_context *c, enum softhca_sched sched,
 {
 	struct sh_context *ctx = to_sh_ctx(c);
 
-	pthread_mutex_lock(&ctx->lock);
+	sh_lock(ctx);
 	sh_card_kick(ctx);
 	ctx->sched = sched;
 	if (seed)
 		ctx->rng = seed;
-	pthread_mutex_unlock(&ctx->lock);
+	sh_unlock(ctx);
 }
 
 int softhca_step(struct ibv_context *c, enum softhca_work kind,
@@ -503,10 +503,10 @@ int softhca_step(struct ibv_context *c, enum softhca_work kind,
 	struct sh_context *ctx = to_sh_ctx(c);
 	bool done;
 
-	pthread_mutex_lock(&ctx->lock);
+	sh_lock(ctx);
 	sh_card_kick(ctx);
 	done = card_step(ctx, kind, qp_num);
-	pthread_mutex_unlock(&ctx->lock);
+	sh_unlock(ctx);
 	return done;
 }
 
@@ -515,10 +515,10 @@ int softhca_drain(struct ibv_context *c)
 	struct sh_context *ctx = to_sh_ctx(c);
 	int n;
 
-	pthread_mutex_lock(&ctx->lock);
+	sh_lock(ctx);
 	sh_card_kick(ctx);
 	n = card_drain(ctx);
-	pthread_mutex_unlock(&ctx->lock);
+	sh_unlock(ctx);
 	return n;
 }
 
@@ -528,10 +528,11 @@ int softhca_query_stats(struct ibv_context *c, struct softhca_stats *st)
 	struct sh_srq *srq;
 
 	memset(st, 0, sizeof(*st));
-	pthread_mutex_lock(&ctx->lock);
+	sh_lock(ctx);
 	st->cma_reads = ctx->cma_reads;
 	st->copy_reads = ctx->copy_reads;
 	st->bad_packets = ctx->bad_packets;
+	st->lock_free = !ctx->locking;
 	for (srq = ctx->srqs; srq && !srq->tm; srq = srq->next)
 		;
 	if (srq) {
@@ -546,6 +547,6 @@ int softhca_query_stats(struct ibv_context *c, struct softhca_stats *st)
 		st->rnr_waits = srq->rnr_waits;
 		st->card_reads = srq->card_reads;
 	}
-	pthread_mutex_unlock(&ctx->lock);
+	sh_unlock(ctx);
 	return srq ? 0 : ENOENT;
 }

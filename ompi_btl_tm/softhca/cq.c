@@ -91,13 +91,15 @@ static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 		return EINVAL;
 	if (sh_card_idle(cq->ctx, cq))
 		return ENOENT;
-	pthread_mutex_lock(&cq->poll_lock);
-	pthread_mutex_lock(&cq->ctx->lock);
+	if (cq->ctx->locking)
+		pthread_mutex_lock(&cq->poll_lock);
+	sh_lock(cq->ctx);
 	sh_card_progress(cq->ctx);
 	err = cq_pop(cq);
-	pthread_mutex_unlock(&cq->ctx->lock);
+	sh_unlock(cq->ctx);
 	if (err) {
-		pthread_mutex_unlock(&cq->poll_lock);
+		if (cq->ctx->locking)
+			pthread_mutex_unlock(&cq->poll_lock);
 		return err;
 	}
 	ibcq->wr_id = cq->cur.wr_id;
@@ -110,9 +112,9 @@ static int cq_next_poll(struct ibv_cq_ex *ibcq)
 	struct sh_cq *cq = (struct sh_cq *)ibcq;
 	int err;
 
-	pthread_mutex_lock(&cq->ctx->lock);
+	sh_lock(cq->ctx);
 	err = cq_pop(cq);
-	pthread_mutex_unlock(&cq->ctx->lock);
+	sh_unlock(cq->ctx);
 	if (!err) {
 		ibcq->wr_id = cq->cur.wr_id;
 		ibcq->status = cq->cur.status;
@@ -122,7 +124,10 @@ static int cq_next_poll(struct ibv_cq_ex *ibcq)
 
 static void cq_end_poll(struct ibv_cq_ex *ibcq)
 {
-	pthread_mutex_unlock(&((struct sh_cq *)ibcq)->poll_lock);
+	struct sh_cq *cq = (struct sh_cq *)ibcq;
+
+	if (cq->ctx->locking)
+		pthread_mutex_unlock(&cq->poll_lock);
 }
 
 #define CUR(ibcq) (((struct sh_cq *)(ibcq))->cur)
@@ -207,10 +212,22 @@ struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,
 	struct sh_context *ctx = to_sh_ctx(c);
 	struct sh_cq *cq;
 
-	/* mlx5 refuses more entries than the device's max_cqe */
+	struct ibv_pd *pd = attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD ?
+			    attr->parent_domain : NULL;
+	int flags = attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS ?
+		    (int)attr->flags : 0;
+
+	/* mlx5 refuses more entries than the device's max_cqe, flags other
+	 * than SINGLE_THREADED and IGNORE_OVERRUN (ours never overruns),
+	 * and a PD that is not a parent domain of this context */
 	if (attr->cqe < 1 || attr->cqe > SH_MAX_CQE ||
 	    (attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS |
 				IBV_CQ_INIT_ATTR_MASK_PD)) ||
+	    (flags & ~(IBV_CREATE_CQ_ATTR_SINGLE_THREADED |
+		       IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN)) ||
+	    ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+	     (!pd || pd->context != c ||
+	      !sh_container_of(pd, struct sh_pd, pd)->parent)) ||
 	    (attr->wc_flags & ~(uint64_t)IBV_WC_STANDARD_FLAGS &
 	     ~(uint64_t)IBV_WC_EX_WITH_TM_INFO &
 	     ~(uint64_t)IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)) {
@@ -257,6 +274,7 @@ struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,
 	}
 	cq->next = ctx->cqs;
 	ctx->cqs = cq;
+	cq->lockfree = sh_obj_attach(ctx, pd, flags);
 	pthread_mutex_unlock(&ctx->lock);
 	return &cq->cq_ex;
 }
@@ -294,6 +312,7 @@ int sh_destroy_cq(struct ibv_cq *ibcq)
 			*pp = cq->next;
 			break;
 		}
+	sh_obj_detach(ctx, cq->lockfree);
 	pthread_mutex_unlock(&ctx->lock);
 	pthread_mutex_destroy(&cq->poll_lock);
 	free(cq->q);
@@ -308,8 +327,9 @@ int sh_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 
 	if (sh_card_idle(cq->ctx, cq))
 		return 0;
-	pthread_mutex_lock(&cq->poll_lock);
-	pthread_mutex_lock(&cq->ctx->lock);
+	if (cq->ctx->locking)
+		pthread_mutex_lock(&cq->poll_lock);
+	sh_lock(cq->ctx);
 	sh_card_progress(cq->ctx);
 	for (i = 0; i < n && !cq_pop(cq); i++) {
 		memset(&wc[i], 0, sizeof(wc[i]));
@@ -323,8 +343,9 @@ int sh_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		wc[i].wc_flags = cq->cur.wc_flags;
 		wc[i].slid = 1;
 	}
-	pthread_mutex_unlock(&cq->ctx->lock);
-	pthread_mutex_unlock(&cq->poll_lock);
+	sh_unlock(cq->ctx);
+	if (cq->ctx->locking)
+		pthread_mutex_unlock(&cq->poll_lock);
 	return i;
 }
 

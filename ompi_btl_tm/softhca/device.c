@@ -147,6 +147,9 @@ int softhca_config_from_env(struct softhca_config *cfg)
 	s = getenv("TM_SOFTHCA_STRICT");
 	if (s)
 		cfg->strict = atoi(s) != 0;
+	s = getenv("SOFTHCA_SINGLE_THREADED");
+	if (s)
+		cfg->single_threaded = atoi(s) != 0;
 	return config_check(cfg);
 }
 
@@ -180,6 +183,10 @@ static int config_snapshot(struct softhca_config *cfg)
 	 * still reach every context of a run. */
 	if (getenv("TM_SOFTHCA_STRICT"))
 		cfg->strict = atoi(getenv("TM_SOFTHCA_STRICT")) != 0;
+	/* likewise, so that whole suites can run lock-free */
+	if (getenv("SOFTHCA_SINGLE_THREADED"))
+		cfg->single_threaded =
+			atoi(getenv("SOFTHCA_SINGLE_THREADED")) != 0;
 	return err;
 }
 
@@ -334,21 +341,148 @@ static int sh_query_gid_ex(struct ibv_context *c, uint32_t port,
 	return 0;
 }
 
-/* ---- PDs ------------------------------------------------------------- */
+/* ---- PDs, thread domains, parent domains ---------------------------- */
+
+static struct sh_pd *to_sh_pd(struct ibv_pd *pd)
+{
+	return sh_container_of(pd, struct sh_pd, pd);
+}
 
 static struct ibv_pd *sh_alloc_pd(struct ibv_context *c)
 {
-	struct ibv_pd *pd = calloc(1, sizeof(*pd));
+	struct sh_pd *pd = calloc(1, sizeof(*pd));
 
-	if (pd)
-		pd->context = c;
-	return pd;
+	if (!pd)
+		return NULL;
+	pd->pd.context = c;
+	return &pd->pd;
 }
 
-static int sh_dealloc_pd(struct ibv_pd *pd)
+/* A PD that parent domains still name, or a TD they hold: EBUSY. */
+static int sh_dealloc_pd(struct ibv_pd *ibpd)
 {
+	struct sh_pd *pd = to_sh_pd(ibpd);
+	struct sh_context *ctx = to_sh_ctx(ibpd->context);
+
+	pthread_mutex_lock(&ctx->lock);
+	if (pd->refs) {
+		pthread_mutex_unlock(&ctx->lock);
+		return EBUSY;
+	}
+	if (pd->parent)
+		pd->parent->refs--;
+	if (pd->td)
+		pd->td->refs--;
+	pthread_mutex_unlock(&ctx->lock);
 	free(pd);
 	return 0;
+}
+
+static struct ibv_td *sh_alloc_td(struct ibv_context *c,
+				  struct ibv_td_init_attr *attr)
+{
+	struct sh_td *td;
+
+	if (attr->comp_mask) {
+		errno = EINVAL;
+		return NULL;
+	}
+	td = calloc(1, sizeof(*td));
+	if (!td) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	td->td.context = c;
+	return &td->td;
+}
+
+static int sh_dealloc_td(struct ibv_td *ibtd)
+{
+	struct sh_td *td = sh_container_of(ibtd, struct sh_td, td);
+	struct sh_context *ctx = to_sh_ctx(ibtd->context);
+
+	pthread_mutex_lock(&ctx->lock);
+	if (td->refs) {
+		pthread_mutex_unlock(&ctx->lock);
+		return EBUSY;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	free(td);
+	return 0;
+}
+
+/* What mlx5 accepts: a PD of this context (not itself a parent domain),
+ * an optional TD, and no allocator or other extension we do not have. */
+static struct ibv_pd *sh_alloc_parent_domain(struct ibv_context *c,
+				struct ibv_parent_domain_init_attr *attr)
+{
+	struct sh_context *ctx = to_sh_ctx(c);
+	struct sh_pd *pd;
+
+	if (!attr->pd || attr->pd->context != c || attr->comp_mask ||
+	    to_sh_pd(attr->pd)->parent ||
+	    (attr->td && attr->td->context != c)) {
+		errno = attr->comp_mask ? EOPNOTSUPP : EINVAL;
+		return NULL;
+	}
+	pd = calloc(1, sizeof(*pd));
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pd->pd.context = c;
+	pd->pd.handle = attr->pd->handle;
+	pd->parent = to_sh_pd(attr->pd);
+	pd->td = attr->td ? sh_container_of(attr->td, struct sh_td, td)
+			  : NULL;
+	pthread_mutex_lock(&ctx->lock);
+	pd->parent->refs++;
+	if (pd->td)
+		pd->td->refs++;
+	pthread_mutex_unlock(&ctx->lock);
+	return &pd->pd;
+}
+
+static void set_locking(struct sh_context *ctx)
+{
+	ctx->locking = !ctx->cfg.single_threaded &&
+		       (ctx->locked_objs || !ctx->td_objs);
+}
+
+bool sh_obj_attach(struct sh_context *ctx, struct ibv_pd *pd, int cq_flags)
+{
+	struct sh_td *td = pd ? to_sh_pd(pd)->td : NULL;
+	bool lockfree;
+
+	if (ctx->cfg.single_threaded)
+		return true;
+	/*
+	 * The card serves every object of the context, so one locked object
+	 * (or objects on two TDs, which two threads may drive at once)
+	 * makes the whole context lock.
+	 */
+	lockfree = td && (!ctx->td || ctx->td == td) &&
+		   (cq_flags < 0 ||
+		    (cq_flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED));
+	if (lockfree) {
+		ctx->td = td;
+		ctx->td_objs++;
+	} else {
+		ctx->locked_objs++;
+	}
+	set_locking(ctx);
+	return lockfree;
+}
+
+void sh_obj_detach(struct sh_context *ctx, bool lockfree)
+{
+	if (ctx->cfg.single_threaded)
+		return;
+	if (!lockfree)
+		ctx->locked_objs--;
+	else if (!--ctx->td_objs)
+		ctx->td = NULL;
+	set_locking(ctx);
 }
 
 /* ---- contexts -------------------------------------------------------- */
@@ -361,6 +495,7 @@ static void ctx_free(struct sh_context *ctx)
 	}
 	sh_seg_destroy(ctx);
 	pthread_mutex_destroy(&ctx->lock);
+	pthread_mutex_destroy(&ctx->mr_lock);
 	free(ctx->qps);
 	free(ctx);
 }
@@ -381,6 +516,9 @@ static void ctx_bind_ops(struct sh_context *ctx)
 	v->create_cq_ex = sh_create_cq_ex;
 	v->create_srq_ex = sh_create_srq_ex;
 	v->post_srq_ops = sh_post_srq_ops;
+	v->alloc_td = sh_alloc_td;
+	v->dealloc_td = sh_dealloc_td;
+	v->alloc_parent_domain = sh_alloc_parent_domain;
 }
 
 static struct ibv_context *sh_open_device(struct ibv_device *dev)
@@ -399,6 +537,8 @@ static struct ibv_context *sh_open_device(struct ibv_device *dev)
 	if (err)
 		goto fail;
 	pthread_mutex_init(&ctx->lock, NULL);
+	pthread_mutex_init(&ctx->mr_lock, NULL);
+	set_locking(ctx);
 	pthread_mutex_lock(&config_lock);
 	ctx->instance = next_instance++;
 	pthread_mutex_unlock(&config_lock);

@@ -79,14 +79,14 @@ struct ibv_mr *sh_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int acc)
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return NULL;
-	pthread_mutex_lock(&ctx->lock);
+	pthread_mutex_lock(&ctx->mr_lock);
 	for (i = 0; i < ctx->cfg.max_mr; i++) {
 		s = sh_seg_mr(ctx, i);
 		if (!atomic_load_explicit(&s->key, memory_order_relaxed))
 			break;
 	}
 	if (i == ctx->cfg.max_mr) {
-		pthread_mutex_unlock(&ctx->lock);
+		pthread_mutex_unlock(&ctx->mr_lock);
 		free(mr);
 		errno = ENOMEM;
 		return NULL;
@@ -96,7 +96,7 @@ struct ibv_mr *sh_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int acc)
 	s->length = len;
 	s->access = (uint32_t)acc;
 	atomic_store_explicit(&s->key, key, memory_order_release);
-	pthread_mutex_unlock(&ctx->lock);
+	pthread_mutex_unlock(&ctx->mr_lock);
 
 	mr->slot = i;
 	mr->mr.context = pd->context;
@@ -115,13 +115,16 @@ int sh_dereg_mr(struct ibv_mr *ibmr)
 	struct sh_context *ctx = to_sh_ctx(ibmr->context);
 	struct sh_mr_slot *s = sh_seg_mr(ctx, mr->slot);
 
-	pthread_mutex_lock(&ctx->lock);
+	pthread_mutex_lock(&ctx->mr_lock);
 	if (atomic_load(&s->key) != ibmr->lkey) {
-		pthread_mutex_unlock(&ctx->lock);
+		pthread_mutex_unlock(&ctx->mr_lock);
 		return EINVAL;
 	}
 	atomic_store_explicit(&s->key, 0, memory_order_release);
-	pthread_mutex_unlock(&ctx->lock);
+	/* after the key: a card that sees the new count re-checks and
+	 * finds the slot gone */
+	atomic_fetch_add_explicit(&ctx->mr_dereg, 1, memory_order_seq_cst);
+	pthread_mutex_unlock(&ctx->mr_lock);
 	free(mr);
 	return 0;
 }

@@ -406,7 +406,7 @@ int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	uint8_t *inl;
 	int err = 0;
 
-	pthread_mutex_lock(&ctx->lock);
+	sh_lock(ctx);
 	for (; wr; wr = wr->next) {
 		uint32_t len;
 
@@ -465,7 +465,7 @@ int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	}
 	sh_card_kick(ctx);
 	sh_card_progress_tx(qp);
-	pthread_mutex_unlock(&ctx->lock);
+	sh_unlock(ctx);
 	return err;
 }
 
@@ -479,17 +479,17 @@ int sh_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		*bad = wr;
 		return EINVAL;
 	}
-	pthread_mutex_lock(&qp->ctx->lock);
+	sh_lock(qp->ctx);
 	if (qp->qp.state == IBV_QPS_ERR) {
 		for (; wr; wr = wr->next)
 			flush_wr(qp, qp->rcq, wr->wr_id, IBV_WC_RECV);
-		pthread_mutex_unlock(&qp->ctx->lock);
+		sh_unlock(qp->ctx);
 		return 0;
 	}
 	err = sh_rq_post(&qp->rq, qp->max_recv_wr, SH_MAX_SGE, wr, bad);
 	sh_card_kick(qp->ctx);
 	sh_card_progress_post(qp->ctx);
-	pthread_mutex_unlock(&qp->ctx->lock);
+	sh_unlock(qp->ctx);
 	return err;
 }
 
@@ -558,6 +558,7 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	qp->rcq->users++;
 	if (qp->srq)
 		qp->srq->users++;
+	qp->lockfree = sh_obj_attach(ctx, pd, -1);
 	pthread_mutex_unlock(&ctx->lock);
 
 	qp->qp.context = pd->context;
@@ -709,6 +710,7 @@ int sh_destroy_qp(struct ibv_qp *ibqp)
 	if (qp->srq)
 		qp->srq->users--;
 	ctx->qps[qp->index] = NULL;
+	sh_obj_detach(ctx, qp->lockfree);
 	pthread_mutex_unlock(&ctx->lock);
 	sh_rq_free(&qp->rq);
 	free(qp->sq);

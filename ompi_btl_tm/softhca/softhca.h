@@ -96,7 +96,13 @@
  *
  * Where the card's work happens: each soft context has a "card" that runs
  * inside verbs calls on that context (post_*, poll), under one lock per
- * context, so the provider is thread safe.  The scheduling mode decides how
+ * context, so the provider is thread safe.  The lock is left out where
+ * the application promised one thread at a time, as mlx5 leaves its locks
+ * out: a context opened with single_threaded (env SOFTHCA_SINGLE_THREADED),
+ * or one whose QPs, SRQs and CQs all live on a single thread domain
+ * (ibv_alloc_td + ibv_alloc_parent_domain; CQs created on that parent
+ * domain with IBV_CREATE_CQ_ATTR_SINGLE_THREADED).  MR registration stays
+ * thread safe in every mode.  The scheduling mode decides how
  * much it does per call: AUTO runs it to quiescence, except that rendezvous
  * reads (card reads and IBV_WR_RDMA_READ) move at most 1 MiB per call and
  * only in polls, once the application has stopped posting for a few
@@ -134,6 +140,9 @@ struct softhca_config {
 	int strict;                 /* mlx5-strict shapes (see below) */
 	uint32_t max_msg_sz;        /* port max_msg_sz: longest SEND, RDMA
 				     * read or card rendezvous read */
+	int single_threaded;        /* contexts take no lock on the data
+				     * path: one thread at a time uses each
+				     * (as mlx5's MLX5_SINGLE_THREADED) */
 };
 
 /*
@@ -217,6 +226,7 @@ struct softhca_stats {
 	uint64_t cma_reads;         /* reads done with process_vm_readv */
 	uint64_t copy_reads;        /* reads done by request/response */
 	uint64_t bad_packets;       /* malformed arrivals dropped (QP failed) */
+	int lock_free;              /* the data path takes no lock now */
 };
 
 /* Snapshot of the card state of ctx's TM-SRQ (first one if several). */

@@ -9,6 +9,17 @@
  * Locking: one mutex per context (sh_context.lock) guards every object of
  * that context and the card's work.  A CQ's poll_lock serialises
  * start_poll..end_poll and is always taken before the context lock.
+ * Since the card is shared by every object of a context, the data path
+ * (posts, polls, list ops) takes neither when the application promised
+ * that one thread at a time uses the whole context: it was opened
+ * single-threaded (softhca_config.single_threaded, as MLX5_SINGLE_THREADED)
+ * or every QP, SRQ and CQ on it lives on one thread domain (created on a
+ * parent domain with a TD; a CQ also IBV_CREATE_CQ_ATTR_SINGLE_THREADED),
+ * which is when mlx5 drops its own per-object locks
+ * (doc/mlx5-rules.md rule 22).  Creating and destroying objects always
+ * locks and must not race the data path of a lock-free context.  The MR
+ * table has its own lock (mr_lock), taken in any mode: a registration
+ * cache deregisters from whichever thread it likes.
  *
  * Shared memory: a context owns two anonymous segments (memfds), found by
  * peers through pidfd_getfd(2) on the descriptors its GID names, so nothing
@@ -214,6 +225,7 @@ struct sh_cq {
 	struct ibv_cq_ex cq_ex;      /* first: ibv_cq_ex_to_cq() casts */
 	struct sh_context *ctx;
 	pthread_mutex_t poll_lock;
+	bool lockfree;               /* counted as such (sh_obj_attach) */
 	struct sh_cqe *q;            /* circular, grows */
 	uint32_t cap, first, count;
 	uint64_t first_seq;          /* sequence number of q[first] */
@@ -286,6 +298,7 @@ struct sh_srq {
 	struct ibv_srq srq;
 	struct sh_context *ctx;
 	bool tm;
+	bool lockfree;               /* counted as such (sh_obj_attach) */
 	uint32_t max_wr, max_sge;
 	struct sh_cq *cq;            /* TM-SRQ's dedicated CQ */
 	struct sh_rq rq;
@@ -390,6 +403,7 @@ struct sh_qp {
 	struct ibv_qp qp;
 	struct sh_context *ctx;
 	uint32_t index;
+	bool lockfree;               /* counted as such (sh_obj_attach) */
 	struct sh_cq *scq, *rcq;
 	struct sh_srq *srq;
 	struct sh_rq rq;             /* used when srq == NULL */
@@ -418,9 +432,32 @@ struct sh_qp {
 
 /* ---- the context: the "card" ----------------------------------------- */
 
+/* A PD, or a parent domain (parent != NULL) with or without a TD. */
+struct sh_pd {
+	struct ibv_pd pd;
+	struct sh_pd *parent;        /* the protection domain it extends */
+	struct sh_td *td;
+	int refs;                    /* parent domains on this PD */
+};
+
+struct sh_td {
+	struct ibv_td td;
+	int refs;                    /* parent domains on this TD */
+};
+
 struct sh_context {
 	struct verbs_context vctx;   /* the ibv_context lives inside */
 	pthread_mutex_t lock;
+	/*
+	 * Whether the data path takes lock (see "Locking" above): objects
+	 * that need it, objects on the one TD that has any (td), and the
+	 * answer, kept under lock by sh_obj_attach/sh_obj_detach.
+	 */
+	bool locking;
+	uint32_t locked_objs, td_objs;
+	struct sh_td *td;
+	pthread_mutex_t mr_lock;     /* the MR table and mr_gen */
+	_Atomic uint32_t mr_dereg;   /* MRs deregistered: lkey caches */
 	struct softhca_config cfg;
 	uint32_t instance;
 	struct sh_seg *seg;          /* published segment, mapped writable */
@@ -491,6 +528,29 @@ static inline uint32_t sge_total(const struct ibv_sge *sge, uint32_t n)
 		t += sge[i].length;
 	return t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
 }
+
+/*
+ * The data path's lock: a no-op on a context used by one thread (see
+ * "Locking").  ctx->locking changes only when objects are created or
+ * destroyed, which the contract keeps apart from the data path.
+ */
+static inline void sh_lock(struct sh_context *ctx)
+{
+	if (ctx->locking)
+		pthread_mutex_lock(&ctx->lock);
+}
+
+static inline void sh_unlock(struct sh_context *ctx)
+{
+	if (ctx->locking)
+		pthread_mutex_unlock(&ctx->lock);
+}
+
+/* device.c: counts a new QP/SRQ (cq_flags < 0) or CQ created on pd (a
+ * CQ: its parent domain, or NULL); returns whether it is lock-free.
+ * Called with ctx->lock held; sh_obj_detach undoes it. */
+bool sh_obj_attach(struct sh_context *ctx, struct ibv_pd *pd, int cq_flags);
+void sh_obj_detach(struct sh_context *ctx, bool lockfree);
 
 /* device.c: send blocks an RC send queue of max_wr WRs takes on mlx5, or
  * 0 when its WQE would be too large (rule 2) */

@@ -205,6 +205,7 @@ struct ibv_srq *sh_create_srq_ex(struct ibv_context *c,
 		srq->cq->users++;
 	srq->next = ctx->srqs;
 	ctx->srqs = srq;
+	srq->lockfree = sh_obj_attach(ctx, attr->pd, -1);
 	pthread_mutex_unlock(&ctx->lock);
 	return &srq->srq;
 fail:
@@ -246,6 +247,7 @@ int sh_destroy_srq(struct ibv_srq *ibsrq)
 				cq->q[(cq->first + i) % cq->cap].srq = NULL;
 	if (srq->cq)
 		srq->cq->users--;
+	sh_obj_detach(ctx, srq->lockfree);
 	pthread_mutex_unlock(&ctx->lock);
 	sh_rq_free(&srq->rq);
 	if (srq->tm)
@@ -262,11 +264,11 @@ int sh_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	struct sh_srq *srq = to_sh_srq(ibsrq);
 	int err;
 
-	pthread_mutex_lock(&srq->ctx->lock);
+	sh_lock(srq->ctx);
 	err = sh_rq_post(&srq->rq, srq->max_wr, srq->max_sge, wr, bad);
 	sh_card_kick(srq->ctx);
 	sh_card_progress_post(srq->ctx);
-	pthread_mutex_unlock(&srq->ctx->lock);
+	sh_unlock(srq->ctx);
 	return err;
 }
 
@@ -336,7 +338,7 @@ int sh_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
 	struct sh_srq *srq = to_sh_srq(ibsrq);
 	int err = 0;
 
-	pthread_mutex_lock(&srq->ctx->lock);
+	sh_lock(srq->ctx);
 	for (; wr; wr = wr->next) {
 		if (!srq->tm)
 			err = EINVAL;
@@ -352,7 +354,7 @@ int sh_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
 	}
 	sh_card_kick(srq->ctx);
 	sh_card_progress_ops(srq->ctx);
-	pthread_mutex_unlock(&srq->ctx->lock);
+	sh_unlock(srq->ctx);
 	return err;
 }
 
