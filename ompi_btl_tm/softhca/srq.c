@@ -294,9 +294,15 @@ static int op_check(struct sh_srq *srq, struct ibv_ops_wr *wr)
 	return EINVAL;
 }
 
-static void op_post(struct sh_srq *srq, struct ibv_ops_wr *wr)
+static void op_run(struct sh_srq *srq, const struct sh_op *op);
+
+/*
+ * Takes the op: the card runs it at once when it may (fast, see
+ * sh_post_srq_ops), else it joins the queue.
+ */
+static void op_post(struct sh_srq *srq, struct ibv_ops_wr *wr, bool now)
 {
-	struct sh_op *op;
+	struct sh_op o, *op = now ? &o : NULL;
 	struct sh_tag *t;
 	int32_t h;
 
@@ -321,7 +327,9 @@ static void op_post(struct sh_srq *srq, struct ibv_ops_wr *wr)
 	} else if (wr->opcode == IBV_WR_TAG_DEL) {
 		srq->tags[wr->tm.handle].refs++;
 	}
-	op = &srq->ops[(srq->ops_first + srq->ops_count++) % srq->max_ops];
+	if (!op)
+		op = &srq->ops[(srq->ops_first + srq->ops_count++) %
+			       srq->max_ops];
 	op->seq = srq->ops_posted++;
 	op->wr_id = wr->wr_id;
 	op->opcode = wr->opcode;
@@ -330,15 +338,30 @@ static void op_post(struct sh_srq *srq, struct ibv_ops_wr *wr)
 	op->handle = wr->tm.handle;
 	op->phase = wr->opcode == IBV_WR_TAG_SYNC ? 0 :
 		    srq->tags[wr->tm.handle].phase;
+	if (now)
+		op_run(srq, op);
 }
 
 int sh_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
 		    struct ibv_ops_wr **bad)
 {
 	struct sh_srq *srq = to_sh_srq(ibsrq);
+	struct sh_context *ctx = srq->ctx;
+	bool now;
 	int err = 0;
 
-	sh_lock(srq->ctx);
+	sh_lock(ctx);
+	/*
+	 * AUTO: a card that is quick runs the op before the post returns,
+	 * which is legal whenever no op is queued ahead of it (ops run in
+	 * post order).  It touches no other work, so the card's quiet state
+	 * holds: an RNR-waiting arrival that an ADD could now match was
+	 * already keeping it awake.  A card run in progress (a post from a
+	 * poll's callback cannot happen: verbs are not re-entered) or any
+	 * other mode queues.
+	 */
+	now = ctx->sched == SOFTHCA_SCHED_AUTO && !ctx->in_progress &&
+	      !srq->ops_count;
 	for (; wr; wr = wr->next) {
 		if (!srq->tm)
 			err = EINVAL;
@@ -350,26 +373,39 @@ int sh_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
 			*bad = wr;
 			break;
 		}
-		op_post(srq, wr);
+		op_post(srq, wr, now);
 	}
-	sh_card_kick(srq->ctx);
-	sh_card_progress_ops(srq->ctx);
-	sh_unlock(srq->ctx);
+	if (now) {
+		/* what sh_card_progress_ops notes for read pacing */
+		ctx->post_seq++;
+	} else {
+		sh_card_kick(ctx);
+		sh_card_progress_ops(ctx);
+	}
+	sh_unlock(ctx);
 	return err;
 }
 
 /* The card processes the oldest posted list op. */
 bool sh_srq_op_step(struct sh_srq *srq)
 {
-	struct sh_cqe cqe = { .release_handle = -1 };
 	struct sh_op op;
-	bool insync;
 
 	if (!srq->ops_count)
 		return false;
 	op = srq->ops[srq->ops_first];
 	srq->ops_first = (srq->ops_first + 1) % srq->max_ops;
 	srq->ops_count--;
+	op_run(srq, &op);
+	return true;
+}
+
+/* What the card does with one list op (queued or run at once). */
+static void op_run(struct sh_srq *srq, const struct sh_op *opp)
+{
+	struct sh_cqe cqe = { .release_handle = -1 };
+	const struct sh_op op = *opp;
+	bool insync;
 
 	if (op.flags & IBV_OPS_TM_SYNC)
 		srq->sw_cnt = (uint16_t)op.unexpected_cnt;
@@ -398,7 +434,7 @@ bool sh_srq_op_step(struct sh_srq *srq)
 	if (!(op.flags & IBV_OPS_SIGNALED)) {
 		if (op.opcode == IBV_WR_TAG_DEL)
 			tag_put(srq, (int32_t)op.handle);
-		return true;
+		return;
 	}
 	cqe.wr_id = op.wr_id;
 	if (op.opcode != IBV_WR_TAG_SYNC && srq->hw_cnt != op.phase)
@@ -408,7 +444,6 @@ bool sh_srq_op_step(struct sh_srq *srq)
 	if (op.opcode != IBV_WR_TAG_SYNC)
 		cqe.release_handle = (int32_t)op.handle;
 	sh_cq_push(srq->cq, &cqe);
-	return true;
 }
 
 /* ---- arrivals -------------------------------------------------------- */
@@ -590,6 +625,49 @@ static void rx_eager_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
 	rx_data(qp, pkt, data);
 }
 
+/*
+ * A matched eager message in one packet, the common small case: what
+ * rx_eager_matched + rx_start + rx_data + rx_finish do for it, without
+ * the per-QP message state (one completion, MATCH|DATA_VALID).
+ */
+static void rx_eager_one(struct sh_qp *qp, const struct sh_pkt *pkt,
+			 const uint8_t *data, int32_t h)
+{
+	struct sh_srq *srq = qp->srq;
+	struct sh_tag *t = &srq->tags[h];
+	const struct ibv_tmh *tmh = (const void *)pkt->data;
+	uint32_t len = pkt->msg_len - SH_TMH_LEN;
+	uint32_t room = sge_total(t->sge, t->num_sge);
+	struct sh_cqe cqe;
+
+	if (len > room && qp->ctx->cfg.strict) {
+		rx_eager_overflow(qp, pkt, h);
+		return;
+	}
+	list_remove(srq, h);
+	srq->matched++;
+	cqe = (struct sh_cqe){
+		.wr_id = t->recv_wr_id,
+		.tag = be64toh(tmh->tag),
+		.srq = srq,
+		.release_handle = h,
+		.priv = be32toh(tmh->app_ctx),
+		.byte_len = len,
+		.qp_num = qp->qp.qp_num,
+		.src_qp = qp->dest_qpn,
+		.wc_flags = IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID,
+		.opcode = IBV_WC_TM_RECV,
+	};
+	cqe.status = sh_local_check(qp->ctx, t->sge, t->num_sge,
+				    IBV_ACCESS_LOCAL_WRITE);
+	if (cqe.status == IBV_WC_SUCCESS && len > room)
+		cqe.status = IBV_WC_LOC_LEN_ERR;
+	/* as rx_data: a too-long payload still fills the buffer */
+	if (cqe.status != IBV_WC_LOC_PROT_ERR)
+		sh_scatter(t->sge, t->num_sge, 0, data + SH_TMH_LEN, len);
+	sh_cq_push(srq->cq, &cqe);
+}
+
 static void rx_rndv_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
 			    int32_t h)
 {
@@ -709,7 +787,9 @@ int sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt,
 	h = sh_tl_match(srq, be64toh(tmh->tag));
 	if (h < 0)
 		return rx_plain(qp, pkt, data, IBV_WC_TM_RECV, true);
-	if (tmh->opcode == IBV_TMH_EAGER)
+	if (tmh->opcode == IBV_TMH_EAGER && (pkt->flags & SH_PKT_LAST))
+		rx_eager_one(qp, pkt, data, h);
+	else if (tmh->opcode == IBV_TMH_EAGER)
 		rx_eager_matched(qp, pkt, data, h);
 	else
 		rx_rndv_matched(qp, pkt, h);
