@@ -23,42 +23,71 @@ struct sh_mr {
 	uint32_t slot;
 };
 
-int sh_mr_check(const struct sh_layout *lay, const struct sh_seg *pub,
-		uint32_t key, uint64_t addr, uint64_t len, uint32_t access)
+/* What key grants now (a consistent copy of its slot), or EACCES. */
+static int mr_lookup(const struct sh_layout *lay, const struct sh_seg *pub,
+		     uint32_t key, struct sh_mr_grant *g)
 {
 	uint32_t idx = (key & 0xffff) - 1;
 	const struct sh_mr_slot *s;
-	uint64_t base, size;
-	uint32_t acc;
 
 	if (!key || idx >= lay->max_mr)
 		return EACCES;
 	s = (const struct sh_mr_slot *)((const char *)pub + lay->mr_off) + idx;
 	if (atomic_load_explicit(&s->key, memory_order_acquire) != key)
 		return EACCES;
-	base = s->addr;
-	size = s->length;
-	acc = s->access;
+	g->base = s->addr;
+	g->size = s->length;
+	g->access = s->access;
 	/* A slot rewritten while we looked has a new key. */
 	atomic_thread_fence(memory_order_acquire);
 	if (atomic_load_explicit(&s->key, memory_order_relaxed) != key)
 		return EACCES;
-	if ((acc & access) != access)
-		return EACCES;
-	if (addr < base || len > size || addr - base > size - len)
+	g->key = key;
+	return 0;
+}
+
+static bool grant_covers(const struct sh_mr_grant *g, uint64_t addr,
+			 uint64_t len, uint32_t access)
+{
+	return (g->access & access) == access && addr >= g->base &&
+	       len <= g->size && addr - g->base <= g->size - len;
+}
+
+int sh_mr_check(const struct sh_layout *lay, const struct sh_seg *pub,
+		uint32_t key, uint64_t addr, uint64_t len, uint32_t access)
+{
+	struct sh_mr_grant g;
+
+	if (mr_lookup(lay, pub, key, &g) || !grant_covers(&g, addr, len, access))
 		return EACCES;
 	return 0;
 }
 
+/*
+ * Local keys repeat (an engine's buffers come from a few MRs), so the last
+ * key found valid is remembered until any MR is deregistered: a key stays
+ * valid until its own deregistration, and registrations only add keys.
+ */
 enum ibv_wc_status sh_local_check(struct sh_context *ctx,
 				  const struct ibv_sge *sge, uint32_t n,
 				  uint32_t access)
 {
+	uint32_t gen = atomic_load_explicit(&ctx->mr_dereg,
+					    memory_order_acquire);
+	struct sh_mr_grant *g = &ctx->lkey_seen;
+
 	for (uint32_t i = 0; i < n; i++) {
 		if (!sge[i].length)
 			continue;
-		if (sh_mr_check(&ctx->lay, ctx->seg, sge[i].lkey, sge[i].addr,
-				sge[i].length, access))
+		if (sge[i].lkey == g->key && ctx->lkey_gen == gen &&
+		    grant_covers(g, sge[i].addr, sge[i].length, access))
+			continue;
+		if (mr_lookup(&ctx->lay, ctx->seg, sge[i].lkey, g)) {
+			g->key = 0;
+			return IBV_WC_LOC_PROT_ERR;
+		}
+		ctx->lkey_gen = gen;
+		if (!grant_covers(g, sge[i].addr, sge[i].length, access))
 			return IBV_WC_LOC_PROT_ERR;
 	}
 	return IBV_WC_SUCCESS;

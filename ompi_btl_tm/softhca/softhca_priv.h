@@ -134,6 +134,12 @@ struct sh_ring {
 	uint8_t pad2[56];
 };
 
+/* What an MR key grants, as copied from its slot. */
+struct sh_mr_grant {
+	uint32_t key, access;
+	uint64_t base, size;
+};
+
 struct sh_mr_slot {
 	_Atomic uint32_t key;   /* 0: free */
 	uint32_t access;
@@ -458,6 +464,8 @@ struct sh_context {
 	struct sh_td *td;
 	pthread_mutex_t mr_lock;     /* the MR table and mr_gen */
 	_Atomic uint32_t mr_dereg;   /* MRs deregistered: lkey caches */
+	struct sh_mr_grant lkey_seen;/* sh_local_check's last valid key, */
+	uint32_t lkey_gen;           /* as of mr_dereg == lkey_gen */
 	struct softhca_config cfg;
 	uint32_t instance;
 	struct sh_seg *seg;          /* published segment, mapped writable */
