@@ -440,8 +440,18 @@ static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
 	case SOFTHCA_SCHED_MANUAL:
 		break;
 	}
-	if (ctx->sched != SOFTHCA_SCHED_MANUAL && !card_has_work(ctx)) {
+	/*
+	 * A send posted to a quiet card (its kick the only one since) has
+	 * made work on its QP alone: once that QP's queue is empty and
+	 * nothing arrived, the card is quiet again without a look at every
+	 * QP.
+	 */
+	if ((only_tx && ctx->sched == SOFTHCA_SCHED_AUTO &&
+	     ctx->kicks == ctx->quiet_kicks + 1 && !only_tx->sq_count &&
+	     db == ctx->rx_seen) ||
+	    (ctx->sched != SOFTHCA_SCHED_MANUAL && !card_has_work(ctx))) {
 		__atomic_store_n(&ctx->rx_seen, db, __ATOMIC_RELAXED);
+		ctx->quiet_kicks = ctx->kicks;
 		atomic_store_explicit(&ctx->quiet, true, memory_order_release);
 	}
 	ctx->read_limited = false;
@@ -475,11 +485,17 @@ void sh_card_progress_ops(struct sh_context *ctx)
  */
 bool sh_card_idle(struct sh_context *ctx, struct sh_cq *cq)
 {
+	return sh_card_quiet(ctx) &&
+	       !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE);
+}
+
+/* The card has nothing to do (lock-free, may be stale as above). */
+bool sh_card_quiet(struct sh_context *ctx)
+{
 	return atomic_load_explicit(&ctx->quiet, memory_order_acquire) &&
 	       atomic_load_explicit(&ctx->rings->doorbell,
 				    memory_order_acquire) ==
-		       __atomic_load_n(&ctx->rx_seen, __ATOMIC_RELAXED) &&
-	       !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE);
+		       __atomic_load_n(&ctx->rx_seen, __ATOMIC_RELAXED);
 }
 
 /* ---- test hooks (softhca.h) ------------------------------------------ */

@@ -85,16 +85,20 @@ static int cq_pop(struct sh_cq *cq)
 static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 {
 	struct sh_cq *cq = (struct sh_cq *)ibcq;
+	bool quiet;
 	int err;
 
 	if (attr && attr->comp_mask)
 		return EINVAL;
-	if (sh_card_idle(cq->ctx, cq))
+	/* a quiet card: only the queue to look at */
+	quiet = sh_card_quiet(cq->ctx);
+	if (quiet && !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE))
 		return ENOENT;
 	if (cq->ctx->locking)
 		pthread_mutex_lock(&cq->poll_lock);
 	sh_lock(cq->ctx);
-	sh_card_progress(cq->ctx);
+	if (!quiet)
+		sh_card_progress(cq->ctx);
 	err = cq_pop(cq);
 	sh_unlock(cq->ctx);
 	if (err) {
@@ -325,12 +329,15 @@ int sh_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	struct sh_cq *cq = to_sh_cq(ibcq);
 	int i;
 
-	if (sh_card_idle(cq->ctx, cq))
+	bool quiet = sh_card_quiet(cq->ctx);
+
+	if (quiet && !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE))
 		return 0;
 	if (cq->ctx->locking)
 		pthread_mutex_lock(&cq->poll_lock);
 	sh_lock(cq->ctx);
-	sh_card_progress(cq->ctx);
+	if (!quiet)
+		sh_card_progress(cq->ctx);
 	for (i = 0; i < n && !cq_pop(cq); i++) {
 		memset(&wc[i], 0, sizeof(wc[i]));
 		wc[i].wr_id = cq->cur.wr_id;

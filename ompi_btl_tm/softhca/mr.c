@@ -64,9 +64,10 @@ int sh_mr_check(const struct sh_layout *lay, const struct sh_seg *pub,
 }
 
 /*
- * Local keys repeat (an engine's buffers come from a few MRs), so the last
- * key found valid is remembered until any MR is deregistered: a key stays
- * valid until its own deregistration, and registrations only add keys.
+ * Local keys repeat (an engine sends from and receives into a few MRs), so
+ * the last keys found valid are remembered until any MR is deregistered:
+ * a key stays valid until its own deregistration, and registrations only
+ * add keys.
  */
 enum ibv_wc_status sh_local_check(struct sh_context *ctx,
 				  const struct ibv_sge *sge, uint32_t n,
@@ -74,19 +75,26 @@ enum ibv_wc_status sh_local_check(struct sh_context *ctx,
 {
 	uint32_t gen = atomic_load_explicit(&ctx->mr_dereg,
 					    memory_order_acquire);
-	struct sh_mr_grant *g = &ctx->lkey_seen;
+	struct sh_mr_grant *g;
 
+	if (ctx->lkey_gen != gen) {
+		ctx->lkey_seen[0].key = ctx->lkey_seen[1].key = 0;
+		ctx->lkey_gen = gen;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		if (!sge[i].length)
 			continue;
-		if (sge[i].lkey == g->key && ctx->lkey_gen == gen &&
+		g = &ctx->lkey_seen[sge[i].lkey == ctx->lkey_seen[1].key];
+		if (sge[i].lkey == g->key &&
 		    grant_covers(g, sge[i].addr, sge[i].length, access))
 			continue;
+		/* replace the older entry */
+		g = &ctx->lkey_seen[ctx->lkey_next];
+		ctx->lkey_next ^= 1;
 		if (mr_lookup(&ctx->lay, ctx->seg, sge[i].lkey, g)) {
 			g->key = 0;
 			return IBV_WC_LOC_PROT_ERR;
 		}
-		ctx->lkey_gen = gen;
 		if (!grant_covers(g, sge[i].addr, sge[i].length, access))
 			return IBV_WC_LOC_PROT_ERR;
 	}

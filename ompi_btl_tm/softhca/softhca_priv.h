@@ -464,8 +464,8 @@ struct sh_context {
 	struct sh_td *td;
 	pthread_mutex_t mr_lock;     /* the MR table and mr_gen */
 	_Atomic uint32_t mr_dereg;   /* MRs deregistered: lkey caches */
-	struct sh_mr_grant lkey_seen;/* sh_local_check's last valid key, */
-	uint32_t lkey_gen;           /* as of mr_dereg == lkey_gen */
+	struct sh_mr_grant lkey_seen[2]; /* sh_local_check's last valid */
+	uint32_t lkey_gen, lkey_next;    /* keys as of mr_dereg == lkey_gen */
 	struct softhca_config cfg;
 	uint32_t instance;
 	struct sh_seg *seg;          /* published segment, mapped writable */
@@ -496,6 +496,9 @@ struct sh_context {
 	 */
 	_Atomic bool quiet;
 	uint64_t rx_seen;
+	/* kicks so far, and their number when quiet was last set: one more
+	 * means only the current post has given the card work since */
+	uint64_t kicks, quiet_kicks;
 	/*
 	 * Read pacing (AUTO card runs only; see SH_READ_CHUNK): read_limited
 	 * while a run is under way, read_left the bytes it may still read,
@@ -676,8 +679,10 @@ bool sh_card_idle(struct sh_context *ctx, struct sh_cq *cq);
 /* Called under ctx->lock by every verb that gives the card work. */
 static inline void sh_card_kick(struct sh_context *ctx)
 {
+	ctx->kicks++;
 	atomic_store_explicit(&ctx->quiet, false, memory_order_relaxed);
 }
+bool sh_card_quiet(struct sh_context *ctx);
 bool sh_card_read_step(struct sh_context *ctx);
 uint32_t sh_card_read_allow(struct sh_context *ctx);
 void sh_card_read_used(struct sh_context *ctx, uint32_t n);
