@@ -1,0 +1,459 @@
+/*
+ * test_fastpath.c - soft HCA: the card's fast paths give what the queued,
+ * stepped card gives, and the lock-free modes (thread domains).
+ *
+ *  - list ops run at post time in AUTO: one scenario (ADD/DEL/SYNC,
+ *    signalled or not, with and without TM_SYNC, matched and unexpected
+ *    arrivals, inactive entries, SYNC_REQ) under AUTO and under MANUAL
+ *    stepped op by op: the same completions, flags and counts;
+ *    ops queued ahead (MANUAL, then AUTO) keep their order;
+ *  - the one-packet matched eager path: every completion field, the
+ *    length error, the lkey error, and an lkey whose MR was deregistered
+ *    after a good receive (the lkey cache must notice);
+ *  - thread domains: which objects leave a context lock-free, what is
+ *    refused, and tm_dev's choice (TD by default, locked if concurrent).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+#include "sh_util.h"
+#include "dev/tm_dev.h"
+
+#define SIG IBV_OPS_SIGNALED
+#define TSYNC IBV_OPS_TM_SYNC
+#define MD (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID)
+
+/* ---- list ops: AUTO at post time == MANUAL stepped --------------------- */
+
+struct transcript {
+	char text[8192];
+	size_t len;
+};
+
+static void note(struct transcript *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void note(struct transcript *t, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(t->text + t->len, sizeof(t->text) - t->len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(t->text) - t->len)
+		tap_bail("transcript full");
+	t->len += (size_t)n;
+}
+
+static struct sh_env env;
+static enum softhca_sched mode;
+
+/* What the card would do now: nothing in AUTO (done at post). */
+static void card_ops(void)
+{
+	if (mode == SOFTHCA_SCHED_MANUAL)
+		while (sh_step_op(&env.b))
+			;
+}
+
+/* The arrival processed now: stepped, or by a poll of another CQ of b. */
+static void card_msg(void)
+{
+	if (mode == SOFTHCA_SCHED_MANUAL && !sh_step_msg(&env, 0))
+		tap_bail("no packet to step");
+	if (mode == SOFTHCA_SCHED_AUTO)
+		sh_cq_discard(env.p[0].rcq);
+}
+
+static void drain_cq(struct transcript *t)
+{
+	struct sh_wc wc[32];
+	int n = sh_poll_all(env.b.cq, wc, 32);
+
+	for (int i = 0; i < n; i++)
+		note(t, "%s%s;\n", sh_wc_str(&wc[i]),
+		     wc[i].wc_flags & IBV_WC_TM_SYNC_REQ ? " SYNC_REQ" : "");
+	sh_cq_discard(env.p[0].scq);
+}
+
+static void add(uint64_t id, uint64_t tag, uint32_t cnt, int flags,
+		uint32_t *h)
+{
+	if (sh_add(&env.b, id, 1000 + id, sh_alloc(&env.b, 64), 64, tag,
+		   ~0ULL, cnt, flags, h))
+		tap_bail("ADD refused");
+	card_ops();
+}
+
+static void send_tag(uint64_t tag, uint32_t seed)
+{
+	char p[24];
+
+	sh_fill(p, sizeof(p), seed);
+	if (sh_send_tm(&env, 0, IBV_TMH_EAGER, tag, seed, p, sizeof(p), seed))
+		tap_bail("send");
+	card_msg();
+}
+
+static void stats_note(struct transcript *t)
+{
+	struct softhca_stats st = sh_stats(&env.b);
+
+	note(t, "hw=%u sw=%u list=%u inactive=%u ops=%u matched=%llu "
+		"unexp=%llu\n", st.hw_unexpected_cnt, st.sw_unexpected_cnt,
+	     st.list_entries, st.list_inactive, st.ops_outstanding,
+	     (unsigned long long)st.matched,
+	     (unsigned long long)st.unexpected);
+}
+
+static void scenario(enum softhca_sched sched, struct transcript *t)
+{
+	struct softhca_config cfg;
+	uint32_t h1, h2, h3, h4, h5;
+
+	mode = sched;
+	memset(t, 0, sizeof(*t));
+	sh_config(&cfg);
+	if (sh_env_open(&env, &cfg, sched, 1))
+		tap_bail("sh_env_open");
+	for (int i = 0; i < 8; i++)
+		if (sh_post_plain(&env.b, 500 + i, sh_alloc(&env.b, 128), 128))
+			tap_bail("plain");
+	add(1, 1, 0, SIG | TSYNC, &h1);
+	add(2, 2, 0, 0, &h2);
+	drain_cq(t);
+	send_tag(99, 1);                 /* unexpected: card count 1 */
+	drain_cq(t);
+	add(3, 3, 0, SIG, &h3);          /* phase 0 != 1: SYNC_REQ, inactive */
+	drain_cq(t);
+	stats_note(t);
+	send_tag(3, 2);                  /* inactive entry: unexpected */
+	drain_cq(t);
+	if (sh_sync(&env.b, 4, 2, SIG | TSYNC))
+		tap_bail("SYNC");
+	card_ops();
+	drain_cq(t);
+	stats_note(t);
+	send_tag(3, 3);                  /* now active: matched */
+	send_tag(1, 4);
+	drain_cq(t);
+	(void)h1;
+	(void)h3;
+	if (sh_del(&env.b, 5, h2, 2, SIG))
+		tap_bail("DEL");
+	card_ops();
+	drain_cq(t);
+	add(6, 6, 2, 0, &h5);
+	send_tag(6, 6);                  /* consumed, not yet polled */
+	if (sh_del(&env.b, 7, h5, 2, SIG))
+		tap_bail("DEL");
+	card_ops();
+	drain_cq(t);                     /* the DEL fails: TM_ERR */
+	add(8, 5, 2, SIG | TSYNC, &h4);  /* in step: no SYNC_REQ */
+	send_tag(5, 5);
+	drain_cq(t);
+	stats_note(t);
+	sh_env_close(&env);
+}
+
+static void test_ops_differential(void)
+{
+	static struct transcript aut, man;
+
+	scenario(SOFTHCA_SCHED_AUTO, &aut);
+	scenario(SOFTHCA_SCHED_MANUAL, &man);
+	if (!tap_check(aut.len == man.len && !memcmp(aut.text, man.text,
+						      aut.len),
+		       "list ops at post time (AUTO) == stepped (MANUAL): "
+		       "completions, flags, counts")) {
+		tap_diag("AUTO:\n%s", aut.text);
+		tap_diag("MANUAL:\n%s", man.text);
+	}
+	if (getenv("FASTPATH_SHOW"))
+		tap_diag("%s", aut.text);
+	tap_check(strstr(aut.text, "SYNC_REQ") != NULL &&
+		  strstr(aut.text, "inactive=1") != NULL &&
+		  strstr(aut.text, "(TM error)") != NULL &&
+		  strstr(aut.text, "matched=4 unexp=2") != NULL,
+		  "... the scenario reaches SYNC_REQ, an inactive entry, a "
+		  "failed DEL, matches and unexpected arrivals");
+}
+
+/* Ops queued while MANUAL, then one posted in AUTO: post order holds. */
+static void test_ops_queued_ahead(void)
+{
+	struct softhca_config cfg;
+	struct sh_wc wc[8];
+	uint32_t h;
+	int n;
+
+	mode = SOFTHCA_SCHED_MANUAL;
+	sh_config(&cfg);
+	if (sh_env_open(&env, &cfg, SOFTHCA_SCHED_MANUAL, 1))
+		tap_bail("sh_env_open");
+	if (sh_add(&env.b, 1, 101, sh_alloc(&env.b, 64), 64, 7, ~0ULL, 0,
+		   SIG, &h) ||
+	    sh_add(&env.b, 2, 102, sh_alloc(&env.b, 64), 64, 7, ~0ULL, 0,
+		   SIG, &h))
+		tap_bail("ADD");
+	softhca_set_sched(env.b.ctx, SOFTHCA_SCHED_AUTO, 0);
+	softhca_set_sched(env.a.ctx, SOFTHCA_SCHED_AUTO, 0);
+	mode = SOFTHCA_SCHED_AUTO;
+	if (sh_add(&env.b, 3, 103, sh_alloc(&env.b, 64), 64, 7, ~0ULL, 0,
+		   SIG, &h))
+		tap_bail("ADD");
+	n = sh_poll_all(env.b.cq, wc, 8);
+	tap_check(n == 3 && wc[0].wr_id == 1 && wc[1].wr_id == 2 &&
+		  wc[2].wr_id == 3,
+		  "an op posted in AUTO behind queued ops completes after "
+		  "them (got %d: %llu %llu %llu)", n,
+		  (unsigned long long)wc[0].wr_id,
+		  (unsigned long long)(n > 1 ? wc[1].wr_id : 0),
+		  (unsigned long long)(n > 2 ? wc[2].wr_id : 0));
+	send_tag(7, 9);
+	n = sh_poll_all(env.b.cq, wc, 8);
+	tap_check(n == 1 && wc[0].wr_id == 101 && wc[0].wc_flags == MD,
+		  "... and the list is in post order: the first ADD matches");
+	sh_env_close(&env);
+}
+
+/* ---- the one-packet matched eager path --------------------------------- */
+
+static int recv_one(uint64_t tag, uint32_t app, uint32_t len,
+		    struct sh_wc *wc)
+{
+	char p[256];
+
+	sh_fill(p, len, app);
+	if (sh_send_tm(&env, 0, IBV_TMH_EAGER, tag, app, p, len, app))
+		tap_bail("send");
+	sh_cq_discard(env.p[0].scq);
+	return sh_poll_all(env.b.cq, wc, 4);
+}
+
+static void test_eager_one(void)
+{
+	const struct tm_verbs *v = sh_v();
+	struct softhca_config cfg;
+	struct sh_wc wc[4];
+	struct ibv_mr *mr;
+	char *buf, *own;
+	uint32_t h;
+	int n;
+
+	mode = SOFTHCA_SCHED_AUTO;
+	sh_config(&cfg);
+	cfg.strict = 0; /* a too-long eager message: LOC_LEN_ERR, no error QP */
+	if (sh_env_open(&env, &cfg, SOFTHCA_SCHED_AUTO, 1))
+		tap_bail("sh_env_open");
+
+	buf = sh_alloc(&env.b, 64);
+	memset(buf, 0xEE, 64);
+	sh_add(&env.b, 1, 11, buf, 64, 42, ~0ULL, 0, 0, &h);
+	n = recv_one(42, 77, 40, wc);
+	tap_check(n == 1 && wc[0].status == IBV_WC_SUCCESS &&
+		  wc[0].opcode == IBV_WC_TM_RECV && wc[0].wc_flags == MD &&
+		  wc[0].wr_id == 11 && wc[0].byte_len == 40 &&
+		  wc[0].tag == 42 && wc[0].priv == 77 &&
+		  wc[0].qp_num == env.p[0].rqp->qp_num &&
+		  sh_check(buf, 40, 77) && sh_all(buf + 40, 24, 0xEE),
+		  "one-packet match: one MATCH|DATA_VALID completion, "
+		  "every field, the data and nothing past it (%s)",
+		  n ? sh_wc_str(&wc[0]) : "none");
+
+	buf = sh_alloc(&env.b, 64);
+	memset(buf, 0xEE, 64);
+	sh_add(&env.b, 2, 12, buf, 16, 43, ~0ULL, 0, 0, &h);
+	n = recv_one(43, 78, 40, wc);
+	tap_check(n == 1 && wc[0].status == IBV_WC_LOC_LEN_ERR &&
+		  wc[0].wc_flags == MD && wc[0].byte_len == 40 &&
+		  sh_check(buf, 16, 78) && sh_all(buf + 16, 48, 0xEE),
+		  "too long for the buffer: LOC_LEN_ERR, byte_len the "
+		  "message, the buffer filled to its length only");
+
+	/* a buffer in an MR of its own, deregistered after a good receive */
+	own = aligned_alloc(64, 128);
+	mr = own ? v->reg_mr(env.b.pd, own, 128, IBV_ACCESS_LOCAL_WRITE)
+		 : NULL;
+	if (!mr)
+		tap_bail("reg_mr");
+	memset(own, 0xEE, 128);
+	{
+		/* sh_add takes arena buffers: post this one by hand */
+		struct ibv_sge sge = { (uintptr_t)own, 64, mr->lkey };
+		struct ibv_ops_wr wr = {
+			.wr_id = 4, .opcode = IBV_WR_TAG_ADD,
+			.tm.add = { .recv_wr_id = 14, .sg_list = &sge,
+				    .num_sge = 1, .tag = 45, .mask = ~0ULL },
+		}, *bad;
+
+		if (ibv_post_srq_ops(env.b.srq, &wr, &bad))
+			tap_bail("ADD");
+		n = recv_one(45, 79, 32, wc);
+		tap_check(n == 1 && wc[0].status == IBV_WC_SUCCESS &&
+			  sh_check(own, 32, 79),
+			  "receive into a second MR: success");
+		if (v->dereg_mr(mr))
+			tap_bail("dereg_mr");
+		memset(own, 0xEE, 128);
+		wr.wr_id = 5;
+		wr.tm.add.recv_wr_id = 15;
+		wr.tm.add.tag = 46;
+		if (ibv_post_srq_ops(env.b.srq, &wr, &bad))
+			tap_bail("ADD");
+		n = recv_one(46, 80, 32, wc);
+		tap_check(n == 1 && wc[0].status == IBV_WC_LOC_PROT_ERR &&
+			  wc[0].wr_id == 15 && sh_all(own, 128, 0xEE),
+			  "the same lkey after its MR was deregistered: "
+			  "LOC_PROT_ERR, nothing written (%s)",
+			  n ? sh_wc_str(&wc[0]) : "none");
+	}
+	free(own);
+	sh_env_close(&env);
+}
+
+/* ---- thread domains ----------------------------------------------------- */
+
+static int lock_free(struct ibv_context *ctx)
+{
+	struct softhca_stats st;
+
+	softhca_query_stats(ctx, &st); /* ENOENT without a TM-SRQ is fine */
+	return st.lock_free;
+}
+
+static struct ibv_cq_ex *cq_on(struct ibv_context *ctx, struct ibv_pd *pd,
+			       uint32_t flags)
+{
+	struct ibv_cq_init_attr_ex a = {
+		.cqe = 64,
+		.wc_flags = IBV_WC_STANDARD_FLAGS,
+		.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS |
+			     (pd ? IBV_CQ_INIT_ATTR_MASK_PD : 0),
+		.flags = flags,
+		.parent_domain = pd,
+	};
+
+	return ibv_create_cq_ex(ctx, &a);
+}
+
+static struct ibv_qp *qp_on(struct ibv_pd *pd, struct ibv_cq_ex *cq)
+{
+	struct ibv_qp_init_attr a = {
+		.send_cq = ibv_cq_ex_to_cq(cq),
+		.recv_cq = ibv_cq_ex_to_cq(cq),
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+	};
+
+	return sh_v()->create_qp(pd, &a);
+}
+
+static void test_thread_domains(void)
+{
+	const struct tm_verbs *v = sh_v();
+	struct ibv_context *ctx = sh_open_ctx();
+	struct ibv_td_init_attr tda = { 0 };
+	struct ibv_parent_domain_init_attr pa = { 0 };
+	struct ibv_pd *pd, *pdp, *pdp2;
+	struct ibv_td *td, *td2;
+	struct ibv_cq_ex *cq, *cq2;
+	struct ibv_qp *qp, *qp2;
+
+	if (!ctx)
+		tap_bail("open");
+	pd = v->alloc_pd(ctx);
+	td = ibv_alloc_td(ctx, &tda);
+	td2 = ibv_alloc_td(ctx, &tda);
+	pa.pd = pd;
+	pa.td = td;
+	pdp = pd && td ? ibv_alloc_parent_domain(ctx, &pa) : NULL;
+	pa.td = td2;
+	pdp2 = pd && td2 ? ibv_alloc_parent_domain(ctx, &pa) : NULL;
+	if (!pdp || !pdp2)
+		tap_bail("thread domain / parent domain");
+	tap_check(!lock_free(ctx), "a context with no objects locks");
+
+	errno = 0;
+	tap_check(!cq_on(ctx, pd, IBV_CREATE_CQ_ATTR_SINGLE_THREADED) &&
+		  errno == EINVAL,
+		  "a CQ on a PD that is no parent domain: EINVAL (as mlx5)");
+	errno = 0;
+	tap_check(!cq_on(ctx, pdp, 1u << 7) && errno == EINVAL,
+		  "a CQ with an unknown creation flag: EINVAL");
+	pa.comp_mask = 1;
+	errno = 0;
+	tap_check(!ibv_alloc_parent_domain(ctx, &pa) && errno == EOPNOTSUPP,
+		  "a parent domain asking for allocators: EOPNOTSUPP");
+	pa.comp_mask = 0;
+
+	cq = cq_on(ctx, pdp, IBV_CREATE_CQ_ATTR_SINGLE_THREADED);
+	qp = cq ? qp_on(pdp, cq) : NULL;
+	if (!qp)
+		tap_bail("CQ/QP on the parent domain");
+	tap_check(lock_free(ctx),
+		  "QP and single-threaded CQ on one TD: no lock");
+	qp2 = qp_on(pd, cq);
+	tap_check(qp2 && !lock_free(ctx), "... a QP on the plain PD: locks");
+	v->destroy_qp(qp2);
+	tap_check(lock_free(ctx), "... destroyed: no lock again");
+	cq2 = cq_on(ctx, pdp, 0);
+	tap_check(cq2 && !lock_free(ctx),
+		  "... a CQ on the TD without SINGLE_THREADED: locks");
+	v->destroy_cq(ibv_cq_ex_to_cq(cq2));
+	qp2 = qp_on(pdp2, cq);
+	tap_check(qp2 && !lock_free(ctx),
+		  "... a QP on a second TD (another thread): locks");
+	v->destroy_qp(qp2);
+	tap_check(lock_free(ctx), "... destroyed: no lock again");
+
+	tap_check(v->dealloc_pd(pd) == EBUSY,
+		  "a PD under a parent domain: EBUSY");
+	tap_check(ibv_dealloc_td(td) == EBUSY,
+		  "a TD under a parent domain: EBUSY");
+	v->destroy_qp(qp);
+	v->destroy_cq(ibv_cq_ex_to_cq(cq));
+	tap_check(!v->dealloc_pd(pdp) && !v->dealloc_pd(pdp2) &&
+		  !ibv_dealloc_td(td) && !ibv_dealloc_td(td2) &&
+		  !v->dealloc_pd(pd) && !v->close_device(ctx),
+		  "parent domains, TDs, PD and context torn down in order");
+}
+
+static void test_dev_td(void)
+{
+	struct tm_dev_config dc;
+	struct tm_dev *dev;
+
+	tm_dev_config_default(&dc);
+	dc.provider = "soft";
+	dc.settled = 1;
+	if (tm_dev_open(&dc, &dev) != TM_OK)
+		tap_bail("tm_dev_open");
+	tap_check(dev->td && dev->pd != dev->base_pd && lock_free(dev->ctx),
+		  "tm_dev: objects on a thread domain, context lock-free");
+	tm_dev_close(dev);
+	dc.concurrent = 1;
+	if (tm_dev_open(&dc, &dev) != TM_OK)
+		tap_bail("tm_dev_open");
+	tap_check(!dev->td && dev->pd == dev->base_pd && !lock_free(dev->ctx),
+		  "tm_dev concurrent: plain PD, context locked");
+	tm_dev_close(dev);
+}
+
+int main(void)
+{
+	/* the lock-free suites run set this; here the default is pinned */
+	unsetenv("SOFTHCA_SINGLE_THREADED");
+	test_ops_differential();
+	test_ops_queued_ahead();
+	test_eager_one();
+	test_thread_domains();
+	test_dev_td();
+	return tap_done();
+}
