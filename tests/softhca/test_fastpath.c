@@ -7,6 +7,8 @@
  *    arrivals, inactive entries, SYNC_REQ) under AUTO and under MANUAL
  *    stepped op by op: the same completions, flags and counts;
  *    ops queued ahead (MANUAL, then AUTO) keep their order;
+ *  - a send held back by the peer's full ring still goes with polls only
+ *    (the card that took it is not quiet);
  *  - the one-packet matched eager path: every completion field, the
  *    length error, the lkey error, and an lkey whose MR was deregistered
  *    after a good receive (the lkey cache must notice);
@@ -219,6 +221,36 @@ static void test_ops_queued_ahead(void)
 	n = sh_poll_all(env.b.cq, wc, 8);
 	tap_check(n == 1 && wc[0].wr_id == 101 && wc[0].wc_flags == MD,
 		  "... and the list is in post order: the first ADD matches");
+	sh_env_close(&env);
+}
+
+/*
+ * A send the peer's full ring holds back: the card that took the post must
+ * stay awake (it is not quiet) until the ring drains, with only polls.
+ */
+static void test_send_behind_full_ring(void)
+{
+	struct softhca_config cfg;
+	struct sh_wc wc[16];
+	int got_a = 0, got_b = 0;
+
+	sh_config(&cfg);
+	cfg.ring_depth = 4;
+	if (sh_env_open(&env, &cfg, SOFTHCA_SCHED_AUTO, 1))
+		tap_bail("sh_env_open");
+	for (int i = 0; i < 12; i++)
+		if (sh_post_plain(&env.b, 600 + i, sh_alloc(&env.b, 64), 64))
+			tap_bail("plain");
+	for (int i = 0; i < 12; i++)
+		if (sh_send_raw(&env, 0, 0, "0123456789", 10, 700 + i))
+			tap_bail("send");
+	for (int i = 0; i < 100000 && (got_a < 12 || got_b < 12); i++) {
+		got_a += sh_poll_all(env.p[0].scq, wc, 16);
+		got_b += sh_poll_all(env.b.cq, wc, 16);
+	}
+	tap_check(got_a == 12 && got_b == 12,
+		  "12 sends through a 4-slot ring with polls only: all sent "
+		  "(%d) and received (%d)", got_a, got_b);
 	sh_env_close(&env);
 }
 
@@ -452,6 +484,7 @@ int main(void)
 	unsetenv("SOFTHCA_SINGLE_THREADED");
 	test_ops_differential();
 	test_ops_queued_ahead();
+	test_send_behind_full_ring();
 	test_eager_one();
 	test_thread_domains();
 	test_dev_td();
