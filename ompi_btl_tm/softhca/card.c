@@ -489,14 +489,6 @@ bool sh_card_idle(struct sh_context *ctx, struct sh_cq *cq)
 	       !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE);
 }
 
-/* The card has nothing to do (lock-free, may be stale as above). */
-bool sh_card_quiet(struct sh_context *ctx)
-{
-	return atomic_load_explicit(&ctx->quiet, memory_order_acquire) &&
-	       atomic_load_explicit(&ctx->rings->doorbell,
-				    memory_order_acquire) ==
-		       __atomic_load_n(&ctx->rx_seen, __ATOMIC_RELAXED);
-}
 
 /* ---- test hooks (softhca.h) ------------------------------------------ */
 

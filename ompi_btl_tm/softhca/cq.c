@@ -55,12 +55,14 @@ void sh_cq_fill(struct sh_cq *cq, uint64_t seq, const struct sh_cqe *cqe)
 
 int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe)
 {
-	uint64_t seq;
-	int err = sh_cq_reserve(cq, &seq);
+	struct sh_cqe *e;
 
-	if (!err)
-		sh_cq_fill(cq, seq, cqe);
-	return err;
+	if (cq->count == cq->cap && cq_grow(cq))
+		return ENOMEM;
+	e = &cq->q[(cq->first + cq->count++) & (cq->cap - 1)];
+	*e = *cqe;
+	e->ready = true;
+	return 0;
 }
 
 /* Takes the oldest ready entry into cq->cur; the caller holds ctx->lock. */

@@ -682,7 +682,18 @@ static inline void sh_card_kick(struct sh_context *ctx)
 	ctx->kicks++;
 	atomic_store_explicit(&ctx->quiet, false, memory_order_relaxed);
 }
-bool sh_card_quiet(struct sh_context *ctx);
+
+/*
+ * The card has nothing to do but wait for packets, and none arrived
+ * (lock-free; a stale answer only delays the poll that follows).
+ */
+static inline bool sh_card_quiet(struct sh_context *ctx)
+{
+	return atomic_load_explicit(&ctx->quiet, memory_order_acquire) &&
+	       atomic_load_explicit(&ctx->rings->doorbell,
+				    memory_order_acquire) ==
+		       __atomic_load_n(&ctx->rx_seen, __ATOMIC_RELAXED);
+}
 bool sh_card_read_step(struct sh_context *ctx);
 uint32_t sh_card_read_allow(struct sh_context *ctx);
 void sh_card_read_used(struct sh_context *ctx, uint32_t n);

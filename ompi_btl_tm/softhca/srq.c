@@ -663,7 +663,12 @@ static void rx_eager_one(struct sh_qp *qp, const struct sh_pkt *pkt,
 	if (cqe.status == IBV_WC_SUCCESS && len > room)
 		cqe.status = IBV_WC_LOC_LEN_ERR;
 	/* as rx_data: a too-long payload still fills the buffer */
-	if (cqe.status != IBV_WC_LOC_PROT_ERR)
+	if (cqe.status == IBV_WC_LOC_PROT_ERR)
+		;
+	else if (t->num_sge == 1)
+		memcpy((void *)(uintptr_t)t->sge[0].addr, data + SH_TMH_LEN,
+		       len < room ? len : room);
+	else
 		sh_scatter(t->sge, t->num_sge, 0, data + SH_TMH_LEN, len);
 	sh_cq_push(srq->cq, &cqe);
 }
