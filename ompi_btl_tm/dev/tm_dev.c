@@ -142,7 +142,6 @@ static int create_queues(struct tm_dev *dev, int concurrent)
 			     IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM,
 		.srq_type = IBV_SRQT_TM,
 	};
-
 	struct ibv_cq_init_attr_ex send_attr = {
 		.cqe = dev->send_cq_size,
 		.wc_flags = IBV_WC_STANDARD_FLAGS,
@@ -159,17 +158,21 @@ static int create_queues(struct tm_dev *dev, int concurrent)
 			.pd = dev->base_pd,
 		};
 
-		/* A provider without thread domains: locked objects. */
+		/*
+		 * Locks only cost speed: a provider without thread domains
+		 * (EOPNOTSUPP), or one out of what a TD takes (mlx5 gives
+		 * it a UAR of its own), gets locked objects instead.
+		 */
 		dev->td = ibv_alloc_td(dev->ctx, &td_attr);
-		if (!dev->td && errno != EOPNOTSUPP)
-			return TM_ERR_IO;
-		if (dev->td) {
-			pd_attr.td = dev->td;
+		pd_attr.td = dev->td;
+		if (dev->td)
 			dev->pd = ibv_alloc_parent_domain(dev->ctx, &pd_attr);
-			if (!dev->pd) {
-				dev->pd = dev->base_pd;
-				return TM_ERR_IO;
-			}
+		if (dev->td && !dev->pd) {
+			ibv_dealloc_td(dev->td);
+			dev->td = NULL;
+			dev->pd = dev->base_pd;
+		}
+		if (dev->td) {
 			cq_attr.comp_mask = send_attr.comp_mask =
 				IBV_CQ_INIT_ATTR_MASK_FLAGS |
 				IBV_CQ_INIT_ATTR_MASK_PD;

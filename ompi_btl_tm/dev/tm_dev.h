@@ -24,8 +24,8 @@
  * takes no locks on the data path (mlx5: doc/mlx5-rules.md rule 22).
  * cfg->concurrent (for callers that use the device from several threads
  * at once) keeps a plain PD and locked objects; so does a provider
- * without thread domains (alloc_td failing with EOPNOTSUPP).  MR
- * registration is thread safe either way.
+ * that cannot give a thread domain or parent domain (any failure: locks
+ * only cost speed).  MR registration is thread safe either way.
  *
  * Everything after that is plain verbs: the engine posts to dev->srq,
  * polls dev->tm_cq / dev->send_cq and posts sends on the QPs with the inline
