@@ -318,7 +318,8 @@ static void op_post(struct sh_srq *srq, struct ibv_ops_wr *wr, bool now)
 		t->mask = wr->tm.add.mask;
 		t->recv_wr_id = wr->tm.add.recv_wr_id;
 		t->num_sge = (uint32_t)wr->tm.add.num_sge;
-		memcpy(t->sge, wr->tm.add.sg_list, sizeof(*t->sge) * t->num_sge);
+		for (uint32_t i = 0; i < t->num_sge; i++)
+			t->sge[i] = wr->tm.add.sg_list[i];
 		t->refs = wr->flags & IBV_OPS_SIGNALED ? 2 : 1;
 		t->on_list = false;
 		t->prev = t->next = -1;
@@ -401,49 +402,51 @@ bool sh_srq_op_step(struct sh_srq *srq)
 }
 
 /* What the card does with one list op (queued or run at once). */
-static void op_run(struct sh_srq *srq, const struct sh_op *opp)
+static void op_run(struct sh_srq *srq, const struct sh_op *op)
 {
-	struct sh_cqe cqe = { .release_handle = -1 };
-	const struct sh_op op = *opp;
+	enum ibv_wc_status status = IBV_WC_SUCCESS;
+	enum ibv_wc_opcode opcode = IBV_WC_TM_SYNC;
+	int32_t h = (int32_t)op->handle;
 	bool insync;
 
-	if (op.flags & IBV_OPS_TM_SYNC)
-		srq->sw_cnt = (uint16_t)op.unexpected_cnt;
+	if (op->flags & IBV_OPS_TM_SYNC)
+		srq->sw_cnt = (uint16_t)op->unexpected_cnt;
 	insync = srq->sw_cnt == srq->hw_cnt;
-	cqe.status = IBV_WC_SUCCESS;
-	switch (op.opcode) {
+	switch (op->opcode) {
 	case IBV_WR_TAG_ADD:
-		list_append(srq, (int32_t)op.handle, insync);
-		cqe.opcode = IBV_WC_TM_ADD;
+		list_append(srq, h, insync);
+		opcode = IBV_WC_TM_ADD;
 		break;
 	case IBV_WR_TAG_DEL:
-		if (srq->tags[op.handle].on_list) {
-			list_remove(srq, (int32_t)op.handle);
-			tag_put(srq, (int32_t)op.handle);
+		if (srq->tags[h].on_list) {
+			list_remove(srq, h);
+			tag_put(srq, h);
 		} else {
-			cqe.status = IBV_WC_TM_ERR;
+			status = IBV_WC_TM_ERR;
 		}
-		cqe.opcode = IBV_WC_TM_DEL;
+		opcode = IBV_WC_TM_DEL;
 		break;
 	case IBV_WR_TAG_SYNC:
-		cqe.opcode = IBV_WC_TM_SYNC;
+		h = -1;
 		break;
 	}
-	if (insync)
+	if (insync && srq->list_inactive)
 		list_activate_all(srq);
-	if (!(op.flags & IBV_OPS_SIGNALED)) {
-		if (op.opcode == IBV_WR_TAG_DEL)
-			tag_put(srq, (int32_t)op.handle);
+	if (!(op->flags & IBV_OPS_SIGNALED)) {
+		if (op->opcode == IBV_WR_TAG_DEL)
+			tag_put(srq, h);
 		return;
 	}
-	cqe.wr_id = op.wr_id;
-	if (op.opcode != IBV_WR_TAG_SYNC && srq->hw_cnt != op.phase)
-		cqe.wc_flags = IBV_WC_TM_SYNC_REQ;
-	cqe.srq = srq;
-	cqe.retire_seq = op.seq + 1;
-	if (op.opcode != IBV_WR_TAG_SYNC)
-		cqe.release_handle = (int32_t)op.handle;
-	sh_cq_push(srq->cq, &cqe);
+	sh_cq_push(srq->cq, &(struct sh_cqe){
+		.wr_id = op->wr_id,
+		.status = status,
+		.opcode = opcode,
+		.wc_flags = h >= 0 && srq->hw_cnt != op->phase ?
+			    IBV_WC_TM_SYNC_REQ : 0,
+		.srq = srq,
+		.retire_seq = op->seq + 1,
+		.release_handle = h,
+	});
 }
 
 /* ---- arrivals -------------------------------------------------------- */
