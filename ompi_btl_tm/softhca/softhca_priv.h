@@ -616,7 +616,7 @@ int sh_destroy_cq(struct ibv_cq *cq);
 int sh_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 int sh_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 
-/* srq.c */
+/* srq.c, match.c */
 struct ibv_srq *sh_create_srq_ex(struct ibv_context *c,
 				 struct ibv_srq_init_attr_ex *attr);
 struct ibv_srq *sh_create_srq(struct ibv_pd *pd,
@@ -631,6 +631,8 @@ int sh_rq_post(struct sh_rq *rq, uint32_t max_wr, uint32_t max_sge,
 void sh_rq_free(struct sh_rq *rq);
 bool sh_srq_op_step(struct sh_srq *srq);
 void sh_srq_retire(struct sh_srq *srq, int32_t handle, uint64_t retire_seq);
+void sh_tag_put(struct sh_srq *srq, int32_t h);
+void sh_list_remove(struct sh_srq *srq, int32_t h);
 /*
  * pkt: the header and the first SH_PKT_PEEK payload bytes, copied out of
  * the ring and checked; data: the payload, still in the ring.
