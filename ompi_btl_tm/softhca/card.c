@@ -478,18 +478,6 @@ void sh_card_progress_ops(struct sh_context *ctx)
 	card_run(ctx, NULL, true, true);
 }
 
-/*
- * Lock-free check a poll makes first: true when the card is quiet, no
- * packet arrived since, and cq holds nothing.  A stale answer only delays
- * the poll that follows, never loses work.
- */
-bool sh_card_idle(struct sh_context *ctx, struct sh_cq *cq)
-{
-	return sh_card_quiet(ctx) &&
-	       !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE);
-}
-
-
 /* ---- test hooks (softhca.h) ------------------------------------------ */
 
 void softhca_set_sched(struct ibv_context *c, enum softhca_sched sched,

@@ -491,8 +491,9 @@ struct sh_context {
 	/*
 	 * The idle fast path: quiet is set when the card left nothing to do
 	 * but wait for packets, and rx_seen is the doorbell it had seen by
-	 * then.  Polls return at once, without locks, while both still hold
-	 * and the CQ is empty.  Every post clears quiet.
+	 * then.  While both still hold, a poll does not run the card: it
+	 * returns at once, without locks, if its CQ is empty, else only
+	 * pops.  Every post clears quiet (sh_card_kick).
 	 */
 	_Atomic bool quiet;
 	uint64_t rx_seen;
@@ -676,7 +677,6 @@ void sh_qp_sq_complete(struct sh_qp *qp, enum ibv_wc_status status);
 void sh_card_progress(struct sh_context *ctx);
 void sh_card_progress_tx(struct sh_qp *qp);
 void sh_card_progress_ops(struct sh_context *ctx);
-bool sh_card_idle(struct sh_context *ctx, struct sh_cq *cq);
 
 /* Called under ctx->lock by every verb that gives the card work. */
 static inline void sh_card_kick(struct sh_context *ctx)
