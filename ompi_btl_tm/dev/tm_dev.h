@@ -44,6 +44,9 @@
  * the card uses for rendezvous offload, its reads and FINs) and a tx QP
  * (send queue qp_max_send_wr, also attached to the TM-SRQ: the peer card's
  * FINs arrive there).  Software posts sends and RDMA reads on tx only.
+ * tx takes two SGEs and asks for the inline data its smallest WQE holds
+ * (60 bytes on mlx5); pair->tx_max_inline is what the device granted (0
+ * if it refused inline data, which costs nothing but the copy).
  * The address (struct tm_dev_pair_addr) carries both QP numbers; our tx
  * connects to the peer's rx and our rx to the peer's tx.
  *
@@ -153,6 +156,9 @@ struct tm_dev_addr {
 struct tm_dev_pair {
 	struct ibv_qp *rx; /* on the TM-SRQ, no send queue */
 	struct ibv_qp *tx; /* sends and RDMA reads */
+	/* the inline limit tx was created with (what the device reported
+	 * back): a send of at most this many bytes may be IBV_SEND_INLINE */
+	uint32_t tx_max_inline;
 };
 
 /* What the modex must carry for a pair. */

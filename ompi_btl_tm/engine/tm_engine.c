@@ -378,6 +378,7 @@ int tm_engine_add_peer(struct tm_engine *eng, const struct tm_dev_pair *qps,
 		return TM_ERR_NO_MEMORY;
 	p->qp = qps->tx;
 	p->id = eng->npeers;
+	p->max_inline = qps->tx_max_inline;
 	ucs_list_head_init(&p->txq);
 	ucs_list_head_init(&p->waitq);
 	ucs_list_head_init(&p->recvq);

@@ -24,8 +24,9 @@
  * Tags: tm_match.h (ctx 14 bits | src 18 bits | tag 32 bits; ANY_TAG
  * excludes negative tags).  Wire format: tm_wire.h.
  *
- * Sends: an eager standard send completes once its data is copied into a
- * registered send slot and posted; a synchronous one when its ACK arrives;
+ * Sends: an eager standard send completes once it is posted, inline when
+ * header and payload fit the QP's inline limit, else copied into a
+ * registered send slot; a synchronous one when its ACK arrives;
  * a rendezvous one when its FIN arrives and its request's WR completed.
  * A send to a dead peer, or waiting on one, completes TM_REQ_ERROR
  * (doc/DESIGN.md, "Dead peers": within about keepalive_ms plus the
@@ -138,6 +139,7 @@ struct tm_engine_stats {
 	uint64_t rndv_sw;
 	uint64_t acks_sent;
 	uint64_t fins_sent;
+	uint64_t sends_inline;     /* send WRs posted inline (no slot) */
 	uint64_t fins_recv;
 	uint64_t fin_unknown;      /* FIN/ACK naming no outstanding send */
 	uint64_t malformed;

@@ -144,6 +144,7 @@ struct tm_wr {
 struct tm_peer {
 	struct ibv_qp *qp;
 	uint32_t id;
+	uint32_t max_inline; /* longest IBV_SEND_INLINE send (TMH included) */
 	uint32_t next_seq;
 	uint32_t sq_out;     /* posted and not yet retired: wr_head - wr_tail */
 	struct tm_wr *wrs;   /* [wr_mask + 1], indexed by post count */
