@@ -70,6 +70,7 @@
 #ifndef TM_DEV_H
 #define TM_DEV_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <infiniband/verbs.h>
@@ -207,7 +208,15 @@ int tm_dev_pair_destroy(struct tm_dev *dev, struct tm_dev_pair *pair);
  * current: read it, then ibv_end_poll), TM_ERR_NOT_FOUND (empty: ENOENT,
  * no end_poll), TM_ERR_IO (any other value: the CQ failed).
  */
-int tm_dev_start_poll(struct ibv_cq_ex *cq);
+static inline int tm_dev_start_poll(struct ibv_cq_ex *cq)
+{
+	struct ibv_poll_cq_attr attr = { .comp_mask = 0 };
+	int ret = ibv_start_poll(cq, &attr);
+
+	if (!ret)
+		return TM_OK;
+	return ret == ENOENT ? TM_ERR_NOT_FOUND : TM_ERR_IO;
+}
 
 /* access: IBV_ACCESS_* flags; LOCAL_WRITE is always added. */
 int tm_dev_reg(struct tm_dev *dev, void *addr, size_t len, int access,

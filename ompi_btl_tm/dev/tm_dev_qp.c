@@ -292,13 +292,3 @@ int tm_dev_pair_destroy(struct tm_dev *dev, struct tm_dev_pair *pair)
 	pair->rx = pair->tx = NULL;
 	return rc;
 }
-
-int tm_dev_start_poll(struct ibv_cq_ex *cq)
-{
-	struct ibv_poll_cq_attr attr = { .comp_mask = 0 };
-	int ret = ibv_start_poll(cq, &attr);
-
-	if (!ret)
-		return TM_OK;
-	return ret == ENOENT ? TM_ERR_NOT_FOUND : TM_ERR_IO;
-}

@@ -152,6 +152,7 @@ struct tm_peer {
 	uint32_t wr_head;    /* WRs posted */
 	uint32_t wr_tail;    /* WRs retired */
 	uint32_t unsig;      /* unsignalled WRs since the last signalled one */
+	uint32_t unsig_slots; /* ... of which hold a send slot */
 	uint32_t sig_out;    /* signalled WRs not yet completed */
 	ucs_list_link_t txq;
 	ucs_list_link_t waitq;     /* sends waiting for FIN/ACK, oldest first */
@@ -243,7 +244,8 @@ struct tm_engine {
 	uint32_t *free_slots;
 	uint32_t n_free_slots;
 	uint32_t sq_limit;
-	uint32_t sig_every;  /* signal at least every sig_every-th WR of a QP */
+	uint32_t sig_every;  /* signal at least every sig_every-th slot WR */
+	uint32_t sig_max;    /* ... and every sig_max-th WR of a QP */
 	uint32_t slot_low;   /* fewer free slots than this: signal every WR */
 	uint32_t sig_out;    /* signalled send WRs outstanding (all peers) */
 	uint32_t sq_out;     /* send WRs not retired (all peers) */
@@ -400,14 +402,44 @@ static inline void tme_fire_done(struct tm_engine *eng)
 /* ---- tm_engine.c ----------------------------------------------------- */
 int tme_drain(struct tm_engine *eng);
 void tme_post_plain(struct tm_engine *eng, uint32_t idx);
-int tme_flush_work(struct tm_engine *eng);
+int tme_flush_work_slow(struct tm_engine *eng);
+
+/*
+ * Moves queued work on (list ops, promotions, the sync count, owed
+ * replies, queued sends).  Inline: every entry point calls it, and
+ * usually there is nothing to do, which these loads tell.
+ */
+static inline int tme_flush_work(struct tm_engine *eng)
+{
+	if (ucs_list_is_empty(&eng->opq) &&
+	    ucs_list_is_empty(&eng->promo_ready) &&
+	    tme_count_now(eng) == eng->reported &&
+	    ucs_list_is_empty(&eng->owed) &&
+	    eng->cancel_owed_head == eng->cancel_owed_tail &&
+	    !eng->tx_queued)
+		return 0;
+	return tme_flush_work_slow(eng);
+}
 
 /* ---- tm_ops.c -------------------------------------------------------- */
 void tme_op_decide(struct tm_engine *eng, int type, struct tm_recv *r);
 int tme_card_add(struct tm_engine *eng, struct tm_recv *r);
 /* Where the card puts r's data: its staging buffer or its own. */
-void *tme_card_buf(struct tm_engine *eng, const struct tm_recv *r);
-void tme_stage_put(struct tm_engine *eng, struct tm_recv *r);
+static inline void *tme_card_buf(struct tm_engine *eng,
+				 const struct tm_recv *r)
+{
+	return r->stage < 0 ? r->buf :
+	       eng->stage + (size_t)r->stage * eng->stage_size;
+}
+
+/* Gives r's staging buffer back, if it has one (tm_offload.c's). */
+static inline void tme_stage_put(struct tm_engine *eng, struct tm_recv *r)
+{
+	if (r->stage < 0)
+		return;
+	eng->free_stage[eng->n_free_stage++] = (uint32_t)r->stage;
+	r->stage = -1;
+}
 int tme_stage_setup(struct tm_engine *eng);
 void tme_stage_cleanup(struct tm_engine *eng);
 int tme_flush_ops(struct tm_engine *eng);

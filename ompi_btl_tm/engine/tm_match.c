@@ -58,6 +58,7 @@ int tm_mq_init(struct tm_mq *mq)
 	mq->free_buckets = NULL;
 	mq->nrecvs = mq->nmsgs = mq->nsw_held = mq->nempty = 0;
 	for (k = 0; k < TM_MQ_NKINDS; k++) {
+		mq->last[k] = NULL;
 		mq->table[k] = kh_init(tm_mqb);
 		if (!mq->table[k])
 			return TM_ERR_NO_MEMORY;
@@ -86,25 +87,36 @@ void tm_mq_fini(struct tm_mq *mq)
 static struct tm_mq_bucket *bucket_find(struct tm_mq *mq, int kind,
 					uint64_t key)
 {
-	khiter_t it = kh_get(tm_mqb, table(mq, kind), key);
+	struct tm_mq_bucket *b = mq->last[kind];
+	khiter_t it;
 
+	if (b && b->key == key)
+		return b;
+	it = kh_get(tm_mqb, table(mq, kind), key);
 	if (it == kh_end(table(mq, kind)))
 		return NULL;
-	return kh_value(table(mq, kind), it);
+	b = kh_value(table(mq, kind), it);
+	mq->last[kind] = b;
+	return b;
 }
 
 static struct tm_mq_bucket *bucket_get(struct tm_mq *mq, int kind,
 				       uint64_t key)
 {
-	struct tm_mq_bucket *b;
+	struct tm_mq_bucket *b = mq->last[kind];
 	khiter_t it;
 	int ret;
 
+	if (b && b->key == key)
+		return b;
 	it = kh_put(tm_mqb, table(mq, kind), key, &ret);
 	if (ret < 0)
 		return NULL;
-	if (ret == 0)
-		return kh_value(table(mq, kind), it);
+	if (ret == 0) {
+		b = kh_value(table(mq, kind), it);
+		mq->last[kind] = b;
+		return b;
+	}
 	b = mq->free_buckets;
 	if (b)
 		mq->free_buckets = b->next_free;
@@ -120,6 +132,7 @@ static struct tm_mq_bucket *bucket_get(struct tm_mq *mq, int kind,
 	b->kind = kind;
 	b->sw_own = b->sw_sub = b->sw_anysrc = b->sw_anytag = 0;
 	kh_value(table(mq, kind), it) = b;
+	mq->last[kind] = b;
 	return b;
 }
 
@@ -137,6 +150,7 @@ static void sweep(struct tm_mq *mq)
 	int k;
 
 	for (k = 0; k < TM_MQ_NKINDS; k++) {
+		mq->last[k] = NULL;
 		for (it = kh_begin(table(mq, k)); it != kh_end(table(mq, k));
 		     it++) {
 			if (!kh_exist(table(mq, k), it))
@@ -330,8 +344,8 @@ void tm_mq_msg_remove(struct tm_mq *mq, struct tm_mq_msg *m)
 	mq->nmsgs--;
 }
 
-struct tm_mq_msg *tm_mq_find_msg(struct tm_mq *mq, uint64_t tag,
-				 uint64_t mask)
+struct tm_mq_msg *tm_mq_find_msg_slow(struct tm_mq *mq, uint64_t tag,
+				      uint64_t mask)
 {
 	int kind = kind_of(mask);
 	struct tm_mq_bucket *b;
@@ -362,7 +376,7 @@ static uint32_t sw_count(struct tm_mq *mq, int kind, uint64_t key,
 	}
 }
 
-int tm_mq_sw_conflict(struct tm_mq *mq, uint64_t tag, uint64_t mask)
+int tm_mq_sw_conflict_slow(struct tm_mq *mq, uint64_t tag, uint64_t mask)
 {
 	int kind = kind_of(mask);
 	uint64_t t = tag & mask, ctx = t & TM_MASK_CTX;

@@ -137,6 +137,10 @@ struct tm_mq_msg {
 
 struct tm_mq {
 	void *table[TM_MQ_NKINDS]; /* khash_t(tm_mqb) * */
+	/* the bucket of each kind looked up last: a program that keeps
+	 * posting the same (ctx, src, tag) hashes once (cleared by the
+	 * sweep, the only place buckets leave a table) */
+	struct tm_mq_bucket *last[TM_MQ_NKINDS];
 	struct tm_mq_bucket *free_buckets;
 	uint64_t nrecvs;
 	uint64_t nmsgs;
@@ -166,10 +170,24 @@ int tm_mq_msg_add(struct tm_mq *mq, struct tm_mq_msg *m, uint64_t tag,
 void tm_mq_msg_remove(struct tm_mq *mq, struct tm_mq_msg *m);
 
 /* The earliest unexpected message (tag, mask) accepts, or NULL. */
-struct tm_mq_msg *tm_mq_find_msg(struct tm_mq *mq, uint64_t tag,
-				 uint64_t mask);
+struct tm_mq_msg *tm_mq_find_msg_slow(struct tm_mq *mq, uint64_t tag,
+				      uint64_t mask);
+
+/* Inline: an empty unexpected queue (the common case) is a test. */
+static inline struct tm_mq_msg *tm_mq_find_msg(struct tm_mq *mq,
+					       uint64_t tag, uint64_t mask)
+{
+	return mq->nmsgs ? tm_mq_find_msg_slow(mq, tag, mask) : NULL;
+}
 
 /* Could a software-held posted receive accept a message (tag,mask) does? */
-int tm_mq_sw_conflict(struct tm_mq *mq, uint64_t tag, uint64_t mask);
+int tm_mq_sw_conflict_slow(struct tm_mq *mq, uint64_t tag, uint64_t mask);
+
+/* Inline: with no receive held in software (the common case) a test. */
+static inline int tm_mq_sw_conflict(struct tm_mq *mq, uint64_t tag,
+				    uint64_t mask)
+{
+	return mq->nsw_held && tm_mq_sw_conflict_slow(mq, tag, mask);
+}
 
 #endif /* TM_MATCH_H */

@@ -96,22 +96,26 @@ void tme_tx_queue(struct tm_engine *eng, struct tm_tx *tx)
 /*
  * Selective signalling.  A WR is posted signalled when something must
  * happen at its completion (a rendezvous request, a read, a keepalive), or
- * every sig_every-th WR of its QP, or when the send queue or the slots run
- * low; the others are unsignalled, and are retired (their slots freed) by
- * the next signalled completion of their QP, as RC completes in order.  An
- * eager send completes as soon as its data is in its slot (the slot is a
- * buffered copy).  Bounds: sig_every <= n_slots / (2 * npeers), so
- * unsignalled tails hold at most half the slots and an empty free list
- * always has a signalled completion coming; the last WR below sq_limit is
- * signalled, so a full send queue always drains.  An error completes even
- * an unsignalled WR, and retires everything up to it.
+ * when it is the sig_every-th WR holding a slot since the last signalled
+ * one, or the sig_max-th WR at all (inline WRs hold no slot), or when the
+ * send queue or the slots run low; the others are unsignalled, and are
+ * retired (their slots freed) by the next signalled completion of their
+ * QP, as RC completes in order.  An eager send completes at post (inline,
+ * or its slot is a buffered copy).  Bounds: sig_every <= n_slots / (2 *
+ * npeers), so unsignalled tails hold at most half the slots and an empty
+ * free list always has a signalled completion coming; sig_max <= sq_limit
+ * / 2 (or sig_every), so a signalled completion is due while the queue has
+ * room for as many again; the last WR below sq_limit is signalled, so a
+ * full send queue always drains.  An error completes even an unsignalled
+ * WR, and retires everything up to it.
  */
 static int sq_post(struct tm_engine *eng, struct tm_peer *p,
 		   struct ibv_send_wr *wr, int32_t slot, struct tm_tx *keep)
 {
 	struct ibv_send_wr *bad;
 	struct tm_wr *w;
-	int ret, sig = keep || p->unsig + 1 >= eng->sig_every ||
+	int ret, sig = keep || p->unsig + 1 >= eng->sig_max ||
+		       (slot >= 0 && p->unsig_slots + 1 >= eng->sig_every) ||
 		       p->sq_out + 1 >= eng->sq_limit ||
 		       eng->n_free_slots < eng->slot_low;
 
@@ -131,10 +135,12 @@ static int sq_post(struct tm_engine *eng, struct tm_peer *p,
 	eng->sq_out++;
 	if (sig) {
 		p->unsig = 0;
+		p->unsig_slots = 0;
 		p->sig_out++;
 		eng->sig_out++;
 	} else {
 		p->unsig++;
+		p->unsig_slots += slot >= 0;
 	}
 	return 0;
 }
