@@ -306,6 +306,8 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 	ucs_list_head_init(&eng->owed);
 	ucs_list_head_init(&eng->all_tx);
 	eng->qpn = kh_init(tm_qpn);
+	for (uint32_t i = 0; i < TM_QPN_CACHE; i++)
+		eng->qpn_cache[i].peer = UINT32_MAX;
 	eng->sends = kh_init(tm_sends);
 	eng->swq = kh_init(tm_swq);
 	ucs_list_head_init(&eng->promo_ready);
@@ -376,6 +378,7 @@ static int map_qpn(struct tm_engine *eng, const struct ibv_qp *qp,
 	if (ret < 0)
 		return TM_ERR_NO_MEMORY;
 	kh_value(eng->qpn, it) = peer;
+	eng->qpn_cache[qp->qp_num & (TM_QPN_CACHE - 1)].peer = UINT32_MAX;
 	return TM_OK;
 }
 

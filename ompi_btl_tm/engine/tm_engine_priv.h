@@ -71,6 +71,7 @@ enum { WR_RECV = 0, WR_PLAIN = 1, WR_ADD = 2, WR_DEL = 3, WR_SYNC = 4 };
 #define TM_SYNC_LAG_MAX 0x2000u
 
 #define CQE_BATCH 32
+#define TM_QPN_CACHE 64 /* a power of two */
 /* signal at least every TM_SIG_EVERY-th send WR of a QP */
 #define TM_SIG_EVERY 16
 
@@ -256,6 +257,9 @@ struct tm_engine {
 	struct tm_peer **peers;
 	uint32_t npeers;
 	khash_t(tm_qpn) *qpn;
+	/* direct-mapped in front of qpn: a completion's peer without hashing
+	 * (peer UINT32_MAX: the slot is empty) */
+	struct { uint32_t qpn, peer; } qpn_cache[TM_QPN_CACHE];
 	khash_t(tm_sends) *sends;   /* tm_send.c */
 	/* tm_offload.c */
 	khash_t(tm_swq) *swq;       /* context id -> its software-held FIFO */
@@ -294,9 +298,17 @@ static inline uint32_t tme_count_now(const struct tm_engine *eng)
 
 static inline uint32_t tme_peer_of_qpn(struct tm_engine *eng, uint32_t qpn)
 {
-	khiter_t it = kh_get(tm_qpn, eng->qpn, qpn);
+	uint32_t i = qpn & (TM_QPN_CACHE - 1);
+	khiter_t it;
 
-	return it == kh_end(eng->qpn) ? UINT32_MAX : kh_value(eng->qpn, it);
+	if (eng->qpn_cache[i].qpn == qpn && eng->qpn_cache[i].peer != UINT32_MAX)
+		return eng->qpn_cache[i].peer;
+	it = kh_get(tm_qpn, eng->qpn, qpn);
+	if (it == kh_end(eng->qpn))
+		return UINT32_MAX;
+	eng->qpn_cache[i].qpn = qpn;
+	eng->qpn_cache[i].peer = kh_value(eng->qpn, it);
+	return eng->qpn_cache[i].peer;
 }
 
 static inline void tme_env_from_tag(struct tm_env *env, uint64_t tag)
