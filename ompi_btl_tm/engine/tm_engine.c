@@ -4,7 +4,8 @@
  * both CQs and handing each completion to its module, progress.
  *
  * Contract: tm_engine.h (public), tm_engine_priv.h (the modules).  Every
- * public entry point runs tme_drain() first, then its own work, then
+ * public entry point runs tme_drain() first (an eager send only when its
+ * fast path is blocked: sends take no stamp), then its own work, then
  * tme_flush_work() and tme_fire_done(), so callbacks never run inside CQ
  * polling and queued work moves on every call.
  */

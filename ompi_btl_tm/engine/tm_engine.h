@@ -18,8 +18,10 @@
  * completion (match_stamp of the receive it matched), a cancel when the
  * card confirmed it or at once for a software-held receive (cancel_stamp),
  * a probe or claim at the call (tm_probe_info.stamp).  Every entry point
- * first processes the completions already in the CQs, so no arrival the
- * card decided before the call is seen after it.
+ * that takes a stamp first processes the completions already in the CQs,
+ * so no arrival the card decided before the call is seen after it (an
+ * eager send takes none, and leaves them for the next call unless its
+ * send queue is full).
  *
  * Tags: tm_match.h (ctx 14 bits | src 18 bits | tag 32 bits; ANY_TAG
  * excludes negative tags).  Wire format: tm_wire.h.

@@ -214,6 +214,37 @@ static void test_queued(void)
 	eu_world_fini(&W);
 }
 
+/*
+ * AUTO: an eager send does not poll unless its send queue is full; then
+ * it drains, and the WRs the card completed meanwhile (as many as the
+ * receiving card acknowledged) make room: in a run of sends with no
+ * progress between, more than a send queue's worth complete at post.
+ */
+static void test_run_no_progress(void)
+{
+	static struct eu_recv r[NQ];
+	static struct eu_send s[NQ];
+	int i, at_post = 0, ok = 1, sq;
+
+	open_world(SOFTHCA_SCHED_AUTO);
+	sq = (int)W.node[1].dev->qp_max_send_wr / 2; /* the engine's limit */
+	for (i = 0; i < NQ; i++)
+		post_recv(&r[i], 8, 64 * (size_t)i, 64);
+	for (i = 0; i < NQ; i++) {
+		send_msg(&s[i], 8, 64 * (size_t)i, 8, (uint8_t)(i + 1), 0);
+		at_post += s[i].done;
+	}
+	eu_pump(&W);
+	for (i = 0; i < NQ; i++)
+		ok &= r[i].done == 1 && check(A(0, 64 * (size_t)i), 8,
+					      (uint8_t)(i + 1));
+	tap_check(at_post > sq && ok,
+		  "%d sends in a row, no progress between: more than a send "
+		  "queue (%d) done at post (%d), all delivered in order", NQ,
+		  sq, at_post);
+	eu_world_fini(&W);
+}
+
 /* A synchronous send: its ACK is a 16-byte control message, inline. */
 static void test_ack_inline(void)
 {
@@ -240,6 +271,7 @@ int main(void)
 	test_done_at_post();
 	test_boundary();
 	test_queued();
+	test_run_no_progress();
 	test_ack_inline();
 	return tap_done();
 }

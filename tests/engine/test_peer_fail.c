@@ -13,7 +13,8 @@
  * reached the receiver fail (TM_REQ_ERROR) once the receiver dies, through
  * the keepalive; sends to a receiver that died before anything arrived fail
  * (also a burst that overflows the send queue; an eager standard send
- * posted before the death was known completes as buffered, OK or not);
+ * posted before the engine processed the death completes as buffered, OK
+ * or not, and only a send queue of them can be);
  * later sends fail at once;
  * an unexpected rendezvous from a dead sender fails its receive while an
  * eager message from it is still delivered; another peer keeps working in
@@ -342,7 +343,7 @@ static void test_dies_before(void)
 	struct eu_send e, y, r;
 	struct pnode nd;
 	uint8_t b;
-	int i, once = 1, err = 1, honest = 1;
+	int i, once = 1, err = 1, honest = 1, n_ok = 0;
 	pid_t pid;
 
 	parent_open(&nd);
@@ -364,7 +365,9 @@ static void test_dies_before(void)
 	tm_engine_progress(nd.eng);
 	for (i = 0; i < NB; i++) {
 		once &= burst[i].done == 1;
-		err &= burst[i].s.status == TM_REQ_ERROR;
+		err &= burst[i].s.status == TM_REQ_ERROR ||
+		       burst[i].s.status == TM_REQ_OK;
+		n_ok += burst[i].s.status == TM_REQ_OK;
 	}
 	/* an eager standard send completes once its data is in a send slot
 	 * (a buffered copy, as ob1's eager sends): posted before the engine
@@ -372,9 +375,15 @@ static void test_dies_before(void)
 	tap_check((e.s.status == TM_REQ_ERROR || e.s.status == TM_REQ_OK) &&
 		  y.s.status == TM_REQ_ERROR && r.s.status == TM_REQ_ERROR,
 		  "receiver dead before anything arrived: sync and rendezvous sends fail (eager: buffered)");
-	tap_check(err && once && e.done == 1 && y.done == 1 && r.done == 1,
-		  "a burst of %d sends (queued behind a full send queue) fails, each once",
-		  NB);
+	/* An eager send does not look at the CQs unless its send queue is
+	 * full, so the burst's first sends may go out (buffered, OK) before
+	 * the engine learns of the death; at most a send queue of them (the
+	 * engine's sq_limit is half the QP's); every send that waited for
+	 * room fails. */
+	tap_check(err && once && e.done == 1 && y.done == 1 && r.done == 1 &&
+		  n_ok <= (int)nd.dev->qp_max_send_wr / 2,
+		  "a burst of %d sends: each completes once; those queued "
+		  "behind the full send queue fail (%d buffered OK)", NB, n_ok);
 	tap_check(honest && tm_engine_idle(nd.eng) &&
 		  stats(nd.eng).peer_failures == 1,
 		  "idle afterwards, one peer failure");
