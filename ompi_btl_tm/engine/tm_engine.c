@@ -304,6 +304,7 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 	ucs_list_head_init(&eng->done_recv);
 	ucs_list_head_init(&eng->done_send);
 	ucs_list_head_init(&eng->all_msgs);
+	ucs_list_head_init(&eng->msg_free);
 	ucs_list_head_init(&eng->owed);
 	ucs_list_head_init(&eng->all_tx);
 	eng->qpn = kh_init(tm_qpn);
@@ -338,6 +339,8 @@ void tm_engine_destroy(struct tm_engine *eng)
 	ucs_list_for_each_safe(m, mt, &eng->all_msgs, all)
 		if (m->plain < 0)
 			free(m);
+	ucs_list_for_each_safe(m, mt, &eng->msg_free, all)
+		free(m);
 	ucs_list_for_each_safe(tx, tt, &eng->all_tx, all)
 		free(tx);
 	tm_mq_fini(&eng->mq);

@@ -97,12 +97,20 @@ struct tm_msg {
 	uint32_t peer;
 	int rndv;
 	int in_uq;         /* in mq's unexpected queue (not claimed/probed) */
-	int32_t plain;     /* -1: malloc'd; else the plain buffer it holds
-			    * (and its entry in eng->msg_pool) */
+	int32_t plain;     /* TM_MSG_MALLOC, TM_MSG_RECYCLED (a copy of
+			    * TM_MSG_SMALL payload bytes, kept for reuse);
+			    * else the plain buffer it holds (and its entry
+			    * in eng->msg_pool) */
 	uint8_t *data;     /* eager payload: after the struct, or in the
 			    * plain buffer */
 	uint8_t hdr[32] __attribute__((aligned(8))); /* TMH+RVH of a RNDV */
 };
+
+enum { TM_MSG_MALLOC = -1, TM_MSG_RECYCLED = -2 };
+/* unexpected copies of at most this payload come from eng->msg_free */
+#define TM_MSG_SMALL 256
+/* ... which keeps at most this many */
+#define TM_MSG_KEEP 256
 
 struct tm_tx {
 	ucs_list_link_t link;  /* peer txq while queued */
@@ -268,6 +276,8 @@ struct tm_engine {
 	ucs_list_link_t done_recv;
 	ucs_list_link_t done_send;
 	ucs_list_link_t all_msgs;   /* tm_recv.c */
+	ucs_list_link_t msg_free;   /* tm_recv.c: TM_MSG_RECYCLED copies */
+	uint32_t n_msg_free;
 	ucs_list_link_t owed;       /* tm_recv.c: receives whose ACK/FIN
 				     * could not be allocated yet */
 	ucs_list_link_t all_tx;     /* tm_tx.c */
