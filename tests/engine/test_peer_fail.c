@@ -258,6 +258,36 @@ static double wait_send(struct pnode *nd, struct eu_send *t, int *honest)
 
 /* ---- tests ------------------------------------------------------------ */
 
+/*
+ * Nothing waits on the dead peer but one unsignalled eager WR (its send
+ * completed at post): progress alone, with no idle check, finds the error
+ * completion that WR gets (the send CQ is looked at now and then even
+ * with no signalled WR out) and marks the peer dead.
+ */
+static void test_unsignalled_error(void)
+{
+	struct eu_send e;
+	struct pnode nd;
+	double t0;
+	uint8_t b;
+	pid_t pid;
+
+	parent_open(&nd);
+	pid = spawn(&nd, 0, child_main, C_DIE_AT_ONCE);
+	if (read(nd.sock[0], &b, 1) != 0)
+		tap_bail("child said something");
+	usleep(5000); /* past the soft HCA's 1 ms liveness cache */
+	isend(&nd, &e, 0, 1, 0, 8, 0);
+	t0 = now_s();
+	while (stats(nd.eng).peer_failures == 0 && now_s() - t0 < 5)
+		tm_engine_progress(nd.eng);
+	tap_check(e.done == 1 && stats(nd.eng).peer_failures == 1,
+		  "an error on an unsignalled send WR is found by progress "
+		  "alone (%.3f s)", now_s() - t0);
+	reap(pid);
+	parent_close(&nd);
+}
+
 /* The receiver dies after the request (rendezvous or sync) arrived. */
 static void test_dies_after_arrival(int sync)
 {
@@ -605,6 +635,7 @@ int main(void)
 	test_dies_after_arrival(0);
 	test_dies_after_arrival(1);
 	test_dies_before();
+	test_unsignalled_error();
 	test_cancel_dead(0);
 	test_cancel_dead(1);
 	test_sender_dies();
