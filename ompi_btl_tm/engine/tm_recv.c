@@ -275,8 +275,12 @@ static void recv_unwatch(struct tm_engine *eng, struct tm_recv *r)
 
 static void recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
 {
-	recv_unwatch(eng, r);
-	tme_swq_del(eng, r);
+	/* the flags first: a card-held receive naming no peer (the common
+	 * case) is in neither list, and costs no call */
+	if (r->flags & RF_WATCHED)
+		recv_unwatch(eng, r);
+	if (r->flags & RF_SWQ)
+		tme_swq_del(eng, r);
 	tm_mq_recv_remove(&eng->mq, &r->mq);
 }
 
