@@ -141,18 +141,19 @@ static __attribute__((noinline)) int tm_batch(struct tm_engine *eng,
 }
 
 /*
- * Processes every completion already in both CQs.  A poll that returned
- * less than a full batch emptied its CQ (the poll runs the card first);
- * what the handlers' own posts complete meanwhile is new, and waits for
- * the next call, so one round is enough unless a batch was full.
+ * Processes every completion already in both CQs, after tme_drain (inline,
+ * tm_engine_priv.h) made the first TM-CQ poll (rc) and decided whether the
+ * send CQ is due (want_send).  A poll that returned less than a full
+ * batch emptied its CQ (the poll runs the card first); what the handlers'
+ * own posts complete meanwhile is new, and waits for the next call, so one
+ * round is enough unless a batch was full.
  */
-int tme_drain(struct tm_engine *eng)
+int tme_drain_from(struct tm_engine *eng, int rc, int want_send)
 {
 	struct ibv_cq_ex *cq = eng->dev->tm_cq;
-	int rc, n, ns, total = 0;
+	int n, ns, total = 0;
 
-	do {
-		rc = tm_dev_start_poll(cq);
+	for (;;) {
 		n = 0;
 		if (rc == TM_OK)
 			n = tm_batch(eng, cq);
@@ -161,10 +162,13 @@ int tme_drain(struct tm_engine *eng)
 			 * that failed (doc/mlx5-rules.md rule 20): nothing
 			 * will arrive again */
 			tme_engine_fatal(eng, TM_ERR_IO);
-		ns = tme_want_poll_send(eng) ? tme_poll_send(eng) : 0;
+		ns = want_send ? tme_poll_send(eng) : 0;
 		total += n + ns;
-	} while (n == CQE_BATCH || ns == CQE_BATCH);
-	return total;
+		if (n != CQE_BATCH && ns != CQE_BATCH)
+			return total;
+		rc = tm_dev_start_poll(cq);
+		want_send = tme_want_poll_send(eng);
+	}
 }
 
 int tme_flush_work_slow(struct tm_engine *eng)

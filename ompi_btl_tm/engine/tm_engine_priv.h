@@ -426,7 +426,22 @@ static inline void tme_fire_done(struct tm_engine *eng)
 }
 
 /* ---- tm_engine.c ----------------------------------------------------- */
-int tme_drain(struct tm_engine *eng);
+int tme_drain_from(struct tm_engine *eng, int rc, int want_send);
+
+/*
+ * Processes every completion already in both CQs (tm_engine.c); returns
+ * how many.  Inline up to the first poll: an empty TM CQ with no reason
+ * to look at the send CQ (the common idle case) costs no call frame.
+ */
+static inline int tme_drain(struct tm_engine *eng)
+{
+	int rc = tm_dev_start_poll(eng->dev->tm_cq);
+	int want_send = tme_want_poll_send(eng);
+
+	if (rc == TM_ERR_NOT_FOUND && !want_send)
+		return 0;
+	return tme_drain_from(eng, rc, want_send);
+}
 void tme_post_plain(struct tm_engine *eng, uint32_t idx);
 int tme_flush_work_slow(struct tm_engine *eng);
 
