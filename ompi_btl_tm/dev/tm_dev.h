@@ -54,6 +54,9 @@
  * the card uses for rendezvous offload, its reads and FINs) and a tx QP
  * (send queue qp_max_send_wr, also attached to the TM-SRQ: the peer card's
  * FINs arrive there).  Software posts sends and RDMA reads on tx only.
+ * tx takes two SGEs and asks for the inline data its smallest WQE holds
+ * (60 bytes on mlx5); pair->tx_max_inline is what the device granted (0
+ * if it refused inline data, which costs nothing but the copy).
  * The address (struct tm_dev_pair_addr) carries both QP numbers; our tx
  * connects to the peer's rx and our rx to the peer's tx.
  *
@@ -77,6 +80,7 @@
 #ifndef TM_DEV_H
 #define TM_DEV_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <infiniband/verbs.h>
@@ -168,6 +172,9 @@ struct tm_dev_addr {
 struct tm_dev_pair {
 	struct ibv_qp *rx; /* on the TM-SRQ, no send queue */
 	struct ibv_qp *tx; /* sends and RDMA reads */
+	/* the inline limit tx was created with (what the device reported
+	 * back): a send of at most this many bytes may be IBV_SEND_INLINE */
+	uint32_t tx_max_inline;
 };
 
 /* What the modex must carry for a pair. */
@@ -216,7 +223,15 @@ int tm_dev_pair_destroy(struct tm_dev *dev, struct tm_dev_pair *pair);
  * current: read it, then ibv_end_poll), TM_ERR_NOT_FOUND (empty: ENOENT,
  * no end_poll), TM_ERR_IO (any other value: the CQ failed).
  */
-int tm_dev_start_poll(struct ibv_cq_ex *cq);
+static inline int tm_dev_start_poll(struct ibv_cq_ex *cq)
+{
+	struct ibv_poll_cq_attr attr = { .comp_mask = 0 };
+	int ret = ibv_start_poll(cq, &attr);
+
+	if (!ret)
+		return TM_OK;
+	return ret == ENOENT ? TM_ERR_NOT_FOUND : TM_ERR_IO;
+}
 
 /* access: IBV_ACCESS_* flags; LOCAL_WRITE is always added. */
 int tm_dev_reg(struct tm_dev *dev, void *addr, size_t len, int access,

@@ -4,7 +4,8 @@
  * both CQs and handing each completion to its module, progress.
  *
  * Contract: tm_engine.h (public), tm_engine_priv.h (the modules).  Every
- * public entry point runs tme_drain() first, then its own work, then
+ * public entry point runs tme_drain() first (an eager send only when its
+ * fast path is blocked: sends take no stamp), then its own work, then
  * tme_flush_work() and tme_fire_done(), so callbacks never run inside CQ
  * polling and queued work moves on every call.
  */
@@ -100,57 +101,77 @@ static void on_tm_cqe(struct tm_engine *eng, const struct tm_cqe *c)
 	}
 }
 
-/* Copies up to CQE_BATCH completions out, so that handlers may post. */
-static int poll_tm_batch(struct tm_engine *eng, struct tm_cqe *out)
+/*
+ * Copies the current completion and up to CQE_BATCH - 1 more out of the
+ * CQ (handlers may post, which they may not do inside a poll), then hands
+ * each to its module.  Only the fields the completion's type uses are
+ * read: each ibv_wc_read_* is an indirect call.  Out of line, so that the
+ * empty poll of an idle progress call does not pay for the batch's frame.
+ */
+static __attribute__((noinline)) int tm_batch(struct tm_engine *eng,
+					      struct ibv_cq_ex *cq)
 {
-	struct ibv_cq_ex *cq = eng->dev->tm_cq;
-	int n = 0, rc = tm_dev_start_poll(cq);
+	struct tm_cqe c[CQE_BATCH];
+	int i, n = 0, type;
 
-	/* empty is ENOENT only; any other answer is a CQ that failed
-	 * (doc/mlx5-rules.md rule 20): nothing will arrive again */
-	if (rc != TM_OK) {
-		if (rc != TM_ERR_NOT_FOUND)
-			tme_engine_fatal(eng, TM_ERR_IO);
-		return 0;
-	}
 	do {
-		out[n].wr_id = cq->wr_id;
-		out[n].status = cq->status;
-		out[n].opcode = ibv_wc_read_opcode(cq);
-		out[n].flags = ibv_wc_read_wc_flags(cq);
-		out[n].byte_len = ibv_wc_read_byte_len(cq);
-		out[n].qp_num = ibv_wc_read_qp_num(cq);
-		memset(&out[n].tm, 0, sizeof(out[n].tm));
-		if (out[n].opcode == IBV_WC_TM_RECV)
-			ibv_wc_read_tm_info(cq, &out[n].tm);
+		c[n].wr_id = cq->wr_id;
+		c[n].status = cq->status;
+		c[n].flags = ibv_wc_read_wc_flags(cq);
+		type = (int)(c[n].wr_id & WR_TYPE_MASK);
+		if (type == WR_RECV || type == WR_PLAIN) {
+			c[n].opcode = ibv_wc_read_opcode(cq);
+			c[n].byte_len = ibv_wc_read_byte_len(cq);
+			c[n].qp_num = ibv_wc_read_qp_num(cq);
+		} else { /* list ops: status and flags only */
+			c[n].opcode = 0;
+			c[n].byte_len = 0;
+			c[n].qp_num = 0;
+		}
+		if (c[n].opcode == IBV_WC_TM_RECV)
+			ibv_wc_read_tm_info(cq, &c[n].tm);
+		else
+			memset(&c[n].tm, 0, sizeof(c[n].tm));
 		n++;
 	} while (n < CQE_BATCH && ibv_next_poll(cq) == 0);
 	ibv_end_poll(cq);
+	for (i = 0; i < n; i++)
+		on_tm_cqe(eng, &c[i]);
 	return n;
 }
 
 /*
- * Processes every completion already in both CQs.  A poll that returned
- * less than a full batch emptied its CQ (the poll runs the card first);
- * what the handlers' own posts complete meanwhile is new, and waits for
- * the next call, so one round is enough unless a batch was full.
+ * Processes every completion already in both CQs, after tme_drain (inline,
+ * tm_engine_priv.h) made the first TM-CQ poll (rc) and decided whether the
+ * send CQ is due (want_send).  A poll that returned less than a full
+ * batch emptied its CQ (the poll runs the card first); what the handlers'
+ * own posts complete meanwhile is new, and waits for the next call, so one
+ * round is enough unless a batch was full.
  */
-int tme_drain(struct tm_engine *eng)
+int tme_drain_from(struct tm_engine *eng, int rc, int want_send)
 {
-	struct tm_cqe c[CQE_BATCH];
-	int i, n, ns, total = 0;
+	struct ibv_cq_ex *cq = eng->dev->tm_cq;
+	int n, ns, total = 0;
 
-	do {
-		n = poll_tm_batch(eng, c);
-		for (i = 0; i < n; i++)
-			on_tm_cqe(eng, &c[i]);
-		ns = tme_want_poll_send(eng) ? tme_poll_send(eng) : 0;
+	for (;;) {
+		n = 0;
+		if (rc == TM_OK)
+			n = tm_batch(eng, cq);
+		else if (rc != TM_ERR_NOT_FOUND)
+			/* empty is ENOENT only; any other answer is a CQ
+			 * that failed (doc/mlx5-rules.md rule 20): nothing
+			 * will arrive again */
+			tme_engine_fatal(eng, TM_ERR_IO);
+		ns = want_send ? tme_poll_send(eng) : 0;
 		total += n + ns;
-	} while (n == CQE_BATCH || ns == CQE_BATCH);
-	return total;
+		if (n != CQE_BATCH && ns != CQE_BATCH)
+			return total;
+		rc = tm_dev_start_poll(cq);
+		want_send = tme_want_poll_send(eng);
+	}
 }
 
-int tme_flush_work(struct tm_engine *eng)
+int tme_flush_work_slow(struct tm_engine *eng)
 {
 	int n = 0;
 
@@ -287,9 +308,12 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 	ucs_list_head_init(&eng->done_recv);
 	ucs_list_head_init(&eng->done_send);
 	ucs_list_head_init(&eng->all_msgs);
+	ucs_list_head_init(&eng->msg_free);
 	ucs_list_head_init(&eng->owed);
 	ucs_list_head_init(&eng->all_tx);
 	eng->qpn = kh_init(tm_qpn);
+	for (uint32_t i = 0; i < TM_QPN_CACHE; i++)
+		eng->qpn_cache[i].peer = UINT32_MAX;
 	eng->sends = kh_init(tm_sends);
 	eng->swq = kh_init(tm_swq);
 	ucs_list_head_init(&eng->promo_ready);
@@ -319,6 +343,8 @@ void tm_engine_destroy(struct tm_engine *eng)
 	ucs_list_for_each_safe(m, mt, &eng->all_msgs, all)
 		if (m->plain < 0)
 			free(m);
+	ucs_list_for_each_safe(m, mt, &eng->msg_free, all)
+		free(m);
 	ucs_list_for_each_safe(tx, tt, &eng->all_tx, all)
 		free(tx);
 	tm_mq_fini(&eng->mq);
@@ -360,6 +386,7 @@ static int map_qpn(struct tm_engine *eng, const struct ibv_qp *qp,
 	if (ret < 0)
 		return TM_ERR_NO_MEMORY;
 	kh_value(eng->qpn, it) = peer;
+	eng->qpn_cache[qp->qp_num & (TM_QPN_CACHE - 1)].peer = UINT32_MAX;
 	return TM_OK;
 }
 
@@ -378,6 +405,7 @@ int tm_engine_add_peer(struct tm_engine *eng, const struct tm_dev_pair *qps,
 		return TM_ERR_NO_MEMORY;
 	p->qp = qps->tx;
 	p->id = eng->npeers;
+	p->max_inline = qps->tx_max_inline;
 	ucs_list_head_init(&p->txq);
 	ucs_list_head_init(&p->waitq);
 	ucs_list_head_init(&p->recvq);
@@ -399,6 +427,8 @@ int tm_engine_add_peer(struct tm_engine *eng, const struct tm_dev_pair *qps,
 	eng->sig_every = n < 1 ? 1 : n > TM_SIG_EVERY ? TM_SIG_EVERY : n;
 	if (eng->sig_every > eng->sq_limit)
 		eng->sig_every = eng->sq_limit;
+	eng->sig_max = eng->sq_limit / 2 > eng->sig_every ?
+		       eng->sq_limit / 2 : eng->sig_every;
 	return TM_OK;
 }
 

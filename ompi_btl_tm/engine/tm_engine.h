@@ -18,14 +18,17 @@
  * completion (match_stamp of the receive it matched), a cancel when the
  * card confirmed it or at once for a software-held receive (cancel_stamp),
  * a probe or claim at the call (tm_probe_info.stamp).  Every entry point
- * first processes the completions already in the CQs, so no arrival the
- * card decided before the call is seen after it.
+ * that takes a stamp first processes the completions already in the CQs,
+ * so no arrival the card decided before the call is seen after it (an
+ * eager send takes none, and leaves them for the next call unless its
+ * send queue is full).
  *
  * Tags: tm_match.h (ctx 14 bits | src 18 bits | tag 32 bits; ANY_TAG
  * excludes negative tags).  Wire format: tm_wire.h.
  *
- * Sends: an eager standard send completes once its data is copied into a
- * registered send slot and posted; a synchronous one when its ACK arrives;
+ * Sends: an eager standard send completes once it is posted, inline when
+ * header and payload fit the QP's inline limit, else copied into a
+ * registered send slot; a synchronous one when its ACK arrives;
  * a rendezvous one when its FIN arrives and its request's WR completed.
  * A send to a dead peer, or waiting on one, completes TM_REQ_ERROR
  * (doc/DESIGN.md, "Dead peers": within about keepalive_ms plus the
@@ -138,6 +141,7 @@ struct tm_engine_stats {
 	uint64_t rndv_sw;
 	uint64_t acks_sent;
 	uint64_t fins_sent;
+	uint64_t sends_inline;     /* send WRs posted inline (no slot) */
 	uint64_t fins_recv;
 	uint64_t fin_unknown;      /* FIN/ACK naming no outstanding send */
 	uint64_t malformed;

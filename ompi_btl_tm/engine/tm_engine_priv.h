@@ -71,6 +71,7 @@ enum { WR_RECV = 0, WR_PLAIN = 1, WR_ADD = 2, WR_DEL = 3, WR_SYNC = 4 };
 #define TM_SYNC_LAG_MAX 0x2000u
 
 #define CQE_BATCH 32
+#define TM_QPN_CACHE 64 /* a power of two */
 /* signal at least every TM_SIG_EVERY-th send WR of a QP */
 #define TM_SIG_EVERY 16
 
@@ -96,12 +97,20 @@ struct tm_msg {
 	uint32_t peer;
 	int rndv;
 	int in_uq;         /* in mq's unexpected queue (not claimed/probed) */
-	int32_t plain;     /* -1: malloc'd; else the plain buffer it holds
-			    * (and its entry in eng->msg_pool) */
+	int32_t plain;     /* TM_MSG_MALLOC, TM_MSG_RECYCLED (a copy of
+			    * TM_MSG_SMALL payload bytes, kept for reuse);
+			    * else the plain buffer it holds (and its entry
+			    * in eng->msg_pool) */
 	uint8_t *data;     /* eager payload: after the struct, or in the
 			    * plain buffer */
 	uint8_t hdr[32] __attribute__((aligned(8))); /* TMH+RVH of a RNDV */
 };
+
+enum { TM_MSG_MALLOC = -1, TM_MSG_RECYCLED = -2 };
+/* unexpected copies of at most this payload come from eng->msg_free */
+#define TM_MSG_SMALL 256
+/* ... which keeps at most this many */
+#define TM_MSG_KEEP 256
 
 struct tm_tx {
 	ucs_list_link_t link;  /* peer txq while queued */
@@ -144,6 +153,7 @@ struct tm_wr {
 struct tm_peer {
 	struct ibv_qp *qp;
 	uint32_t id;
+	uint32_t max_inline; /* longest IBV_SEND_INLINE send (TMH included) */
 	uint32_t next_seq;
 	uint32_t sq_out;     /* posted and not yet retired: wr_head - wr_tail */
 	struct tm_wr *wrs;   /* [wr_mask + 1], indexed by post count */
@@ -151,6 +161,7 @@ struct tm_peer {
 	uint32_t wr_head;    /* WRs posted */
 	uint32_t wr_tail;    /* WRs retired */
 	uint32_t unsig;      /* unsignalled WRs since the last signalled one */
+	uint32_t unsig_slots; /* ... of which hold a send slot */
 	uint32_t sig_out;    /* signalled WRs not yet completed */
 	ucs_list_link_t txq;
 	ucs_list_link_t waitq;     /* sends waiting for FIN/ACK, oldest first */
@@ -242,7 +253,8 @@ struct tm_engine {
 	uint32_t *free_slots;
 	uint32_t n_free_slots;
 	uint32_t sq_limit;
-	uint32_t sig_every;  /* signal at least every sig_every-th WR of a QP */
+	uint32_t sig_every;  /* signal at least every sig_every-th slot WR */
+	uint32_t sig_max;    /* ... and every sig_max-th WR of a QP */
 	uint32_t slot_low;   /* fewer free slots than this: signal every WR */
 	uint32_t sig_out;    /* signalled send WRs outstanding (all peers) */
 	uint32_t sq_out;     /* send WRs not retired (all peers) */
@@ -253,6 +265,9 @@ struct tm_engine {
 	struct tm_peer **peers;
 	uint32_t npeers;
 	khash_t(tm_qpn) *qpn;
+	/* direct-mapped in front of qpn: a completion's peer without hashing
+	 * (peer UINT32_MAX: the slot is empty) */
+	struct { uint32_t qpn, peer; } qpn_cache[TM_QPN_CACHE];
 	khash_t(tm_sends) *sends;   /* tm_send.c */
 	/* tm_offload.c */
 	khash_t(tm_swq) *swq;       /* context id -> its software-held FIFO */
@@ -261,6 +276,8 @@ struct tm_engine {
 	ucs_list_link_t done_recv;
 	ucs_list_link_t done_send;
 	ucs_list_link_t all_msgs;   /* tm_recv.c */
+	ucs_list_link_t msg_free;   /* tm_recv.c: TM_MSG_RECYCLED copies */
+	uint32_t n_msg_free;
 	ucs_list_link_t owed;       /* tm_recv.c: receives whose ACK/FIN
 				     * could not be allocated yet */
 	ucs_list_link_t all_tx;     /* tm_tx.c */
@@ -291,9 +308,17 @@ static inline uint32_t tme_count_now(const struct tm_engine *eng)
 
 static inline uint32_t tme_peer_of_qpn(struct tm_engine *eng, uint32_t qpn)
 {
-	khiter_t it = kh_get(tm_qpn, eng->qpn, qpn);
+	uint32_t i = qpn & (TM_QPN_CACHE - 1);
+	khiter_t it;
 
-	return it == kh_end(eng->qpn) ? UINT32_MAX : kh_value(eng->qpn, it);
+	if (eng->qpn_cache[i].qpn == qpn && eng->qpn_cache[i].peer != UINT32_MAX)
+		return eng->qpn_cache[i].peer;
+	it = kh_get(tm_qpn, eng->qpn, qpn);
+	if (it == kh_end(eng->qpn))
+		return UINT32_MAX;
+	eng->qpn_cache[i].qpn = qpn;
+	eng->qpn_cache[i].peer = kh_value(eng->qpn, it);
+	return eng->qpn_cache[i].peer;
 }
 
 static inline void tme_env_from_tag(struct tm_env *env, uint64_t tag)
@@ -348,12 +373,16 @@ static inline void tme_send_try_done(struct tm_engine *eng, struct tm_send *s)
 
 /*
  * The send CQ is worth a look while a signalled WR is outstanding; with
- * only unsignalled ones out, nothing comes but an error, which can wait a
- * few calls (a waiting send is covered by the keepalive anyway).
+ * only unsignalled ones out, nothing comes but an error, which can wait
+ * TM_POLL_SKIP calls (a waiting send is covered by the keepalive anyway,
+ * and an eager one completed at post).  (At every 16th drain it was a
+ * send-CQ poll per 5 small messages, 33 instructions a message.)
  */
+#define TM_POLL_SKIP 256
 static inline int tme_want_poll_send(struct tm_engine *eng)
 {
-	return eng->sig_out || (eng->sq_out && ++eng->poll_skip >= 16);
+	return eng->sig_out ||
+	       (eng->sq_out && ++eng->poll_skip >= TM_POLL_SKIP);
 }
 
 /*
@@ -397,16 +426,61 @@ static inline void tme_fire_done(struct tm_engine *eng)
 }
 
 /* ---- tm_engine.c ----------------------------------------------------- */
-int tme_drain(struct tm_engine *eng);
+int tme_drain_from(struct tm_engine *eng, int rc, int want_send);
+
+/*
+ * Processes every completion already in both CQs (tm_engine.c); returns
+ * how many.  Inline up to the first poll: an empty TM CQ with no reason
+ * to look at the send CQ (the common idle case) costs no call frame.
+ */
+static inline int tme_drain(struct tm_engine *eng)
+{
+	int rc = tm_dev_start_poll(eng->dev->tm_cq);
+	int want_send = tme_want_poll_send(eng);
+
+	if (rc == TM_ERR_NOT_FOUND && !want_send)
+		return 0;
+	return tme_drain_from(eng, rc, want_send);
+}
 void tme_post_plain(struct tm_engine *eng, uint32_t idx);
-int tme_flush_work(struct tm_engine *eng);
+int tme_flush_work_slow(struct tm_engine *eng);
+
+/*
+ * Moves queued work on (list ops, promotions, the sync count, owed
+ * replies, queued sends).  Inline: every entry point calls it, and
+ * usually there is nothing to do, which these loads tell.
+ */
+static inline int tme_flush_work(struct tm_engine *eng)
+{
+	if (ucs_list_is_empty(&eng->opq) &&
+	    ucs_list_is_empty(&eng->promo_ready) &&
+	    tme_count_now(eng) == eng->reported &&
+	    ucs_list_is_empty(&eng->owed) &&
+	    eng->cancel_owed_head == eng->cancel_owed_tail &&
+	    !eng->tx_queued)
+		return 0;
+	return tme_flush_work_slow(eng);
+}
 
 /* ---- tm_ops.c -------------------------------------------------------- */
 void tme_op_decide(struct tm_engine *eng, int type, struct tm_recv *r);
 int tme_card_add(struct tm_engine *eng, struct tm_recv *r);
 /* Where the card puts r's data: its staging buffer or its own. */
-void *tme_card_buf(struct tm_engine *eng, const struct tm_recv *r);
-void tme_stage_put(struct tm_engine *eng, struct tm_recv *r);
+static inline void *tme_card_buf(struct tm_engine *eng,
+				 const struct tm_recv *r)
+{
+	return r->stage < 0 ? r->buf :
+	       eng->stage + (size_t)r->stage * eng->stage_size;
+}
+
+/* Gives r's staging buffer back, if it has one (tm_offload.c's). */
+static inline void tme_stage_put(struct tm_engine *eng, struct tm_recv *r)
+{
+	if (r->stage < 0)
+		return;
+	eng->free_stage[eng->n_free_stage++] = (uint32_t)r->stage;
+	r->stage = -1;
+}
 int tme_stage_setup(struct tm_engine *eng);
 void tme_stage_cleanup(struct tm_engine *eng);
 int tme_flush_ops(struct tm_engine *eng);

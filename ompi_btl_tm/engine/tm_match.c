@@ -57,7 +57,9 @@ int tm_mq_init(struct tm_mq *mq)
 
 	mq->free_buckets = NULL;
 	mq->nrecvs = mq->nmsgs = mq->nsw_held = mq->nempty = 0;
+	ucs_list_head_init(&mq->lazy);
 	for (k = 0; k < TM_MQ_NKINDS; k++) {
+		mq->last[k] = NULL;
 		mq->table[k] = kh_init(tm_mqb);
 		if (!mq->table[k])
 			return TM_ERR_NO_MEMORY;
@@ -86,25 +88,36 @@ void tm_mq_fini(struct tm_mq *mq)
 static struct tm_mq_bucket *bucket_find(struct tm_mq *mq, int kind,
 					uint64_t key)
 {
-	khiter_t it = kh_get(tm_mqb, table(mq, kind), key);
+	struct tm_mq_bucket *b = mq->last[kind];
+	khiter_t it;
 
+	if (b && b->key == key)
+		return b;
+	it = kh_get(tm_mqb, table(mq, kind), key);
 	if (it == kh_end(table(mq, kind)))
 		return NULL;
-	return kh_value(table(mq, kind), it);
+	b = kh_value(table(mq, kind), it);
+	mq->last[kind] = b;
+	return b;
 }
 
 static struct tm_mq_bucket *bucket_get(struct tm_mq *mq, int kind,
 				       uint64_t key)
 {
-	struct tm_mq_bucket *b;
+	struct tm_mq_bucket *b = mq->last[kind];
 	khiter_t it;
 	int ret;
 
+	if (b && b->key == key)
+		return b;
 	it = kh_put(tm_mqb, table(mq, kind), key, &ret);
 	if (ret < 0)
 		return NULL;
-	if (ret == 0)
-		return kh_value(table(mq, kind), it);
+	if (ret == 0) {
+		b = kh_value(table(mq, kind), it);
+		mq->last[kind] = b;
+		return b;
+	}
 	b = mq->free_buckets;
 	if (b)
 		mq->free_buckets = b->next_free;
@@ -120,6 +133,7 @@ static struct tm_mq_bucket *bucket_get(struct tm_mq *mq, int kind,
 	b->kind = kind;
 	b->sw_own = b->sw_sub = b->sw_anysrc = b->sw_anytag = 0;
 	kh_value(table(mq, kind), it) = b;
+	mq->last[kind] = b;
 	return b;
 }
 
@@ -137,6 +151,7 @@ static void sweep(struct tm_mq *mq)
 	int k;
 
 	for (k = 0; k < TM_MQ_NKINDS; k++) {
+		mq->last[k] = NULL;
 		for (it = kh_begin(table(mq, k)); it != kh_end(table(mq, k));
 		     it++) {
 			if (!kh_exist(table(mq, k), it))
@@ -208,6 +223,25 @@ static int sw_account(struct tm_mq *mq, uint64_t tag, int kind, int delta)
 	return TM_OK;
 }
 
+/* Puts every lazily posted receive in its bucket, oldest first; stops at
+ * the first bucket it cannot allocate. */
+static int lazy_index(struct tm_mq *mq)
+{
+	struct tm_mq_recv *r;
+	struct tm_mq_bucket *b;
+
+	while (!ucs_list_is_empty(&mq->lazy)) {
+		r = ucs_list_head(&mq->lazy, struct tm_mq_recv, link);
+		b = bucket_get(mq, r->kind, r->tag & kind_keymask[r->kind]);
+		if (!b)
+			return TM_ERR_NO_MEMORY;
+		ucs_list_del(&r->link);
+		r->bucket = b;
+		ucs_list_add_tail(&b->recvs, &r->link);
+	}
+	return TM_OK;
+}
+
 int tm_mq_post(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
 	       uint64_t mask, uint64_t seq, int sw_held)
 {
@@ -219,6 +253,14 @@ int tm_mq_post(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
 	r->seq = seq;
 	r->kind = kind;
 	r->sw_held = 0;
+	if (!sw_held) {
+		r->bucket = NULL;
+		ucs_list_add_tail(&mq->lazy, &r->link);
+		mq->nrecvs++;
+		return TM_OK;
+	}
+	if (lazy_index(mq) != TM_OK)
+		return TM_ERR_NO_MEMORY;
 	b = bucket_get(mq, kind, r->tag & kind_keymask[kind]);
 	if (!b)
 		return TM_ERR_NO_MEMORY;
@@ -236,6 +278,10 @@ int tm_mq_post(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
 void tm_mq_recv_remove(struct tm_mq *mq, struct tm_mq_recv *r)
 {
 	ucs_list_del(&r->link);
+	if (!r->bucket) { /* still lazy: never held, no bucket to release */
+		mq->nrecvs--;
+		return;
+	}
 	if (r->sw_held) {
 		sw_account(mq, r->tag, r->kind, -1);
 		r->sw_held = 0;
@@ -250,6 +296,9 @@ int tm_mq_set_held(struct tm_mq *mq, struct tm_mq_recv *r, int held)
 	held = !!held;
 	if (held == r->sw_held)
 		return TM_OK;
+	/* a held receive is in its bucket, in post order with the rest */
+	if (!r->bucket && lazy_index(mq) != TM_OK)
+		return TM_ERR_NO_MEMORY;
 	if (sw_account(mq, r->tag, r->kind, held ? +1 : -1) != TM_OK)
 		return TM_ERR_NO_MEMORY;
 	r->sw_held = (uint8_t)held;
@@ -276,11 +325,24 @@ static struct tm_mq_recv *earlier(struct tm_mq_recv *a, struct tm_mq_recv *b)
 
 struct tm_mq_recv *tm_mq_find_recv(struct tm_mq *mq, uint64_t mtag)
 {
-	struct tm_mq_recv *best;
+	struct tm_mq_recv *best, *q;
 
 	if (!mq->nrecvs)
 		return NULL;
-	best = head_recv(mq, TM_MQ_EXACT, mtag);
+	if (lazy_index(mq) != TM_OK) {
+		/* out of memory for a bucket: the FIFO's first acceptor
+		 * (the FIFO is in post order) competes with the buckets */
+		best = NULL;
+		ucs_list_for_each(q, &mq->lazy, link) {
+			if (tm_tag_accepts(q->tag, q->mask, mtag)) {
+				best = q;
+				break;
+			}
+		}
+	} else {
+		best = NULL;
+	}
+	best = earlier(best, head_recv(mq, TM_MQ_EXACT, mtag));
 	best = earlier(best, head_recv(mq, TM_MQ_ANYSRC,
 				       mtag & kind_keymask[TM_MQ_ANYSRC]));
 	if (!(mtag & TM_MASK_TAG_SIGN)) {
@@ -330,8 +392,8 @@ void tm_mq_msg_remove(struct tm_mq *mq, struct tm_mq_msg *m)
 	mq->nmsgs--;
 }
 
-struct tm_mq_msg *tm_mq_find_msg(struct tm_mq *mq, uint64_t tag,
-				 uint64_t mask)
+struct tm_mq_msg *tm_mq_find_msg_slow(struct tm_mq *mq, uint64_t tag,
+				      uint64_t mask)
 {
 	int kind = kind_of(mask);
 	struct tm_mq_bucket *b;
@@ -362,7 +424,7 @@ static uint32_t sw_count(struct tm_mq *mq, int kind, uint64_t key,
 	}
 }
 
-int tm_mq_sw_conflict(struct tm_mq *mq, uint64_t tag, uint64_t mask)
+int tm_mq_sw_conflict_slow(struct tm_mq *mq, uint64_t tag, uint64_t mask)
 {
 	int kind = kind_of(mask);
 	uint64_t t = tag & mask, ctx = t & TM_MASK_CTX;

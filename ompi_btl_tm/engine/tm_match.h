@@ -33,6 +33,15 @@
  * Removal is O(1) (doubly linked lists); empty buckets are swept in bulk
  * (amortised O(1)) once they outnumber the queued entries.
  *
+ * Lazy indexing: a receive posted not software-held waits in one FIFO
+ * (mq->lazy) and is put in its bucket only when something needs the
+ * buckets of receives: an arrival looking for one (tm_mq_find_recv), a
+ * software-held post, or tm_mq_set_held.  All of them index every waiting
+ * receive first, in post order, so each bucket stays in post order.  A
+ * receive the card matches before any of that is never hashed.  If a
+ * bucket cannot be allocated the receive stays in the FIFO, which
+ * tm_mq_find_recv also searches.
+ *
  * Prefix rule support: a receive can be marked "software-held"; counters in
  * the buckets track, per key, how many software-held receives of each kind
  * lie at or under it, so tm_mq_sw_conflict() answers in O(1) whether a
@@ -118,8 +127,8 @@ struct tm_mq_bucket;
 
 /* A posted receive as the queues see it; embedded in the engine's. */
 struct tm_mq_recv {
-	ucs_list_link_t link;
-	struct tm_mq_bucket *bucket;
+	ucs_list_link_t link;        /* in its bucket, or in mq->lazy */
+	struct tm_mq_bucket *bucket; /* NULL: in mq->lazy */
 	uint64_t seq;
 	uint64_t tag;
 	uint64_t mask;
@@ -137,6 +146,11 @@ struct tm_mq_msg {
 
 struct tm_mq {
 	void *table[TM_MQ_NKINDS]; /* khash_t(tm_mqb) * */
+	/* the bucket of each kind looked up last: a program that keeps
+	 * posting the same (ctx, src, tag) hashes once (cleared by the
+	 * sweep, the only place buckets leave a table) */
+	struct tm_mq_bucket *last[TM_MQ_NKINDS];
+	ucs_list_link_t lazy; /* posted receives not yet in a bucket */
 	struct tm_mq_bucket *free_buckets;
 	uint64_t nrecvs;
 	uint64_t nmsgs;
@@ -166,10 +180,24 @@ int tm_mq_msg_add(struct tm_mq *mq, struct tm_mq_msg *m, uint64_t tag,
 void tm_mq_msg_remove(struct tm_mq *mq, struct tm_mq_msg *m);
 
 /* The earliest unexpected message (tag, mask) accepts, or NULL. */
-struct tm_mq_msg *tm_mq_find_msg(struct tm_mq *mq, uint64_t tag,
-				 uint64_t mask);
+struct tm_mq_msg *tm_mq_find_msg_slow(struct tm_mq *mq, uint64_t tag,
+				      uint64_t mask);
+
+/* Inline: an empty unexpected queue (the common case) is a test. */
+static inline struct tm_mq_msg *tm_mq_find_msg(struct tm_mq *mq,
+					       uint64_t tag, uint64_t mask)
+{
+	return mq->nmsgs ? tm_mq_find_msg_slow(mq, tag, mask) : NULL;
+}
 
 /* Could a software-held posted receive accept a message (tag,mask) does? */
-int tm_mq_sw_conflict(struct tm_mq *mq, uint64_t tag, uint64_t mask);
+int tm_mq_sw_conflict_slow(struct tm_mq *mq, uint64_t tag, uint64_t mask);
+
+/* Inline: with no receive held in software (the common case) a test. */
+static inline int tm_mq_sw_conflict(struct tm_mq *mq, uint64_t tag,
+				    uint64_t mask)
+{
+	return mq->nsw_held && tm_mq_sw_conflict_slow(mq, tag, mask);
+}
 
 #endif /* TM_MATCH_H */

@@ -78,20 +78,6 @@ static int stage_get(struct tm_engine *eng, struct tm_recv *r)
 	return 0;
 }
 
-void tme_stage_put(struct tm_engine *eng, struct tm_recv *r)
-{
-	if (r->stage < 0)
-		return;
-	eng->free_stage[eng->n_free_stage++] = (uint32_t)r->stage;
-	r->stage = -1;
-}
-
-void *tme_card_buf(struct tm_engine *eng, const struct tm_recv *r)
-{
-	return r->stage < 0 ? r->buf :
-	       eng->stage + (size_t)r->stage * eng->stage_size;
-}
-
 /* ---- software-held FIFOs -------------------------------------------- */
 
 /* The FIFO of context ctx (created on demand when create is set). */
@@ -323,7 +309,8 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 
 	r->mq.tag = rtag;
 	r->mq.mask = mask;
-	tme_promote(eng); /* older software-held receives before this one */
+	if (!ucs_list_is_empty(&eng->promo_ready))
+		tme_promote(eng); /* older software-held receives first */
 	why = offload_refusal(eng, r, rtag, mask);
 	if (!why && tme_card_add(eng, r)) {
 		tme_stage_put(eng, r);

@@ -184,12 +184,43 @@ void tme_sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status)
 /* ---- matching in software ------------------------------------------- */
 
 /* m is done with: its memory, or its plain buffer back to the card. */
+/*
+ * A copy for an unexpected message of plen payload bytes.  Small ones are
+ * recycled, so that a program whose receives come late does not malloc
+ * and free one per message.
+ */
+static struct tm_msg *msg_alloc(struct tm_engine *eng, uint32_t plen)
+{
+	struct tm_msg *m;
+
+	if (plen > TM_MSG_SMALL) {
+		m = malloc(sizeof(*m) + plen);
+		if (m)
+			m->plain = TM_MSG_MALLOC;
+		return m;
+	}
+	if (!ucs_list_is_empty(&eng->msg_free)) {
+		eng->n_msg_free--;
+		m = ucs_list_extract_head(&eng->msg_free, struct tm_msg, all);
+	} else {
+		m = malloc(sizeof(*m) + TM_MSG_SMALL);
+	}
+	if (m)
+		m->plain = TM_MSG_RECYCLED;
+	return m;
+}
+
 static void msg_free(struct tm_engine *eng, struct tm_msg *m)
 {
-	if (m->plain >= 0)
+	if (m->plain >= 0) {
 		tme_post_plain(eng, (uint32_t)m->plain);
-	else
+	} else if (m->plain == TM_MSG_RECYCLED &&
+		   eng->n_msg_free < TM_MSG_KEEP) {
+		ucs_list_add_head(&eng->msg_free, &m->all);
+		eng->n_msg_free++;
+	} else {
 		free(m);
+	}
 }
 
 /* Delivers unexpected message m into receive r (which left the queues). */
@@ -244,8 +275,12 @@ static void recv_unwatch(struct tm_engine *eng, struct tm_recv *r)
 
 static void recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
 {
-	recv_unwatch(eng, r);
-	tme_swq_del(eng, r);
+	/* the flags first: a card-held receive naming no peer (the common
+	 * case) is in neither list, and costs no call */
+	if (r->flags & RF_WATCHED)
+		recv_unwatch(eng, r);
+	if (r->flags & RF_SWQ)
+		tme_swq_del(eng, r);
 	tm_mq_recv_remove(&eng->mq, &r->mq);
 }
 
@@ -322,10 +357,8 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	eng->st.unexpected++;
 	if (!rndv && c->byte_len >= TMH_LEN)
 		plen = c->byte_len - TMH_LEN;
-	m = tme_fault(eng, TM_SITE_ALLOC_MSG) ? NULL :
-	    malloc(sizeof(*m) + plen);
+	m = tme_fault(eng, TM_SITE_ALLOC_MSG) ? NULL : msg_alloc(eng, plen);
 	if (m) {
-		m->plain = -1;
 		m->data = (uint8_t *)(m + 1);
 	} else {
 		/* no copy: the message keeps its plain buffer until it is

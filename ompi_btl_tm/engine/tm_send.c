@@ -289,7 +289,11 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 		return TM_ERR_RANGE;
 	if (eng->fatal)
 		return eng->fatal;
-	tme_drain(eng);
+	/* A send takes no stamp: the completions in the CQs may wait for the
+	 * next call.  An eager one drains only if the fast path found the
+	 * send queue or the slots full, which retiring WRs may cure. */
+	if (len > eng->cfg.eager_limit)
+		tme_drain(eng);
 	s->status = TM_REQ_OK;
 	s->peer = peer;
 	s->seq = eng->peers[peer]->next_seq++ & TM_APP_SEQ_MASK;
@@ -315,7 +319,9 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 			s->own_mr = 1;
 		}
 	}
-	if (s->kind == TX_EAGER && tme_eager_now(eng, s)) {
+	if (s->kind == TX_EAGER &&
+	    (tme_eager_now(eng, s) ||
+	     (tme_drain(eng) && tme_eager_now(eng, s)))) {
 		tme_flush_work(eng);
 		tme_fire_done(eng);
 		return TM_OK;

@@ -6,6 +6,8 @@
  *  - every outgoing item (eager data, rendezvous request, ACK, FIN, read,
  *    keepalive) is a tm_tx queued on its peer in order, or, for an eager
  *    send with nothing queued ahead, posted at once with no tx at all;
+ *  - a send whose header and data fit the QP's max_inline goes inline and
+ *    takes no slot; others are copied into a slot;
  *  - a tx for a dead peer is never queued: it fails its request at once;
  *  - WRs are signalled only when something must happen at their
  *    completion, every sig_every-th WR of a QP, and when slots or the send
@@ -94,27 +96,32 @@ void tme_tx_queue(struct tm_engine *eng, struct tm_tx *tx)
 /*
  * Selective signalling.  A WR is posted signalled when something must
  * happen at its completion (a rendezvous request, a read, a keepalive), or
- * every sig_every-th WR of its QP, or when the send queue or the slots run
- * low; the others are unsignalled, and are retired (their slots freed) by
- * the next signalled completion of their QP, as RC completes in order.  An
- * eager send completes as soon as its data is in its slot (the slot is a
- * buffered copy).  Bounds: sig_every <= n_slots / (2 * npeers), so
- * unsignalled tails hold at most half the slots and an empty free list
- * always has a signalled completion coming; the last WR below sq_limit is
- * signalled, so a full send queue always drains.  An error completes even
- * an unsignalled WR, and retires everything up to it.
+ * when it is the sig_every-th WR holding a slot since the last signalled
+ * one, or the sig_max-th WR at all (inline WRs hold no slot), or when the
+ * send queue or the slots run low; the others are unsignalled, and are
+ * retired (their slots freed) by the next signalled completion of their
+ * QP, as RC completes in order.  An eager send completes at post (inline,
+ * or its slot is a buffered copy).  Bounds: sig_every <= n_slots / (2 *
+ * npeers), so unsignalled tails hold at most half the slots and an empty
+ * free list always has a signalled completion coming; sig_max <= sq_limit
+ * / 2 (or sig_every), so a signalled completion is due while the queue has
+ * room for as many again; the last WR below sq_limit is signalled, so a
+ * full send queue always drains.  An error completes even an unsignalled
+ * WR, and retires everything up to it.
  */
 static int sq_post(struct tm_engine *eng, struct tm_peer *p,
 		   struct ibv_send_wr *wr, int32_t slot, struct tm_tx *keep)
 {
 	struct ibv_send_wr *bad;
 	struct tm_wr *w;
-	int ret, sig = keep || p->unsig + 1 >= eng->sig_every ||
+	int ret, sig = keep || p->unsig + 1 >= eng->sig_max ||
+		       (slot >= 0 && p->unsig_slots + 1 >= eng->sig_every) ||
 		       p->sq_out + 1 >= eng->sq_limit ||
 		       eng->n_free_slots < eng->slot_low;
 
 	wr->wr_id = ((uint64_t)p->id << 32) | p->wr_head;
-	wr->send_flags = sig ? IBV_SEND_SIGNALED : 0;
+	wr->send_flags = (wr->send_flags & IBV_SEND_INLINE) |
+			 (sig ? IBV_SEND_SIGNALED : 0);
 	ret = tme_fault(eng, TM_SITE_POST_SEND);
 	if (!ret)
 		ret = ibv_post_send(p->qp, wr, &bad);
@@ -128,10 +135,12 @@ static int sq_post(struct tm_engine *eng, struct tm_peer *p,
 	eng->sq_out++;
 	if (sig) {
 		p->unsig = 0;
+		p->unsig_slots = 0;
 		p->sig_out++;
 		eng->sig_out++;
 	} else {
 		p->unsig++;
+		p->unsig_slots += slot >= 0;
 	}
 	return 0;
 }
@@ -154,7 +163,31 @@ static int32_t slot_fill(struct tm_engine *eng, const void *hdr,
 	wr->sg_list = sge;
 	wr->num_sge = 1;
 	wr->opcode = IBV_WR_SEND;
+	wr->send_flags = 0;
 	return slot;
+}
+
+/*
+ * An inline send: the device copies hdr and data into the WQE at post, so
+ * both may change as soon as the post returns, and no slot (nor copy of
+ * ours) is needed.  The caller checked hdr_len + len against the QP's
+ * max_inline.  lkeys are not looked at for inline data.
+ */
+static void inline_fill(const void *hdr, uint32_t hdr_len, const void *data,
+			size_t len, struct ibv_send_wr *wr,
+			struct ibv_sge *sge)
+{
+	sge[0].addr = (uintptr_t)hdr;
+	sge[0].length = hdr_len;
+	sge[0].lkey = 0;
+	sge[1].addr = (uintptr_t)data;
+	sge[1].length = (uint32_t)len;
+	sge[1].lkey = 0;
+	wr->next = NULL;
+	wr->sg_list = sge;
+	wr->num_sge = len ? 2 : 1;
+	wr->opcode = IBV_WR_SEND;
+	wr->send_flags = IBV_SEND_INLINE;
 }
 
 /*
@@ -200,7 +233,7 @@ static int read_post(struct tm_engine *eng, struct tm_peer *p,
 static int tx_post(struct tm_engine *eng, struct tm_peer *p, struct tm_tx *tx)
 {
 	struct ibv_send_wr wr;
-	struct ibv_sge sge;
+	struct ibv_sge sge[2];
 	struct tm_send *s = tx->send;
 	uint8_t hdr[RNDV_HDR_LEN] __attribute__((aligned(8)));
 	struct ibv_rvh *rvh;
@@ -214,8 +247,6 @@ static int tx_post(struct tm_engine *eng, struct tm_peer *p, struct tm_tx *tx)
 	if (tx->type == TX_READ)
 		return read_post(eng, p, tx);
 	memset(&wr, 0, sizeof(wr));
-	if (!eng->n_free_slots)
-		return EAGAIN;
 	switch (tx->type) {
 	case TX_EAGER:
 		tmh_fill(hdr, IBV_TMH_EAGER, s->app_ctx, s->tag);
@@ -242,11 +273,22 @@ static int tx_post(struct tm_engine *eng, struct tm_peer *p, struct tm_tx *tx)
 		hdr_len = tx->hdr_len;
 		break;
 	}
-	slot = slot_fill(eng, hdr, hdr_len, data, len, &wr, &sge);
+	if (hdr_len + len <= p->max_inline) {
+		inline_fill(hdr, hdr_len, data, len, &wr, sge);
+		slot = -1;
+		eng->st.sends_inline++;
+	} else if (!eng->n_free_slots) {
+		return EAGAIN;
+	} else {
+		slot = slot_fill(eng, hdr, hdr_len, data, len, &wr, sge);
+	}
 	ret = sq_post(eng, p, &wr, slot, tx->type == TX_RNDV ||
 		      tx->type == TX_KEEPALIVE ? tx : NULL);
 	if (ret) {
-		eng->free_slots[eng->n_free_slots++] = (uint32_t)slot;
+		if (slot >= 0)
+			eng->free_slots[eng->n_free_slots++] = (uint32_t)slot;
+		else
+			eng->st.sends_inline--;
 		return ret;
 	}
 	if (tx->type == TX_FIN)
@@ -419,31 +461,40 @@ int tme_poll_send(struct tm_engine *eng)
 }
 
 /*
- * The eager fast path: nothing queued ahead on a live peer, a slot and a
- * send-queue entry free: copy into the slot, post, and the send is done
- * (or waits for its ACK only), with no tx allocated.  0: take the queue.
+ * The eager fast path: nothing queued ahead on a live peer and a
+ * send-queue entry free: post the message inline if it fits the QP's
+ * inline limit, else copy it into a free slot and post that; either way
+ * the data is out of the caller's buffer when the post returns, so the
+ * send is done (or waits for its ACK only), with no tx allocated.
+ * 0: take the queue.
  */
 int tme_eager_now(struct tm_engine *eng, struct tm_send *s)
 {
 	struct tm_peer *p = eng->peers[s->peer];
 	uint8_t hdr[TMH_LEN] __attribute__((aligned(8)));
 	struct ibv_send_wr wr;
-	struct ibv_sge sge;
-	int32_t slot;
+	struct ibv_sge sge[2];
+	int inl = TMH_LEN + s->len <= p->max_inline;
+	int32_t slot = -1;
 
 	if (p->dead || !ucs_list_is_empty(&p->txq) ||
-	    p->sq_out >= eng->sq_limit || !eng->n_free_slots)
+	    p->sq_out >= eng->sq_limit || (!inl && !eng->n_free_slots))
 		return 0;
 	if ((s->app_ctx & TM_APP_SYNC) && tme_wait_reply_start(eng, s) != TM_OK)
 		return 0;
 	tmh_fill(hdr, IBV_TMH_EAGER, s->app_ctx, s->tag);
-	slot = slot_fill(eng, hdr, TMH_LEN, s->buf, s->len, &wr, &sge);
+	if (inl)
+		inline_fill(hdr, TMH_LEN, s->buf, s->len, &wr, sge);
+	else
+		slot = slot_fill(eng, hdr, TMH_LEN, s->buf, s->len, &wr, sge);
 	if (sq_post(eng, p, &wr, slot, NULL)) {
-		eng->free_slots[eng->n_free_slots++] = (uint32_t)slot;
+		if (slot >= 0)
+			eng->free_slots[eng->n_free_slots++] = (uint32_t)slot;
 		if (s->app_ctx & TM_APP_SYNC)
 			tme_wait_reply_end(eng, s);
 		return 0;
 	}
+	eng->st.sends_inline += inl;
 	eng->sends_waiting++;
 	s->waiting &= ~S_WAIT_CQE;
 	tme_send_try_done(eng, s);

@@ -421,6 +421,41 @@ static void test_post_plain(void)
 	eu_world_fini(&W);
 }
 
+static int start_poll_eio(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *a)
+{
+	(void)cq;
+	(void)a;
+	return EIO;
+}
+
+/*
+ * The TM CQ fails (start_poll answers neither 0 nor ENOENT,
+ * doc/mlx5-rules.md rule 20): nothing will arrive again, so the engine
+ * stops, and says so from every later call, rather than poll an empty
+ * queue for ever.
+ */
+static void test_cq_failure(void)
+{
+	int (*orig)(struct ibv_cq_ex *, struct ibv_poll_cq_attr *);
+	struct ibv_cq_ex *cq;
+	struct eu_recv r;
+	int rc, rc2;
+
+	open_world(0);
+	cq = W.node[0].dev->tm_cq;
+	orig = cq->start_poll;
+	cq->start_poll = start_poll_eio;
+	tm_engine_progress(E(0)); /* finds it */
+	rc = tm_engine_progress(E(0));
+	rc2 = post_recv(&r, 0, 5, 0, 64);
+	cq->start_poll = orig;
+	tap_check(rc == TM_ERR_IO && rc2 == TM_ERR_IO &&
+		  stats(0).fatal == TM_ERR_IO,
+		  "a TM CQ that fails stops the engine: progress %d, then "
+		  "irecv %d", rc, rc2);
+	eu_world_fini(&W);
+}
+
 int main(void)
 {
 	test_config();
@@ -432,5 +467,6 @@ int main(void)
 	test_post_send();
 	test_post_ops();
 	test_post_plain();
+	test_cq_failure();
 	return tap_done();
 }

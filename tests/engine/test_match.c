@@ -359,6 +359,56 @@ static void test_random(void)
 	tm_mq_fini(&mq);
 }
 
+/*
+ * The sweep frees empty buckets while one of them is the last looked up
+ * (the one-entry cache per kind): posting that key again must not use the
+ * freed bucket, which the next new keys take from the free list.
+ */
+#define NSWEEP 3000
+static void test_sweep_cache(void)
+{
+	static struct rv r[NSWEEP];
+	struct tm_mq mq;
+	struct rv keep;
+	uint64_t t, m;
+	int i, lost = 0;
+
+	if (tm_mq_init(&mq) != TM_OK)
+		tap_bail("tm_mq_init failed");
+	/* distinct keys come and go until the removal of key 7 sweeps
+	 * (nempty starts again from 0): its bucket is the one cached.  A
+	 * lookup indexes the lazily posted receive (a bucket per key). */
+	for (i = 0; i < 5000; i++) {
+		post(&mq, &r[0], 1, 1, i < 1024 ? 10000 + i : 7, (uint64_t)i,
+		     0);
+		(void)tm_mq_find_recv(&mq, 0);
+		tm_mq_recv_remove(&mq, &r[0].q);
+		if (!mq.nempty)
+			break;
+	}
+	tap_check(i >= 1024 && i < 5000,
+		  "removals sweep once empties outnumber entries by 1024 "
+		  "(at removal %d)", i + 1);
+	/* the same key again, then enough new keys to use every free
+	 * bucket */
+	post(&mq, &keep, 1, 1, 7, 6000, 0);
+	for (i = 0; i < NSWEEP; i++)
+		post(&mq, &r[i], 1, 1, 20000 + i, 7000 + (uint64_t)i, 0);
+	(void)tm_mq_find_recv(&mq, 0); /* indexes key 7 first, then the rest */
+	tm_tag_recv(1, 1, 7, &t, &m);
+	for (i = 0; i < NSWEEP; i++)
+		lost += tm_mq_find_recv(&mq, tm_tag_make(1, 1, 20000 + i)) !=
+			&r[i].q;
+	tap_check(tm_mq_find_recv(&mq, t) == &keep.q && !lost &&
+		  mq.nrecvs == NSWEEP + 1,
+		  "a key cached across a sweep, then %d new keys: every "
+		  "receive still found (%d lost)", NSWEEP, lost);
+	for (i = 0; i < NSWEEP; i++)
+		tm_mq_recv_remove(&mq, &r[i].q);
+	tm_mq_recv_remove(&mq, &keep.q);
+	tm_mq_fini(&mq);
+}
+
 int main(void)
 {
 	test_post_order();
@@ -366,5 +416,6 @@ int main(void)
 	test_unexpected_order();
 	test_conflict_cases();
 	test_random();
+	test_sweep_cache();
 	return tap_done();
 }
