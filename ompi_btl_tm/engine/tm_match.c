@@ -42,13 +42,7 @@ static khash_t(tm_mqb) *table(struct tm_mq *mq, int kind)
 
 static int kind_of(uint64_t mask)
 {
-	int k = 0;
-
-	if (!(mask & TM_MASK_SRC))
-		k |= TM_MQ_ANYSRC;
-	if ((mask & TM_MASK_TAG) != TM_MASK_TAG)
-		k |= TM_MQ_ANYTAG;
-	return k;
+	return tm_mq_kind(mask);
 }
 
 int tm_mq_init(struct tm_mq *mq)
@@ -242,8 +236,10 @@ static int lazy_index(struct tm_mq *mq)
 	return TM_OK;
 }
 
-int tm_mq_post(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
-	       uint64_t mask, uint64_t seq, int sw_held)
+/* tm_mq_post of a software-held receive (the inline part is in the
+ * header): every lazy receive goes to its bucket first, in post order. */
+int tm_mq_post_held(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
+		    uint64_t mask, uint64_t seq)
 {
 	int kind = kind_of(mask);
 	struct tm_mq_bucket *b;
@@ -253,35 +249,26 @@ int tm_mq_post(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
 	r->seq = seq;
 	r->kind = kind;
 	r->sw_held = 0;
-	if (!sw_held) {
-		r->bucket = NULL;
-		ucs_list_add_tail(&mq->lazy, &r->link);
-		mq->nrecvs++;
-		return TM_OK;
-	}
 	if (lazy_index(mq) != TM_OK)
 		return TM_ERR_NO_MEMORY;
 	b = bucket_get(mq, kind, r->tag & kind_keymask[kind]);
 	if (!b)
 		return TM_ERR_NO_MEMORY;
-	if (sw_held && sw_account(mq, r->tag, kind, +1) != TM_OK) {
+	if (sw_account(mq, r->tag, kind, +1) != TM_OK) {
 		bucket_put(mq, b);
 		return TM_ERR_NO_MEMORY;
 	}
-	r->sw_held = !!sw_held;
+	r->sw_held = 1;
 	r->bucket = b;
 	ucs_list_add_tail(&b->recvs, &r->link);
 	mq->nrecvs++;
 	return TM_OK;
 }
 
-void tm_mq_recv_remove(struct tm_mq *mq, struct tm_mq_recv *r)
+/* tm_mq_recv_remove of a receive in a bucket (the header has the rest). */
+void tm_mq_recv_remove_indexed(struct tm_mq *mq, struct tm_mq_recv *r)
 {
 	ucs_list_del(&r->link);
-	if (!r->bucket) { /* still lazy: never held, no bucket to release */
-		mq->nrecvs--;
-		return;
-	}
 	if (r->sw_held) {
 		sw_account(mq, r->tag, r->kind, -1);
 		r->sw_held = 0;

@@ -56,6 +56,7 @@
 
 #include <stdint.h>
 #include <ucs/datastruct/list.h>
+#include "dev/tm_status.h"
 
 #define TM_ANY_SRC (-1)
 #define TM_ANY_TAG (-1)
@@ -161,10 +162,53 @@ struct tm_mq {
 int tm_mq_init(struct tm_mq *mq);
 void tm_mq_fini(struct tm_mq *mq);
 
-/* Adds r (tag/mask/seq set by this call) to the posted queue. */
-int tm_mq_post(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
-	       uint64_t mask, uint64_t seq, int sw_held);
-void tm_mq_recv_remove(struct tm_mq *mq, struct tm_mq_recv *r);
+/* The kind of a receive with this mask. */
+static inline int tm_mq_kind(uint64_t mask)
+{
+	int k = 0;
+
+	if (!(mask & TM_MASK_SRC))
+		k |= TM_MQ_ANYSRC;
+	if ((mask & TM_MASK_TAG) != TM_MASK_TAG)
+		k |= TM_MQ_ANYTAG;
+	return k;
+}
+
+int tm_mq_post_held(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
+		    uint64_t mask, uint64_t seq);
+void tm_mq_recv_remove_indexed(struct tm_mq *mq, struct tm_mq_recv *r);
+
+/*
+ * Adds r (tag/mask/seq set by this call) to the posted queue.  Inline for
+ * a receive not software-held: it joins the lazy FIFO (cannot fail).
+ */
+static inline int tm_mq_post(struct tm_mq *mq, struct tm_mq_recv *r,
+			     uint64_t tag, uint64_t mask, uint64_t seq,
+			     int sw_held)
+{
+	if (sw_held)
+		return tm_mq_post_held(mq, r, tag, mask, seq);
+	r->tag = tag & mask;
+	r->mask = mask;
+	r->seq = seq;
+	r->kind = (uint8_t)tm_mq_kind(mask);
+	r->sw_held = 0;
+	r->bucket = NULL;
+	ucs_list_add_tail(&mq->lazy, &r->link);
+	mq->nrecvs++;
+	return TM_OK;
+}
+
+/* Removes a posted receive; inline while it is still in the lazy FIFO. */
+static inline void tm_mq_recv_remove(struct tm_mq *mq, struct tm_mq_recv *r)
+{
+	if (r->bucket) {
+		tm_mq_recv_remove_indexed(mq, r);
+		return;
+	}
+	ucs_list_del(&r->link); /* lazy: never held, no bucket to release */
+	mq->nrecvs--;
+}
 /*
  * Marks a posted receive software-held or not, in place: it keeps its
  * position (post order) in its bucket.  Fails only to allocate a bucket
