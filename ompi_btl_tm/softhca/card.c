@@ -74,7 +74,6 @@ static bool job_step(struct sh_context *ctx, struct sh_read_job *job)
 {
 	struct sh_qp *qp = job->qp;
 	enum ibv_wc_status st;
-	struct sh_pkt *pkt;
 	uint32_t chunk;
 
 	if (qp->qp.state == IBV_QPS_ERR) {
@@ -96,21 +95,10 @@ static bool job_step(struct sh_context *ctx, struct sh_read_job *job)
 		return true;
 	}
 	/* Copy read: ask the owner's card to send the bytes. */
-	pkt = sh_qp_out_slot(qp);
-	if (!pkt)
+	if (!sh_qp_out_read_req(qp, job->len, job->va, job->rkey,
+				&job->req_id))
 		return qp->qp.state == IBV_QPS_ERR; /* the job was flushed */
-	memset(pkt, 0, sizeof(*pkt));
-	pkt->kind = SH_PKT_READ_REQ;
-	pkt->flags = SH_PKT_FIRST | SH_PKT_LAST;
-	pkt->msg_len = job->len;
-	pkt->req_id = ++qp->next_read_id;
-	pkt->va = job->va;
-	pkt->rkey = job->rkey;
-	pkt->src_qpn = qp->qp.qp_num;
-	sh_qp_out_commit(qp);
-	job->req_id = pkt->req_id;
 	job->started = true;
-	ctx->copy_reads++;
 	return true;
 }
 
@@ -407,8 +395,6 @@ static bool card_has_work(struct sh_context *ctx)
 static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
 		     bool only_ops, bool post)
 {
-	uint64_t db;
-
 	if (post)
 		ctx->post_seq++;
 	if (ctx->in_progress)
@@ -417,7 +403,6 @@ static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
 	ctx->read_limited = ctx->sched == SOFTHCA_SCHED_AUTO;
 	ctx->read_decided = false;
 	ctx->read_post = post;
-	db = atomic_load_explicit(&ctx->rings->doorbell, memory_order_acquire);
 	check_liveness(ctx);
 	switch (ctx->sched) {
 	case SOFTHCA_SCHED_AUTO:
@@ -440,10 +425,11 @@ static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
 	case SOFTHCA_SCHED_MANUAL:
 		break;
 	}
-	if (ctx->sched != SOFTHCA_SCHED_MANUAL && !card_has_work(ctx)) {
-		__atomic_store_n(&ctx->rx_seen, db, __ATOMIC_RELAXED);
-		atomic_store_explicit(&ctx->quiet, true, memory_order_release);
-	}
+	/* (cleared too: a packet taken in this run may have left work, a
+	 * read job say, that no ring shows any more) */
+	if (ctx->sched != SOFTHCA_SCHED_MANUAL)
+		atomic_store_explicit(&ctx->quiet, !card_has_work(ctx),
+				      memory_order_release);
 	ctx->read_limited = false;
 	ctx->in_progress = false;
 }
@@ -470,16 +456,15 @@ void sh_card_progress_ops(struct sh_context *ctx)
 
 /*
  * Lock-free check a poll makes first: true when the card is quiet, no
- * packet arrived since, and cq holds nothing.  A stale answer only delays
- * the poll that follows, never loses work.
+ * watched ring has a packet waiting (card_has_work saw none before quiet
+ * was set, so one there now arrived since), and cq holds nothing.  A stale
+ * answer only delays the poll that follows, never loses work.
  */
 bool sh_card_idle(struct sh_context *ctx, struct sh_cq *cq)
 {
 	return atomic_load_explicit(&ctx->quiet, memory_order_acquire) &&
-	       atomic_load_explicit(&ctx->rings->doorbell,
-				    memory_order_acquire) ==
-		       __atomic_load_n(&ctx->rx_seen, __ATOMIC_RELAXED) &&
-	       !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE);
+	       !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE) &&
+	       sh_rx_quiet(ctx);
 }
 
 /* ---- test hooks (softhca.h) ------------------------------------------ */

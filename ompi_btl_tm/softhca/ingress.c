@@ -77,11 +77,88 @@ static void rx_read_resp(struct sh_qp *qp, const struct sh_pkt *pkt,
 		sh_qp_sq_complete(qp, IBV_WC_SUCCESS);
 }
 
+/* ---- the watched rings ---------------------------------------------- */
+
+static _Atomic uint32_t *in_seq(struct sh_qp *qp)
+{
+	return &((struct sh_pkt *)((uint8_t *)(qp->in + 1) +
+				   qp->ctx->lay.slot_size * qp->in_idx))->seq;
+}
+
+/* What the next slot's seq reads while nothing arrived (sh_ring_clear). */
+static uint32_t in_empty(const struct sh_qp *qp)
+{
+	return qp->in_tail + 1 - qp->ctx->lay.ring_depth;
+}
+
+static void watch_set(struct sh_qp *qp)
+{
+	struct sh_rx_watch *w = &qp->ctx->rxw[qp->rxw];
+
+	atomic_store_explicit(&w->seq, in_seq(qp), memory_order_relaxed);
+	atomic_store_explicit(&w->empty, in_empty(qp), memory_order_relaxed);
+}
+
+/* A connected QP's ring joins the ones an idle poll looks at. */
+void sh_rx_watch(struct sh_qp *qp)
+{
+	struct sh_context *ctx = qp->ctx;
+	uint32_t n = atomic_load_explicit(&ctx->rxw_n, memory_order_relaxed);
+
+	if (qp->rxw < 0) {
+		qp->rxw = (int32_t)n;
+		ctx->rxw_qp[n] = qp;
+		watch_set(qp);
+		atomic_store_explicit(&ctx->rxw_n, n + 1, memory_order_release);
+	} else {
+		watch_set(qp);
+	}
+}
+
+/* The last entry takes the place of qp's (a racing idle poll may misread
+ * one entry: that only delays it). */
+void sh_rx_unwatch(struct sh_qp *qp)
+{
+	struct sh_context *ctx = qp->ctx;
+	uint32_t n = atomic_load_explicit(&ctx->rxw_n, memory_order_relaxed);
+	struct sh_qp *last;
+
+	if (qp->rxw < 0)
+		return;
+	last = ctx->rxw_qp[n - 1];
+	ctx->rxw_qp[qp->rxw] = last;
+	last->rxw = qp->rxw;
+	watch_set(last);
+	atomic_store_explicit(&ctx->rxw_n, n - 1, memory_order_release);
+	qp->rxw = -1;
+}
+
+/*
+ * Lock-free: does no watched ring have its next packet?  A stale answer
+ * only delays the poll that follows: the card, under the lock, looks again.
+ */
+bool sh_rx_quiet(struct sh_context *ctx)
+{
+	uint32_t n = atomic_load_explicit(&ctx->rxw_n, memory_order_acquire);
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct sh_rx_watch *w = &ctx->rxw[i];
+		_Atomic uint32_t *seq = atomic_load_explicit(
+			&w->seq, memory_order_relaxed);
+
+		if (atomic_load_explicit(seq, memory_order_relaxed) !=
+		    atomic_load_explicit(&w->empty, memory_order_relaxed))
+			return false;
+	}
+	return true;
+}
+
+/* Has the next slot changed: a packet, or a forged seq to reject? */
 bool sh_qp_rx_ready(struct sh_qp *qp)
 {
-	return qp->in && qp->qp.state >= IBV_QPS_RTR &&
-	       qp->in_tail != atomic_load_explicit(&qp->in->head,
-						   memory_order_acquire);
+	return qp->rxw >= 0 && qp->qp.state >= IBV_QPS_RTR &&
+	       atomic_load_explicit(in_seq(qp), memory_order_relaxed) !=
+		       in_empty(qp);
 }
 
 /* Is this header one the protocol allows here?  (pkt is our copy.) */
@@ -117,9 +194,11 @@ static bool pkt_valid(const struct sh_qp *qp, const struct sh_pkt *pkt)
 
 /*
  * Takes one packet from this QP's inbound ring, if the card can.  The peer
- * can rewrite the ring at any time, so the card works on a copy of the
+ * can rewrite the slot at any time, so the card works on a copy of the
  * header (and of the first bytes of payload, which hold the TMH and RVH),
  * checks it once, and reads only the payload from the ring afterwards.
+ * Bytes of the peek area past the packet's length are never read (the TMH
+ * and RVH checks need the length first), so they are not cleared.
  */
 bool sh_qp_rx_step(struct sh_qp *qp)
 {
@@ -127,32 +206,36 @@ bool sh_qp_rx_step(struct sh_qp *qp)
 		struct sh_pkt pkt;
 		uint8_t raw[sizeof(struct sh_pkt) + SH_PKT_PEEK];
 	} copy;
-	uint32_t tail, head, peek;
 	const struct sh_pkt *slot;
 	struct sh_pkt *pkt = &copy.pkt;
 
 	if (!sh_qp_rx_ready(qp))
 		return false;
-	tail = qp->in_tail;
-	head = atomic_load_explicit(&qp->in->head, memory_order_acquire);
-	if (head - tail > qp->ctx->lay.ring_depth) {
-		/* A producer that claims more than the ring holds. */
-		sh_qp_bad_packet(qp);
-		tail = head - 1;
+	if (atomic_load_explicit(in_seq(qp), memory_order_acquire) !=
+	    qp->in_tail + 1) {
+		/*
+		 * Neither empty nor the packet due: a producer that lies.  The
+		 * slot gets the seq a real packet would have left, or it would
+		 * read forged again a lap on and the card would never stop.
+		 */
+		atomic_store_explicit(in_seq(qp), qp->in_tail + 1,
+				      memory_order_relaxed);
+		if (qp->qp.state != IBV_QPS_ERR)
+			sh_qp_bad_packet(qp);
 		goto consumed;
 	}
 	if (qp->qp.state == IBV_QPS_ERR)
 		goto consumed; /* an errored QP drops what arrives */
-	slot = (const struct sh_pkt *)sh_ring_slot(&qp->ctx->lay, qp->in,
-						   tail);
+	slot = (const struct sh_pkt *)((const uint8_t *)(qp->in + 1) +
+				       qp->ctx->lay.slot_size * qp->in_idx);
+	/* (the copied seq is never read: the one checked is what counts) */
 	memcpy(pkt, slot, sizeof(*pkt));
 	if (!pkt_valid(qp, pkt)) {
 		sh_qp_bad_packet(qp);
 		goto consumed;
 	}
-	peek = pkt->len < SH_PKT_PEEK ? pkt->len : SH_PKT_PEEK;
-	memcpy(copy.raw + sizeof(*pkt), slot->data, peek);
-	memset(copy.raw + sizeof(*pkt) + peek, 0, SH_PKT_PEEK - peek);
+	memcpy(copy.raw + sizeof(*pkt), slot->data,
+	       pkt->len < SH_PKT_PEEK ? pkt->len : SH_PKT_PEEK);
 	switch (pkt->kind) {
 	case SH_PKT_SEND:
 		if (!(pkt->flags & SH_PKT_FIRST))
@@ -169,9 +252,11 @@ bool sh_qp_rx_step(struct sh_qp *qp)
 		break;
 	}
 consumed:
-	qp->in_tail = tail + 1;
+	qp->in_tail++;
+	if (++qp->in_idx == qp->ctx->lay.ring_depth)
+		qp->in_idx = 0;
 	atomic_store_explicit(&qp->in->tail, qp->in_tail,
 			      memory_order_release);
+	watch_set(qp);
 	return true;
 }
-

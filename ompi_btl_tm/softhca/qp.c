@@ -32,10 +32,9 @@ static struct sh_swr *sq_push(struct sh_qp *qp)
 		qp->sq_cap = cap;
 		qp->sq_first = 0;
 	}
-	/* sq_cap is a power of two */
-	return memset(&qp->sq[(qp->sq_first + qp->sq_count++) &
-			      (qp->sq_cap - 1)],
-		      0, sizeof(struct sh_swr));
+	/* sq_cap is a power of two; the caller sets every field it reads
+	 * (clearing the whole entry, inline area included, costs more) */
+	return &qp->sq[(qp->sq_first + qp->sq_count++) & (qp->sq_cap - 1)];
 }
 
 static void sq_pop(struct sh_qp *qp)
@@ -44,28 +43,38 @@ static void sq_pop(struct sh_qp *qp)
 
 	if (w->kind != SH_SWR_FIN)
 		qp->sq_user--;
-	free(w->inline_buf);
 	qp->sq_first = (qp->sq_first + 1) & (qp->sq_cap - 1);
 	qp->sq_count--;
+}
+
+/* A user WR's completion: only when signalled (or sq_sig_all) or failed. */
+static void send_cqe(struct sh_qp *qp, uint64_t wr_id, unsigned int flags,
+		     enum ibv_wc_status status, enum ibv_wc_opcode opcode,
+		     uint32_t byte_len)
+{
+	struct sh_cqe cqe = { .release_handle = -1 };
+
+	if (status == IBV_WC_SUCCESS && !qp->sq_sig_all &&
+	    !(flags & IBV_SEND_SIGNALED))
+		return;
+	cqe.wr_id = wr_id;
+	cqe.status = status;
+	cqe.opcode = opcode;
+	cqe.byte_len = byte_len;
+	cqe.qp_num = qp->qp.qp_num;
+	cqe.src_qp = qp->dest_qpn;
+	sh_cq_push(qp->scq, &cqe);
 }
 
 static void sq_complete(struct sh_qp *qp, enum ibv_wc_status status)
 {
 	struct sh_swr *w = &qp->sq[qp->sq_first];
-	struct sh_cqe cqe = { .release_handle = -1 };
 
-	if (w->kind != SH_SWR_FIN &&
-	    (status != IBV_WC_SUCCESS || qp->sq_sig_all ||
-	     (w->send_flags & IBV_SEND_SIGNALED))) {
-		cqe.wr_id = w->wr_id;
-		cqe.status = status;
-		cqe.opcode = w->kind == SH_SWR_READ ? IBV_WC_RDMA_READ
-						    : IBV_WC_SEND;
-		cqe.byte_len = w->kind == SH_SWR_READ ? w->len : 0;
-		cqe.qp_num = qp->qp.qp_num;
-		cqe.src_qp = qp->dest_qpn;
-		sh_cq_push(qp->scq, &cqe);
-	}
+	if (w->kind != SH_SWR_FIN)
+		send_cqe(qp, w->wr_id, w->send_flags, status,
+			 w->kind == SH_SWR_READ ? IBV_WC_RDMA_READ
+						: IBV_WC_SEND,
+			 w->kind == SH_SWR_READ ? w->len : 0);
 	sq_pop(qp);
 }
 
@@ -160,6 +169,30 @@ static bool out_usable(struct sh_qp *qp)
 		       qp->out_epoch;
 }
 
+static struct sh_pkt *out_at(struct sh_qp *qp)
+{
+	return (struct sh_pkt *)((uint8_t *)(qp->out + 1) +
+				 qp->peer->lay.slot_size * qp->out_idx);
+}
+
+/*
+ * Is there a free slot?  The private copy of the peer's tail answers
+ * while the ring has room; the shared tail is read only when it looks
+ * full.  No side effects: a full or lying ring is left to sh_qp_out_slot.
+ */
+static bool out_room(struct sh_qp *qp)
+{
+	uint32_t depth = qp->peer->lay.ring_depth, tail;
+
+	if (qp->out_head - qp->out_tail < depth)
+		return true;
+	tail = atomic_load_explicit(&qp->out->tail, memory_order_acquire);
+	if (qp->out_head - tail >= depth)
+		return false;
+	qp->out_tail = tail;
+	return true;
+}
+
 /*
  * A free slot in the peer's ring, or NULL (and the stall is noted).  The
  * tail is the peer's to write: one that claims more than the ring holds
@@ -167,8 +200,7 @@ static bool out_usable(struct sh_qp *qp)
  */
 struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp)
 {
-	const struct sh_layout *l = &qp->peer->lay;
-	uint32_t head = qp->out_head, tail;
+	uint32_t tail;
 	uint64_t now;
 
 	if (qp->peer->gone) {
@@ -176,13 +208,12 @@ struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp)
 		sh_qp_error(qp, IBV_WC_RETRY_EXC_ERR);
 		return NULL;
 	}
-	tail = atomic_load_explicit(&qp->out->tail, memory_order_acquire);
-
-	if (head - tail < l->ring_depth) {
+	if (out_room(qp)) {
 		qp->stall_since = 0;
-		return (struct sh_pkt *)sh_ring_slot(l, qp->out, head);
+		return out_at(qp);
 	}
-	if (head - tail > l->ring_depth) {
+	tail = atomic_load_explicit(&qp->out->tail, memory_order_acquire);
+	if (qp->out_head - tail > qp->peer->lay.ring_depth) {
 		qp->ctx->bad_packets++;
 		sh_qp_error(qp, IBV_WC_RETRY_EXC_ERR);
 		return NULL;
@@ -195,12 +226,33 @@ struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp)
 	return NULL;
 }
 
-void sh_qp_out_commit(struct sh_qp *qp)
+/* Publishes pkt (the slot sh_qp_out_slot gave): its seq goes last. */
+void sh_qp_out_commit(struct sh_qp *qp, struct sh_pkt *pkt)
 {
-	atomic_store_explicit(&qp->out->head, ++qp->out_head,
-			      memory_order_release);
-	atomic_fetch_add_explicit(&((struct sh_rings *)qp->peer->rings)->doorbell,
-				  1, memory_order_release);
+	atomic_store_explicit(&pkt->seq, ++qp->out_head, memory_order_release);
+	if (++qp->out_idx == qp->peer->lay.ring_depth)
+		qp->out_idx = 0;
+}
+
+/* A READ_REQ for len bytes at va/rkey; false when the ring has no room. */
+bool sh_qp_out_read_req(struct sh_qp *qp, uint32_t len, uint64_t va,
+			uint32_t rkey, uint64_t *req_id)
+{
+	struct sh_pkt *pkt = sh_qp_out_slot(qp);
+
+	if (!pkt)
+		return false;
+	pkt->kind = SH_PKT_READ_REQ;
+	pkt->flags = SH_PKT_FIRST | SH_PKT_LAST;
+	pkt->len = 0;
+	pkt->msg_len = len;
+	pkt->src_qpn = qp->qp.qp_num;
+	pkt->rkey = rkey;
+	pkt->req_id = *req_id = ++qp->next_read_id;
+	pkt->va = va;
+	sh_qp_out_commit(qp, pkt);
+	qp->ctx->copy_reads++;
+	return true;
 }
 
 /* ---- transmit -------------------------------------------------------- */
@@ -214,7 +266,7 @@ static bool tx_send(struct sh_qp *qp, struct sh_swr *w)
 		if (!peer_alive(qp))
 			return true;
 		w->started = true;
-		if (!w->inline_buf &&
+		if (!w->inlined &&
 		    sh_local_check(qp->ctx, w->sge, w->num_sge, 0)) {
 			sq_complete(qp, IBV_WC_LOC_PROT_ERR);
 			return true;
@@ -230,11 +282,11 @@ static bool tx_send(struct sh_qp *qp, struct sh_swr *w)
 	pkt->len = chunk;
 	pkt->msg_len = w->len;
 	pkt->src_qpn = qp->qp.qp_num;
-	if (w->inline_buf)
-		memcpy(pkt->data, w->inline_buf + w->done, chunk);
+	if (w->inlined)
+		memcpy(pkt->data, w->inl + w->done, chunk);
 	else
 		sh_gather(w->sge, w->num_sge, w->done, pkt->data, chunk);
-	sh_qp_out_commit(qp);
+	sh_qp_out_commit(qp, pkt);
 	w->done += chunk;
 	if (w->done == w->len)
 		sq_complete(qp, IBV_WC_SUCCESS);
@@ -244,7 +296,7 @@ static bool tx_send(struct sh_qp *qp, struct sh_swr *w)
 static bool tx_read(struct sh_qp *qp, struct sh_swr *w)
 {
 	enum ibv_wc_status st;
-	struct sh_pkt *pkt;
+	uint64_t req_id;
 
 	if (w->started)
 		return false; /* waiting for READ_RESP packets */
@@ -276,21 +328,10 @@ static bool tx_read(struct sh_qp *qp, struct sh_swr *w)
 			sq_complete(qp, IBV_WC_SUCCESS);
 		return true;
 	}
-	pkt = sh_qp_out_slot(qp);
-	if (!pkt)
+	if (!sh_qp_out_read_req(qp, w->len, w->remote_addr, w->rkey, &req_id))
 		return false;
-	memset(pkt, 0, sizeof(*pkt));
-	pkt->kind = SH_PKT_READ_REQ;
-	pkt->flags = SH_PKT_FIRST | SH_PKT_LAST;
-	pkt->msg_len = w->len;
-	pkt->req_id = ++qp->next_read_id;
-	pkt->va = w->remote_addr;
-	pkt->rkey = w->rkey;
-	pkt->src_qpn = qp->qp.qp_num;
-	sh_qp_out_commit(qp);
 	w->started = true;
-	w->remote_addr = pkt->req_id; /* remembered for the responses */
-	qp->ctx->copy_reads++;
+	w->remote_addr = req_id; /* remembered for the responses */
 	return true;
 }
 
@@ -316,8 +357,8 @@ static bool tx_read_resp(struct sh_qp *qp)
 			chunk = 0;
 		}
 	}
-	memset(pkt, 0, sizeof(*pkt));
 	pkt->kind = SH_PKT_READ_RESP;
+	pkt->flags = 0;
 	pkt->req_id = r->req_id;
 	pkt->va = r->done; /* offset of this chunk */
 	pkt->len = chunk;
@@ -331,7 +372,7 @@ static bool tx_read_resp(struct sh_qp *qp)
 		pkt->flags = SH_PKT_LAST;
 		r->active = false;
 	}
-	sh_qp_out_commit(qp);
+	sh_qp_out_commit(qp, pkt);
 	return true;
 }
 
@@ -377,14 +418,15 @@ int sh_qp_queue_fin(struct sh_qp *qp, const uint8_t *hdr)
 	if (!w)
 		return ENOMEM;
 	w->kind = SH_SWR_FIN;
+	w->wr_id = 0;
+	w->send_flags = 0;
+	w->num_sge = 0;
+	w->inlined = true;
 	w->len = SH_TMH_LEN + SH_RVH_LEN;
-	w->inline_buf = malloc(w->len);
-	if (!w->inline_buf) {
-		qp->sq_count--;
-		return ENOMEM;
-	}
-	memcpy(w->inline_buf, hdr, w->len);
-	tmh = (struct ibv_tmh *)w->inline_buf;
+	w->done = 0;
+	w->started = false;
+	memcpy(w->inl, hdr, w->len);
+	tmh = (struct ibv_tmh *)w->inl;
 	tmh->opcode = IBV_TMH_FIN;
 	return 0;
 }
@@ -397,13 +439,54 @@ void sh_qp_sq_complete(struct sh_qp *qp, enum ibv_wc_status status)
 
 /* ---- verbs ----------------------------------------------------------- */
 
+/*
+ * The post fast path.  With nothing ahead of it on this QP (no WR, FIN or
+ * read response), an AUTO card starts a one-packet SEND at once: it checks
+ * the peer and the lkeys, writes the packet into the peer's ring and
+ * completes the WR.  Doing exactly that here saves queueing the WR and a
+ * card run.  False: the WR takes the queue, where the card does the same
+ * work (that path also handles a full or lying ring and a stale liveness
+ * check, which may fail the QP).
+ */
+static bool post_send_now(struct sh_qp *qp, const struct ibv_send_wr *wr,
+			  uint32_t len)
+{
+	struct sh_context *ctx = qp->ctx;
+	enum ibv_wc_status st = IBV_WC_SUCCESS;
+	struct sh_pkt *pkt;
+
+	if (ctx->sched != SOFTHCA_SCHED_AUTO || qp->sq_count ||
+	    qp->resp.active || wr->opcode != IBV_WR_SEND ||
+	    len > ctx->lay.mtu || qp->peer->gone || !out_usable(qp) ||
+	    sh_now_ns() - qp->peer->checked_ns > SH_WR_LIVENESS_NS ||
+	    !out_room(qp))
+		return false;
+	if (!(wr->send_flags & IBV_SEND_INLINE) &&
+	    sh_local_check(ctx, wr->sg_list, (uint32_t)wr->num_sge, 0)) {
+		st = IBV_WC_LOC_PROT_ERR;
+	} else {
+		pkt = out_at(qp);
+		pkt->kind = SH_PKT_SEND;
+		pkt->flags = SH_PKT_FIRST | SH_PKT_LAST;
+		pkt->len = len;
+		pkt->msg_len = len;
+		pkt->src_qpn = qp->qp.qp_num;
+		sh_gather(wr->sg_list, (uint32_t)wr->num_sge, 0, pkt->data,
+			  len);
+		sh_qp_out_commit(qp, pkt);
+		qp->stall_since = 0;
+	}
+	send_cqe(qp, wr->wr_id, wr->send_flags, st, IBV_WC_SEND, 0);
+	return true;
+}
+
 int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		 struct ibv_send_wr **bad)
 {
 	struct sh_qp *qp = to_sh_qp(ibqp);
 	struct sh_context *ctx = qp->ctx;
+	bool queued = false;
 	struct sh_swr *w;
-	uint8_t *inl;
 	int err = 0;
 
 	pthread_mutex_lock(&ctx->lock);
@@ -435,36 +518,44 @@ int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			break;
 		}
 		len = sge_total(wr->sg_list, (uint32_t)wr->num_sge);
-		inl = NULL;
-		if (wr->opcode == IBV_WR_SEND &&
-		    (wr->send_flags & IBV_SEND_INLINE)) {
-			/* The caller may reuse an inline buffer at once. */
-			inl = malloc(len ? len : 1);
-			if (inl)
-				sh_gather(wr->sg_list, (uint32_t)wr->num_sge,
-					  0, inl, len);
-		}
-		w = (inl || !(wr->send_flags & IBV_SEND_INLINE) ||
-		     wr->opcode != IBV_WR_SEND) ? sq_push(qp) : NULL;
+		if (post_send_now(qp, wr, len))
+			continue;
+		w = sq_push(qp);
 		if (!w) {
-			free(inl);
 			err = ENOMEM;
 			*bad = wr;
 			break;
 		}
+		queued = true;
 		qp->sq_user++;
 		w->kind = wr->opcode == IBV_WR_SEND ? SH_SWR_SEND : SH_SWR_READ;
 		w->wr_id = wr->wr_id;
 		w->send_flags = wr->send_flags;
-		w->num_sge = (uint32_t)wr->num_sge;
-		memcpy(w->sge, wr->sg_list, sizeof(*w->sge) * w->num_sge);
 		w->len = len;
-		w->inline_buf = inl;
+		w->done = 0;
+		w->started = false;
 		w->remote_addr = wr->wr.rdma.remote_addr;
 		w->rkey = wr->wr.rdma.rkey;
+		/* max_inline <= SH_MAX_INLINE: the data fits the entry */
+		w->inlined = wr->opcode == IBV_WR_SEND &&
+			     (wr->send_flags & IBV_SEND_INLINE);
+		if (w->inlined) {
+			w->num_sge = 0;
+			sh_gather(wr->sg_list, (uint32_t)wr->num_sge, 0,
+				  w->inl, len);
+		} else {
+			w->num_sge = (uint32_t)wr->num_sge;
+			memcpy(w->sge, wr->sg_list,
+			       sizeof(*w->sge) * w->num_sge);
+		}
 	}
-	sh_card_kick(ctx);
-	sh_card_progress_tx(qp);
+	if (queued) {
+		sh_card_kick(ctx);
+		sh_card_progress_tx(qp);
+	} else {
+		/* the card had nothing to do, but read pacing counts posts */
+		ctx->post_seq++;
+	}
 	pthread_mutex_unlock(&ctx->lock);
 	return err;
 }
@@ -549,9 +640,9 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	qp->max_recv_wr = attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1;
 	qp->sq_sig_all = attr->sq_sig_all;
 	qp->in = sh_ring_at(&ctx->lay, ctx->rings, i);
-	qp->in_tail = 0;
-	atomic_store(&qp->in->head, 0);
-	atomic_store(&qp->in->tail, 0);
+	qp->in_tail = qp->in_idx = 0;
+	qp->rxw = -1;
+	sh_ring_clear(&ctx->lay, qp->in);
 	atomic_store(&qp->in->closed, 0);
 	atomic_fetch_add(&qp->in->epoch, 1);
 	qp->scq->users++;
@@ -600,7 +691,10 @@ static int qp_connect(struct sh_qp *qp, struct ibv_qp_attr *attr, int mask)
 	qp->out = peer->gone ? &peer->gone_ring
 			     : sh_ring_at(&peer->lay, peer->rings, idx);
 	qp->out_epoch = atomic_load(&qp->out->epoch);
-	qp->out_head = atomic_load(&qp->out->head);
+	/* a fresh ring's tail is 0; wherever it is, production starts there */
+	qp->out_head = qp->out_tail = atomic_load(&qp->out->tail);
+	qp->out_idx = peer->gone ? 0 : qp->out_head % peer->lay.ring_depth;
+	sh_rx_watch(qp);
 	return 0;
 }
 
@@ -615,9 +709,9 @@ static void qp_reset(struct sh_qp *qp)
 	qp->peer = NULL;
 	qp->out = NULL;
 	qp->rq.count = 0;
-	qp->in_tail = 0;
-	atomic_store(&qp->in->head, 0);
-	atomic_store(&qp->in->tail, 0);
+	sh_rx_unwatch(qp);
+	qp->in_tail = qp->in_idx = 0;
+	sh_ring_clear(&qp->ctx->lay, qp->in);
 	atomic_store(&qp->in->closed, 0);
 }
 
@@ -699,6 +793,7 @@ int sh_destroy_qp(struct ibv_qp *ibqp)
 	pthread_mutex_lock(&ctx->lock);
 	atomic_store(&qp->in->closed, 1);
 	atomic_fetch_add(&qp->in->epoch, 1);
+	sh_rx_unwatch(qp);
 	while (qp->sq_count)
 		sq_pop(qp);
 	rx_abort(qp);

@@ -23,8 +23,9 @@
  * Each ring has exactly one producer (the peer QP, under the peer context's
  * lock) and one consumer (this context's card).  Nothing a peer can write
  * is trusted: the peer's header is copied and checked once at map time
- * (struct sh_layout), ring counters are kept privately and only published,
- * and every packet header is copied out of its slot and checked before use.
+ * (struct sh_layout), ring positions are kept privately (a slot's seq word
+ * only says whether the packet the consumer expects is there), and every
+ * packet header is copied out of its slot and checked before use.
  */
 #ifndef SOFTHCA_PRIV_H
 #define SOFTHCA_PRIV_H
@@ -57,10 +58,12 @@
 #define SH_WQEBB         64u
 #define SH_WQE_OVERHEAD  192u
 #define SH_MAX_WQE       512u
+/* the most inline data an RC WQE holds: what max_inline can reach */
+#define SH_MAX_INLINE    (SH_MAX_WQE - SH_WQE_OVERHEAD - 4u)
 #define SH_TMH_LEN       ((uint32_t)sizeof(struct ibv_tmh))
 #define SH_RVH_LEN       ((uint32_t)sizeof(struct ibv_rvh))
 #define SH_SEG_MAGIC     0x534f46544d484341ull /* "SOFTMHCA" */
-#define SH_SEG_VERSION   2u
+#define SH_SEG_VERSION   3u
 #define SH_RINGS_MAGIC   0x534f46544d52494eull /* "SOFTMRIN" */
 #define SH_RINGS_OFF     4096u   /* first ring in the ring segment */
 /* Largest packet payload length and message a packet may announce. */
@@ -98,29 +101,46 @@ enum sh_pkt_flags {
 	SH_PKT_LAST  = 1 << 1,
 };
 
-/* One ring slot: this header, then up to mtu bytes of payload. */
+/*
+ * One ring slot: this header, then up to mtu bytes of payload.  The header
+ * is 40 bytes so that it, a 16-byte TMH and 8 bytes of payload share one
+ * cache line.  seq is the slot's ready mark: the producer writes the rest
+ * of the slot, then stores seq = position + 1 with release; the consumer
+ * polls the seq of its next slot (no shared head, no doorbell), so a small
+ * message costs the receiver one line.  Until then the slot holds the seq
+ * of a lap before (position + 1 - ring_depth, see sh_ring_clear); any
+ * third value was forged, and is a bad packet.  The fields only READ
+ * packets use come last.
+ */
 struct sh_pkt {
-	uint32_t kind;
-	uint32_t flags;
+	_Atomic uint32_t seq;
+	uint16_t kind;
+	uint16_t flags;
 	uint32_t len;       /* payload bytes in this packet */
 	uint32_t msg_len;   /* SEND: whole message; READ: bytes asked */
-	uint64_t req_id;    /* READ_REQ/RESP: requester's read id */
-	uint64_t va;        /* READ_REQ: remote address */
-	uint32_t rkey;      /* READ_REQ */
-	uint32_t status;    /* READ_RESP: enum ibv_wc_status */
 	uint32_t src_qpn;
-	uint32_t pad[5];
+	union {
+		uint32_t rkey;      /* READ_REQ */
+		uint32_t status;    /* READ_RESP: enum ibv_wc_status */
+	};
+	uint64_t req_id;    /* READ_REQ/RESP: requester's read id */
+	uint64_t va;        /* READ_REQ: remote address; RESP: offset */
 	uint8_t data[];
 };
+_Static_assert(sizeof(struct sh_pkt) == 40, "sh_pkt: one line with TMH + 8 B");
 
+/*
+ * A ring's shared words.  tail is the consumer's to publish (the producer
+ * reads it only when its private copy says the ring is full); epoch and
+ * closed are read by the producer before each WR, so they live on a line
+ * the consumer does not write per packet.
+ */
 struct sh_ring {
-	_Atomic uint32_t head;  /* packets produced */
-	uint8_t pad0[60];
 	_Atomic uint32_t tail;  /* packets consumed */
-	uint8_t pad1[60];
+	uint8_t pad0[60];
 	_Atomic uint32_t epoch; /* bumped when the owning QP slot is reused */
 	_Atomic uint32_t closed;/* the owning QP is gone or in error */
-	uint8_t pad2[56];
+	uint8_t pad1[56];
 };
 
 struct sh_mr_slot {
@@ -156,11 +176,6 @@ struct sh_rings {
 	uint64_t magic;
 	uint32_t nonce;
 	uint8_t pad[52];
-	/* Rung by every producer after it commits a packet to any ring here:
-	 * one cache line tells an idle card whether anything arrived.  A
-	 * forged ring only costs the card a look. */
-	_Atomic uint64_t doorbell;
-	uint8_t pad1[56];
 };
 
 /* A segment's geometry: computed (own) or copied and checked (peer's). */
@@ -330,9 +345,17 @@ struct sh_swr {
 	uint64_t wr_id;
 	unsigned int send_flags;
 	uint32_t num_sge;
-	struct ibv_sge sge[SH_MAX_SGE];
+	/*
+	 * Inline data (IBV_SEND_INLINE, FIN) is copied here at post time, as
+	 * mlx5 copies it into the WQE: no allocation, and the caller may reuse
+	 * its buffer at once.
+	 */
+	union {
+		struct ibv_sge sge[SH_MAX_SGE];
+		uint8_t inl[SH_MAX_INLINE];
+	};
+	bool inlined;
 	uint32_t len;
-	uint8_t *inline_buf;    /* copied data (IBV_SEND_INLINE, FIN) */
 	uint64_t remote_addr;
 	uint32_t rkey;
 	uint32_t done;          /* bytes sent (SEND) or received (READ) */
@@ -401,10 +424,16 @@ struct sh_qp {
 				      * rendezvous QP (mlx5 offload_type RNDV) */
 	struct sh_ring *in;          /* in our segment */
 	struct sh_ring *out;         /* in the peer's segment */
-	uint8_t *out_slots;
 	uint32_t out_epoch;
-	uint32_t in_tail;            /* private copies: the shared ones are */
-	uint32_t out_head;           /* only published, never trusted */
+	/*
+	 * Ring positions, kept privately (the shared tail is only published,
+	 * or read and checked): in_tail the next packet to take, in slot
+	 * in_idx; out_head the next to produce, in slot out_idx; out_tail the
+	 * peer's tail as last read, reloaded only when the ring looks full.
+	 */
+	uint32_t in_tail, in_idx;
+	uint32_t out_head, out_idx, out_tail;
+	int32_t rxw;                 /* our entry in ctx->rxw, -1: none */
 	struct sh_peer *peer;
 	uint32_t dest_qpn;
 	struct sh_swr *sq;           /* circular, grows for FINs */
@@ -418,6 +447,17 @@ struct sh_qp {
 
 /* ---- the context: the "card" ----------------------------------------- */
 
+/*
+ * What a lock-free idle check reads for one connected QP: the seq word of
+ * its next inbound slot and the value it holds while nothing arrived
+ * there.  Kept in a compact array (ctx->rxw) so an idle poll costs a few
+ * loads per QP.
+ */
+struct sh_rx_watch {
+	_Atomic(_Atomic uint32_t *) seq;
+	_Atomic uint32_t empty;
+};
+
 struct sh_context {
 	struct verbs_context vctx;   /* the ibv_context lives inside */
 	pthread_mutex_t lock;
@@ -430,6 +470,9 @@ struct sh_context {
 	uint32_t nonce;              /* in the GID and both segments */
 	uint64_t bad_packets;        /* malformed arrivals dropped */
 	struct sh_qp **qps;          /* by index */
+	struct sh_rx_watch *rxw;     /* max_qp entries, rxw_n in use */
+	struct sh_qp **rxw_qp;       /* the QP of each entry */
+	_Atomic uint32_t rxw_n;
 	uint32_t qp_hwm;             /* indexes in use are below this */
 	uint32_t rr_rx, rr_tx;       /* round-robin cursors */
 	struct sh_peer *peers;
@@ -445,12 +488,11 @@ struct sh_context {
 	bool in_progress;
 	/*
 	 * The idle fast path: quiet is set when the card left nothing to do
-	 * but wait for packets, and rx_seen is the doorbell it had seen by
-	 * then.  Polls return at once, without locks, while both still hold
-	 * and the CQ is empty.  Every post clears quiet.
+	 * but wait for packets.  Polls return at once, without locks, while
+	 * it holds, no watched ring has its next packet (sh_rx_quiet) and the
+	 * CQ is empty.  A post that leaves the card work clears quiet.
 	 */
 	_Atomic bool quiet;
-	uint64_t rx_seen;
 	/*
 	 * Read pacing (AUTO card runs only; see SH_READ_CHUNK): read_limited
 	 * while a run is under way, read_left the bytes it may still read,
@@ -591,11 +633,17 @@ bool sh_qp_tx_step(struct sh_qp *qp);
 bool sh_qp_rx_step(struct sh_qp *qp);
 bool sh_qp_tx_ready(struct sh_qp *qp);
 bool sh_qp_rx_ready(struct sh_qp *qp);
+bool sh_rx_quiet(struct sh_context *ctx);
+void sh_rx_watch(struct sh_qp *qp);
+void sh_rx_unwatch(struct sh_qp *qp);
+void sh_ring_clear(const struct sh_layout *l, struct sh_ring *ring);
 int sh_qp_queue_fin(struct sh_qp *qp, const uint8_t *hdr);
 void sh_qp_error(struct sh_qp *qp, enum ibv_wc_status why);
 void sh_qp_check_peer(struct sh_qp *qp);
 struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp);
-void sh_qp_out_commit(struct sh_qp *qp);
+void sh_qp_out_commit(struct sh_qp *qp, struct sh_pkt *pkt);
+bool sh_qp_out_read_req(struct sh_qp *qp, uint32_t len, uint64_t va,
+			uint32_t rkey, uint64_t *req_id);
 void sh_qp_bad_packet(struct sh_qp *qp);
 void sh_qp_sq_complete(struct sh_qp *qp, enum ibv_wc_status status);
 
