@@ -302,10 +302,13 @@ static bool card_step(struct sh_context *ctx, enum softhca_work kind,
 }
 
 /*
- * Everything the card can do now.  One pass per QP moves what its send
- * queue and its ring hold; another pass is needed only when this one did
- * something, since that may have made work elsewhere (a FIN to send, a
- * packet on a loopback ring, ring space for a blocked send).
+ * Everything the card can do now.  A pass moves what the send queues hold
+ * (only QPs with a WR or a read response are stepped) and what the
+ * watched rings hold (connected QPs only: ctx->rxw); another pass is
+ * needed only when this one did something, since that may have made work
+ * elsewhere (a FIN to send, a packet on a loopback ring, ring space for a
+ * blocked send).  Taking every send before every arrival is one of the
+ * interleavings a card may choose.
  */
 static int card_drain(struct sh_context *ctx)
 {
@@ -318,13 +321,15 @@ static int card_drain(struct sh_context *ctx)
 		for (uint32_t i = 0; i < ctx->qp_hwm; i++) {
 			struct sh_qp *qp = ctx->qps[i];
 
-			if (!qp)
-				continue;
-			while (sh_qp_tx_step(qp))
-				n++;
-			while (sh_qp_rx_step(qp))
-				n++;
+			if (qp && (qp->sq_count || qp->resp.active))
+				while (sh_qp_tx_step(qp))
+					n++;
 		}
+		/* (rx steps never unwatch a QP: the array is stable here) */
+		for (uint32_t i = 0; i < ctx->rxw_n; i++)
+			if (sh_qp_rx_ready(ctx->rxw_qp[i]))
+				while (sh_qp_rx_step(ctx->rxw_qp[i]))
+					n++;
 		while (sh_card_read_step(ctx))
 			n++;
 		total += n;

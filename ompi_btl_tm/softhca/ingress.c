@@ -79,24 +79,19 @@ static void rx_read_resp(struct sh_qp *qp, const struct sh_pkt *pkt,
 
 /* ---- the watched rings ---------------------------------------------- */
 
-static _Atomic uint32_t *in_seq(struct sh_qp *qp)
+static struct sh_pkt *slot_at(struct sh_qp *qp, uint32_t idx)
 {
-	return &((struct sh_pkt *)((uint8_t *)(qp->in + 1) +
-				   qp->ctx->lay.slot_size * qp->in_idx))->seq;
+	return (struct sh_pkt *)((uint8_t *)(qp->in + 1) +
+				 qp->ctx->lay.slot_size * idx);
 }
 
-/* What the next slot's seq reads while nothing arrived (sh_ring_clear). */
-static uint32_t in_empty(const struct sh_qp *qp)
-{
-	return qp->in_tail + 1 - qp->ctx->lay.ring_depth;
-}
-
+/* Publishes the next slot and its "empty" seq (see sh_ring_clear). */
 static void watch_set(struct sh_qp *qp)
 {
 	struct sh_rx_watch *w = &qp->ctx->rxw[qp->rxw];
 
-	atomic_store_explicit(&w->seq, in_seq(qp), memory_order_relaxed);
-	atomic_store_explicit(&w->empty, in_empty(qp), memory_order_relaxed);
+	atomic_store_explicit(&w->seq, &qp->in_slot->seq, memory_order_relaxed);
+	atomic_store_explicit(&w->empty, qp->in_empty, memory_order_relaxed);
 }
 
 /* A connected QP's ring joins the ones an idle poll looks at. */
@@ -105,6 +100,8 @@ void sh_rx_watch(struct sh_qp *qp)
 	struct sh_context *ctx = qp->ctx;
 	uint32_t n = atomic_load_explicit(&ctx->rxw_n, memory_order_relaxed);
 
+	qp->in_slot = slot_at(qp, qp->in_idx);
+	qp->in_empty = qp->in_tail + 1 - ctx->lay.ring_depth;
 	if (qp->rxw < 0) {
 		qp->rxw = (int32_t)n;
 		ctx->rxw_qp[n] = qp;
@@ -153,14 +150,6 @@ bool sh_rx_quiet(struct sh_context *ctx)
 	return true;
 }
 
-/* Has the next slot changed: a packet, or a forged seq to reject? */
-bool sh_qp_rx_ready(struct sh_qp *qp)
-{
-	return qp->rxw >= 0 && qp->qp.state >= IBV_QPS_RTR &&
-	       atomic_load_explicit(in_seq(qp), memory_order_relaxed) !=
-		       in_empty(qp);
-}
-
 /* Is this header one the protocol allows here?  (pkt is our copy.) */
 static bool pkt_valid(const struct sh_qp *qp, const struct sh_pkt *pkt)
 {
@@ -197,28 +186,32 @@ static bool pkt_valid(const struct sh_qp *qp, const struct sh_pkt *pkt)
  * can rewrite the slot at any time, so the card works on a copy of the
  * header (and of the first bytes of payload, which hold the TMH and RVH),
  * checks it once, and reads only the payload from the ring afterwards.
- * Bytes of the peek area past the packet's length are never read (the TMH
- * and RVH checks need the length first), so they are not cleared.
  */
+/* the fixed-size copy below stays inside the smallest slot (mtu >= 64) */
+_Static_assert(SH_PKT_PEEK <= 64, "peek within a slot's payload");
+
 bool sh_qp_rx_step(struct sh_qp *qp)
 {
 	union {
 		struct sh_pkt pkt;
 		uint8_t raw[sizeof(struct sh_pkt) + SH_PKT_PEEK];
 	} copy;
-	const struct sh_pkt *slot;
+	const struct sh_pkt *slot = qp->in_slot;
 	struct sh_pkt *pkt = &copy.pkt;
+	uint32_t seq;
 
-	if (!sh_qp_rx_ready(qp))
+	if (qp->rxw < 0)
 		return false;
-	if (atomic_load_explicit(in_seq(qp), memory_order_acquire) !=
-	    qp->in_tail + 1) {
+	seq = atomic_load_explicit(&qp->in_slot->seq, memory_order_acquire);
+	if (seq == qp->in_empty)
+		return false;
+	if (seq != qp->in_tail + 1) {
 		/*
 		 * Neither empty nor the packet due: a producer that lies.  The
 		 * slot gets the seq a real packet would have left, or it would
 		 * read forged again a lap on and the card would never stop.
 		 */
-		atomic_store_explicit(in_seq(qp), qp->in_tail + 1,
+		atomic_store_explicit(&qp->in_slot->seq, qp->in_tail + 1,
 				      memory_order_relaxed);
 		if (qp->qp.state != IBV_QPS_ERR)
 			sh_qp_bad_packet(qp);
@@ -226,16 +219,17 @@ bool sh_qp_rx_step(struct sh_qp *qp)
 	}
 	if (qp->qp.state == IBV_QPS_ERR)
 		goto consumed; /* an errored QP drops what arrives */
-	slot = (const struct sh_pkt *)((const uint8_t *)(qp->in + 1) +
-				       qp->ctx->lay.slot_size * qp->in_idx);
-	/* (the copied seq is never read: the one checked is what counts) */
-	memcpy(pkt, slot, sizeof(*pkt));
+	/*
+	 * One fixed-size copy of the header and the peek bytes (a slot holds
+	 * at least 64 payload bytes); those past the packet's length are
+	 * never read.  The copied seq is not read either: the one checked is
+	 * what counts.
+	 */
+	memcpy(&copy, slot, sizeof(copy));
 	if (!pkt_valid(qp, pkt)) {
 		sh_qp_bad_packet(qp);
 		goto consumed;
 	}
-	memcpy(copy.raw + sizeof(*pkt), slot->data,
-	       pkt->len < SH_PKT_PEEK ? pkt->len : SH_PKT_PEEK);
 	switch (pkt->kind) {
 	case SH_PKT_SEND:
 		if (!(pkt->flags & SH_PKT_FIRST))
@@ -253,8 +247,14 @@ bool sh_qp_rx_step(struct sh_qp *qp)
 	}
 consumed:
 	qp->in_tail++;
-	if (++qp->in_idx == qp->ctx->lay.ring_depth)
+	qp->in_empty++;
+	if (++qp->in_idx == qp->ctx->lay.ring_depth) {
 		qp->in_idx = 0;
+		qp->in_slot = slot_at(qp, 0);
+	} else {
+		qp->in_slot = (struct sh_pkt *)((uint8_t *)qp->in_slot +
+						qp->ctx->lay.slot_size);
+	}
 	atomic_store_explicit(&qp->in->tail, qp->in_tail,
 			      memory_order_release);
 	watch_set(qp);

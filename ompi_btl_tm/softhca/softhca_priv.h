@@ -432,6 +432,8 @@ struct sh_qp {
 	 * peer's tail as last read, reloaded only when the ring looks full.
 	 */
 	uint32_t in_tail, in_idx;
+	struct sh_pkt *in_slot;      /* slot in_idx, while watched */
+	uint32_t in_empty;           /* its seq until a packet is there */
 	uint32_t out_head, out_idx, out_tail;
 	int32_t rxw;                 /* our entry in ctx->rxw, -1: none */
 	struct sh_peer *peer;
@@ -632,7 +634,16 @@ int sh_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 bool sh_qp_tx_step(struct sh_qp *qp);
 bool sh_qp_rx_step(struct sh_qp *qp);
 bool sh_qp_tx_ready(struct sh_qp *qp);
-bool sh_qp_rx_ready(struct sh_qp *qp);
+/*
+ * Has the next inbound slot changed: a packet, or a forged seq to reject?
+ * (Only connected QPs are watched: RTR, RTS or, dropping arrivals, ERR.)
+ */
+static inline bool sh_qp_rx_ready(struct sh_qp *qp)
+{
+	return qp->rxw >= 0 &&
+	       atomic_load_explicit(&qp->in_slot->seq, memory_order_relaxed) !=
+		       qp->in_empty;
+}
 bool sh_rx_quiet(struct sh_context *ctx);
 void sh_rx_watch(struct sh_qp *qp);
 void sh_rx_unwatch(struct sh_qp *qp);
