@@ -318,7 +318,7 @@ static int card_drain(struct sh_context *ctx)
 		n = 0;
 		while (op_step(ctx))
 			n++;
-		for (uint32_t i = 0; i < ctx->qp_hwm; i++) {
+		for (uint32_t i = 0; ctx->tx_work && i < ctx->qp_hwm; i++) {
 			struct sh_qp *qp = ctx->qps[i];
 
 			if (qp && (qp->sq_count || qp->resp.active))

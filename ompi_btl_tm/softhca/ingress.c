@@ -31,7 +31,7 @@ static bool rx_read_req(struct sh_qp *qp, const struct sh_pkt *pkt)
 
 	if (r->active)
 		return false;
-	r->active = true;
+	sh_qp_resp_active(qp, true);
 	r->req_id = pkt->req_id;
 	r->va = pkt->va;
 	r->rkey = pkt->rkey;

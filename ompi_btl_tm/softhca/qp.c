@@ -34,6 +34,7 @@ static struct sh_swr *sq_push(struct sh_qp *qp)
 	}
 	/* sq_cap is a power of two; the caller sets every field it reads
 	 * (clearing the whole entry, inline area included, costs more) */
+	qp->ctx->tx_work++;
 	return &qp->sq[(qp->sq_first + qp->sq_count++) & (qp->sq_cap - 1)];
 }
 
@@ -45,6 +46,7 @@ static void sq_pop(struct sh_qp *qp)
 		qp->sq_user--;
 	qp->sq_first = (qp->sq_first + 1) & (qp->sq_cap - 1);
 	qp->sq_count--;
+	qp->ctx->tx_work--;
 }
 
 /* A user WR's completion: only when signalled (or sq_sig_all) or failed. */
@@ -126,7 +128,7 @@ void sh_qp_error(struct sh_qp *qp, enum ibv_wc_status why)
 	}
 	rx_abort(qp);
 	sh_card_drop_jobs(qp->ctx, qp);
-	qp->resp.active = false;
+	sh_qp_resp_active(qp, false);
 	while (qp->rq.count) {
 		cqe.wr_id = qp->rq.buf[qp->rq.first].wr_id;
 		cqe.status = IBV_WC_WR_FLUSH_ERR;
@@ -370,7 +372,7 @@ static bool tx_read_resp(struct sh_qp *qp)
 	r->done += chunk;
 	if (r->done == r->len || r->status != IBV_WC_SUCCESS) {
 		pkt->flags = SH_PKT_LAST;
-		r->active = false;
+		sh_qp_resp_active(qp, false);
 	}
 	sh_qp_out_commit(qp, pkt);
 	return true;
@@ -471,8 +473,13 @@ static bool post_send_now(struct sh_qp *qp, const struct ibv_send_wr *wr,
 		pkt->len = len;
 		pkt->msg_len = len;
 		pkt->src_qpn = qp->qp.qp_num;
-		sh_gather(wr->sg_list, (uint32_t)wr->num_sge, 0, pkt->data,
-			  len);
+		if (wr->num_sge == 1)   /* what MPI sends: no SGE walk */
+			memcpy(pkt->data,
+			       (const void *)(uintptr_t)wr->sg_list[0].addr,
+			       len);
+		else
+			sh_gather(wr->sg_list, (uint32_t)wr->num_sge, 0,
+				  pkt->data, len);
 		sh_qp_out_commit(qp, pkt);
 		qp->stall_since = 0;
 	}
@@ -703,7 +710,7 @@ static void qp_reset(struct sh_qp *qp)
 	while (qp->sq_count)
 		sq_pop(qp);
 	qp->rx.dest = SH_RX_IDLE;
-	qp->resp.active = false;
+	sh_qp_resp_active(qp, false);
 	sh_card_drop_jobs(qp->ctx, qp);
 	sh_peer_put(qp->ctx, qp->peer);
 	qp->peer = NULL;
@@ -794,6 +801,7 @@ int sh_destroy_qp(struct ibv_qp *ibqp)
 	atomic_store(&qp->in->closed, 1);
 	atomic_fetch_add(&qp->in->epoch, 1);
 	sh_rx_unwatch(qp);
+	sh_qp_resp_active(qp, false);
 	while (qp->sq_count)
 		sq_pop(qp);
 	rx_abort(qp);

@@ -475,6 +475,9 @@ struct sh_context {
 	struct sh_rx_watch *rxw;     /* max_qp entries, rxw_n in use */
 	struct sh_qp **rxw_qp;       /* the QP of each entry */
 	_Atomic uint32_t rxw_n;
+	/* send-queue entries plus active read responses over all QPs: while
+	 * 0 the card has no send work to look for */
+	uint32_t tx_work;
 	uint32_t qp_hwm;             /* indexes in use are below this */
 	uint32_t rr_rx, rr_tx;       /* round-robin cursors */
 	struct sh_peer *peers;
@@ -663,6 +666,18 @@ void sh_card_progress(struct sh_context *ctx);
 void sh_card_progress_tx(struct sh_qp *qp);
 void sh_card_progress_ops(struct sh_context *ctx);
 bool sh_card_idle(struct sh_context *ctx, struct sh_cq *cq);
+
+/* A read response starts or ends (the only way resp.active changes). */
+static inline void sh_qp_resp_active(struct sh_qp *qp, bool on)
+{
+	if (qp->resp.active == on)
+		return;
+	qp->resp.active = on;
+	if (on)
+		qp->ctx->tx_work++;
+	else
+		qp->ctx->tx_work--;
+}
 
 /* Called under ctx->lock by every verb that gives the card work. */
 static inline void sh_card_kick(struct sh_context *ctx)
