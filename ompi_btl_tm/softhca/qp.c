@@ -498,33 +498,32 @@ int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 
 	pthread_mutex_lock(&ctx->lock);
 	for (; wr; wr = wr->next) {
-		uint32_t len;
+		uint32_t len = 0;
 
 		if (qp->qp.state == IBV_QPS_ERR) {
 			flush_wr(qp, qp->scq, wr->wr_id, wr->opcode == IBV_WR_RDMA_READ
 				 ? IBV_WC_RDMA_READ : IBV_WC_SEND);
 			continue;
 		}
+		if (wr->num_sge >= 0 && (uint32_t)wr->num_sge <= SH_MAX_SGE)
+			len = sge_total(wr->sg_list, (uint32_t)wr->num_sge);
 		if (qp->qp.state != IBV_QPS_RTS || wr->num_sge < 0 ||
 		    (uint32_t)wr->num_sge > SH_MAX_SGE ||
 		    (wr->opcode != IBV_WR_SEND &&
 		     wr->opcode != IBV_WR_RDMA_READ) ||
-		    sge_total(wr->sg_list, (uint32_t)wr->num_sge) >
-		    ctx->cfg.max_msg_sz)
+		    len > ctx->cfg.max_msg_sz)
 			err = EINVAL;
 		else if (qp->sq_user >= qp->max_send_wr ||
 			 (uint32_t)wr->num_sge > qp->max_send_sge ||
 			 (wr->opcode == IBV_WR_SEND &&
 			  (wr->send_flags & IBV_SEND_INLINE) &&
-			  sge_total(wr->sg_list, (uint32_t)wr->num_sge) >
-				  qp->max_inline))
+			  len > qp->max_inline))
 			err = ENOMEM; /* mlx5: queue full, too many SGEs, or
 				       * inline data past the WQE */
 		if (err) {
 			*bad = wr;
 			break;
 		}
-		len = sge_total(wr->sg_list, (uint32_t)wr->num_sge);
 		if (post_send_now(qp, wr, len))
 			continue;
 		w = sq_push(qp);
