@@ -316,8 +316,9 @@ static int card_drain(struct sh_context *ctx)
 
 	do {
 		n = 0;
-		while (op_step(ctx))
-			n++;
+		for (struct sh_srq *srq = ctx->srqs; srq; srq = srq->next)
+			while (srq->ops_count && sh_srq_op_step(srq))
+				n++;
 		for (uint32_t i = 0; ctx->tx_work && i < ctx->qp_hwm; i++) {
 			struct sh_qp *qp = ctx->qps[i];
 
