@@ -331,7 +331,7 @@ static int card_drain(struct sh_context *ctx)
 			if (sh_qp_rx_ready(ctx->rxw_qp[i]))
 				while (sh_qp_rx_step(ctx->rxw_qp[i]))
 					n++;
-		while (sh_card_read_step(ctx))
+		while (ctx->jobs && sh_card_read_step(ctx))
 			n++;
 		total += n;
 	} while (n);
