@@ -8,7 +8,8 @@
  * Both must give the same completions, statuses, order and data: the same
  * script of WRs runs once in AUTO and once in MANUAL (cards stepped by
  * softhca_drain) and the results are compared.  A ring of depth 3 (not a
- * power of two) makes both ends wrap many times.
+ * power of two) makes both ends wrap many times.  Last, the consumer's
+ * published tail lies to a producer whose ring is full.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 
 #include "tap.h"
 #include "softhca/sh_util.h"
+#include "softhca/softhca_priv.h"
 
 #define MTU      256u
 #define NPLAIN   64
@@ -257,11 +259,56 @@ static void test_inline_reuse(enum softhca_sched sched, const char *how)
 	sh_env_close(&e);
 }
 
+/*
+ * The ring's tail is the consumer's to write, in memory the producer maps:
+ * one claiming that far more was consumed than was ever sent must fail the
+ * sending QP (counted as a bad packet), not let it overwrite slots.
+ */
+static void test_tail_lie(enum softhca_sched sched, const char *how)
+{
+	struct softhca_config cfg;
+	struct sh_context *b;
+	struct sh_ring *ring;
+	struct sh_env e;
+	struct sh_wc wc;
+	int i, ret = 0, ok;
+
+	sh_config(&cfg);
+	cfg.ring_depth = 3;
+	if (sh_env_open(&e, &cfg, sched, 1))
+		sh_die("env");
+	/* three sends fill the ring; b's card never runs, so nothing is
+	 * consumed */
+	for (i = 0; i < 3; i++)
+		ret |= post1(e.p[0].sqp, msg(&e.a, 24, (uint32_t)i), 24,
+			     e.a.mr->lkey, (uint64_t)i, IBV_SEND_SIGNALED);
+	for (i = 0; i < 3; i++)
+		ret |= softhca_drain(e.a.ctx) < 0 ||
+		       sh_wait(NULL, e.p[0].scq, &wc, 5000) != 1 ||
+		       wc.status != IBV_WC_SUCCESS;
+	b = to_sh_ctx(e.b.ctx);
+	ring = sh_ring_at(&b->lay, b->rings,
+			  e.p[0].rqp->qp_num - SH_QPN_BASE);
+	atomic_store(&ring->tail, 1000u);
+	ret |= post1(e.p[0].sqp, msg(&e.a, 24, 9), 24, e.a.mr->lkey, 9,
+		     IBV_SEND_SIGNALED);
+	softhca_drain(e.a.ctx);
+	ok = !ret && sh_wait(NULL, e.p[0].scq, &wc, 5000) == 1 &&
+	     wc.wr_id == 9 && wc.status == IBV_WC_RETRY_EXC_ERR &&
+	     sh_stats(&e.a).bad_packets == 1;
+	tap_check(ok, "%s: a tail claiming 1000 packets consumed of 3 fails "
+		  "the send (%s), counted as a bad packet", how,
+		  ret ? "posting failed" : sh_wc_str(&wc));
+	sh_env_close(&e);
+}
+
 int main(void)
 {
 	test_fast_vs_queued();
 	test_inline_reuse(SOFTHCA_SCHED_AUTO, "AUTO (posted straight to "
 			  "the ring)");
 	test_inline_reuse(SOFTHCA_SCHED_MANUAL, "MANUAL (queued)");
+	test_tail_lie(SOFTHCA_SCHED_AUTO, "AUTO");
+	test_tail_lie(SOFTHCA_SCHED_MANUAL, "MANUAL");
 	return tap_done();
 }
