@@ -624,7 +624,7 @@ int sh_tl_insert(struct sh_srq *srq, int32_t h);
 void sh_tl_remove(struct sh_srq *srq, int32_t h);
 int32_t sh_tl_match(struct sh_srq *srq, uint64_t tag);
 
-/* qp.c, ingress.c (the receive side) */
+/* qp.c, egress.c (the send side), ingress.c (the receive side) */
 struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
 int sh_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
 int sh_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
@@ -660,6 +660,9 @@ bool sh_qp_out_read_req(struct sh_qp *qp, uint32_t len, uint64_t va,
 			uint32_t rkey, uint64_t *req_id);
 void sh_qp_bad_packet(struct sh_qp *qp);
 void sh_qp_sq_complete(struct sh_qp *qp, enum ibv_wc_status status);
+void sh_qp_sq_pop(struct sh_qp *qp);
+void sh_qp_flush_wr(struct sh_qp *qp, struct sh_cq *cq, uint64_t wr_id,
+		    enum ibv_wc_opcode opcode);
 
 /* card.c */
 void sh_card_progress(struct sh_context *ctx);
