@@ -74,7 +74,6 @@ static bool job_step(struct sh_context *ctx, struct sh_read_job *job)
 {
 	struct sh_qp *qp = job->qp;
 	enum ibv_wc_status st;
-	struct sh_pkt *pkt;
 	uint32_t chunk;
 
 	if (qp->qp.state == IBV_QPS_ERR) {
@@ -96,21 +95,10 @@ static bool job_step(struct sh_context *ctx, struct sh_read_job *job)
 		return true;
 	}
 	/* Copy read: ask the owner's card to send the bytes. */
-	pkt = sh_qp_out_slot(qp);
-	if (!pkt)
+	if (!sh_qp_out_read_req(qp, job->len, job->va, job->rkey,
+				&job->req_id))
 		return qp->qp.state == IBV_QPS_ERR; /* the job was flushed */
-	memset(pkt, 0, sizeof(*pkt));
-	pkt->kind = SH_PKT_READ_REQ;
-	pkt->flags = SH_PKT_FIRST | SH_PKT_LAST;
-	pkt->msg_len = job->len;
-	pkt->req_id = ++qp->next_read_id;
-	pkt->va = job->va;
-	pkt->rkey = job->rkey;
-	pkt->src_qpn = qp->qp.qp_num;
-	sh_qp_out_commit(qp);
-	job->req_id = pkt->req_id;
 	job->started = true;
-	ctx->copy_reads++;
 	return true;
 }
 
@@ -314,10 +302,13 @@ static bool card_step(struct sh_context *ctx, enum softhca_work kind,
 }
 
 /*
- * Everything the card can do now.  One pass per QP moves what its send
- * queue and its ring hold; another pass is needed only when this one did
- * something, since that may have made work elsewhere (a FIN to send, a
- * packet on a loopback ring, ring space for a blocked send).
+ * Everything the card can do now.  A pass moves what the send queues hold
+ * (only QPs with a WR or a read response are stepped) and what the
+ * watched rings hold (connected QPs only: ctx->rxw); another pass is
+ * needed only when this one did something, since that may have made work
+ * elsewhere (a FIN to send, a packet on a loopback ring, ring space for a
+ * blocked send).  Taking every send before every arrival is one of the
+ * interleavings a card may choose.
  */
 static int card_drain(struct sh_context *ctx)
 {
@@ -325,19 +316,22 @@ static int card_drain(struct sh_context *ctx)
 
 	do {
 		n = 0;
-		while (op_step(ctx))
-			n++;
-		for (uint32_t i = 0; i < ctx->qp_hwm; i++) {
+		for (struct sh_srq *srq = ctx->srqs; srq; srq = srq->next)
+			while (srq->ops_count && sh_srq_op_step(srq))
+				n++;
+		for (uint32_t i = 0; ctx->tx_work && i < ctx->qp_hwm; i++) {
 			struct sh_qp *qp = ctx->qps[i];
 
-			if (!qp)
-				continue;
-			while (sh_qp_tx_step(qp))
-				n++;
-			while (sh_qp_rx_step(qp))
-				n++;
+			if (qp && (qp->sq_count || qp->resp.active))
+				while (sh_qp_tx_step(qp))
+					n++;
 		}
-		while (sh_card_read_step(ctx))
+		/* (rx steps never unwatch a QP: the array is stable here) */
+		for (uint32_t i = 0; i < ctx->rxw_n; i++)
+			if (sh_qp_rx_ready(ctx->rxw_qp[i]))
+				while (sh_qp_rx_step(ctx->rxw_qp[i]))
+					n++;
+		while (ctx->jobs && sh_card_read_step(ctx))
 			n++;
 		total += n;
 	} while (n);
@@ -407,8 +401,6 @@ static bool card_has_work(struct sh_context *ctx)
 static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
 		     bool only_ops, bool post)
 {
-	uint64_t db;
-
 	if (post)
 		ctx->post_seq++;
 	if (ctx->in_progress)
@@ -417,7 +409,6 @@ static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
 	ctx->read_limited = ctx->sched == SOFTHCA_SCHED_AUTO;
 	ctx->read_decided = false;
 	ctx->read_post = post;
-	db = atomic_load_explicit(&ctx->rings->doorbell, memory_order_acquire);
 	check_liveness(ctx);
 	switch (ctx->sched) {
 	case SOFTHCA_SCHED_AUTO:
@@ -440,20 +431,11 @@ static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
 	case SOFTHCA_SCHED_MANUAL:
 		break;
 	}
-	/*
-	 * A send posted to a quiet card (its kick the only one since) has
-	 * made work on its QP alone: once that QP's queue is empty and
-	 * nothing arrived, the card is quiet again without a look at every
-	 * QP.
-	 */
-	if ((only_tx && ctx->sched == SOFTHCA_SCHED_AUTO &&
-	     ctx->kicks == ctx->quiet_kicks + 1 && !only_tx->sq_count &&
-	     db == ctx->rx_seen) ||
-	    (ctx->sched != SOFTHCA_SCHED_MANUAL && !card_has_work(ctx))) {
-		__atomic_store_n(&ctx->rx_seen, db, __ATOMIC_RELAXED);
-		ctx->quiet_kicks = ctx->kicks;
-		atomic_store_explicit(&ctx->quiet, true, memory_order_release);
-	}
+	/* (cleared too: a packet taken in this run may have left work, a
+	 * read job say, that no ring shows any more) */
+	if (ctx->sched != SOFTHCA_SCHED_MANUAL)
+		atomic_store_explicit(&ctx->quiet, !card_has_work(ctx),
+				      memory_order_release);
 	ctx->read_limited = false;
 	ctx->in_progress = false;
 }

@@ -31,7 +31,7 @@ static bool rx_read_req(struct sh_qp *qp, const struct sh_pkt *pkt)
 
 	if (r->active)
 		return false;
-	r->active = true;
+	sh_qp_resp_active(qp, true);
 	r->req_id = pkt->req_id;
 	r->va = pkt->va;
 	r->rkey = pkt->rkey;
@@ -77,11 +77,77 @@ static void rx_read_resp(struct sh_qp *qp, const struct sh_pkt *pkt,
 		sh_qp_sq_complete(qp, IBV_WC_SUCCESS);
 }
 
-bool sh_qp_rx_ready(struct sh_qp *qp)
+/* ---- the watched rings ---------------------------------------------- */
+
+static struct sh_pkt *slot_at(struct sh_qp *qp, uint32_t idx)
 {
-	return qp->in && qp->qp.state >= IBV_QPS_RTR &&
-	       qp->in_tail != atomic_load_explicit(&qp->in->head,
-						   memory_order_acquire);
+	return (struct sh_pkt *)((uint8_t *)(qp->in + 1) +
+				 qp->ctx->lay.slot_size * idx);
+}
+
+/* Publishes the next slot and its "empty" seq (see sh_ring_clear). */
+static void watch_set(struct sh_qp *qp)
+{
+	struct sh_rx_watch *w = &qp->ctx->rxw[qp->rxw];
+
+	atomic_store_explicit(&w->seq, &qp->in_slot->seq, memory_order_relaxed);
+	atomic_store_explicit(&w->empty, qp->in_empty, memory_order_relaxed);
+}
+
+/* A connected QP's ring joins the ones an idle poll looks at. */
+void sh_rx_watch(struct sh_qp *qp)
+{
+	struct sh_context *ctx = qp->ctx;
+	uint32_t n = atomic_load_explicit(&ctx->rxw_n, memory_order_relaxed);
+
+	qp->in_slot = slot_at(qp, qp->in_idx);
+	qp->in_empty = qp->in_tail + 1 - ctx->lay.ring_depth;
+	if (qp->rxw < 0) {
+		qp->rxw = (int32_t)n;
+		ctx->rxw_qp[n] = qp;
+		watch_set(qp);
+		atomic_store_explicit(&ctx->rxw_n, n + 1, memory_order_release);
+	} else {
+		watch_set(qp);
+	}
+}
+
+/* The last entry takes the place of qp's (a racing idle poll may misread
+ * one entry: that only delays it). */
+void sh_rx_unwatch(struct sh_qp *qp)
+{
+	struct sh_context *ctx = qp->ctx;
+	uint32_t n = atomic_load_explicit(&ctx->rxw_n, memory_order_relaxed);
+	struct sh_qp *last;
+
+	if (qp->rxw < 0)
+		return;
+	last = ctx->rxw_qp[n - 1];
+	ctx->rxw_qp[qp->rxw] = last;
+	last->rxw = qp->rxw;
+	watch_set(last);
+	atomic_store_explicit(&ctx->rxw_n, n - 1, memory_order_release);
+	qp->rxw = -1;
+}
+
+/*
+ * Lock-free: does no watched ring have its next packet?  A stale answer
+ * only delays the poll that follows: the card, under the lock, looks again.
+ */
+bool sh_rx_quiet(struct sh_context *ctx)
+{
+	uint32_t n = atomic_load_explicit(&ctx->rxw_n, memory_order_acquire);
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct sh_rx_watch *w = &ctx->rxw[i];
+		_Atomic uint32_t *seq = atomic_load_explicit(
+			&w->seq, memory_order_relaxed);
+
+		if (atomic_load_explicit(seq, memory_order_relaxed) !=
+		    atomic_load_explicit(&w->empty, memory_order_relaxed))
+			return false;
+	}
+	return true;
 }
 
 /* Is this header one the protocol allows here?  (pkt is our copy.) */
@@ -117,42 +183,53 @@ static bool pkt_valid(const struct sh_qp *qp, const struct sh_pkt *pkt)
 
 /*
  * Takes one packet from this QP's inbound ring, if the card can.  The peer
- * can rewrite the ring at any time, so the card works on a copy of the
+ * can rewrite the slot at any time, so the card works on a copy of the
  * header (and of the first bytes of payload, which hold the TMH and RVH),
  * checks it once, and reads only the payload from the ring afterwards.
  */
+/* the fixed-size copy below stays inside the smallest slot (mtu >= 64) */
+_Static_assert(SH_PKT_PEEK <= 64, "peek within a slot's payload");
+
 bool sh_qp_rx_step(struct sh_qp *qp)
 {
 	union {
 		struct sh_pkt pkt;
 		uint8_t raw[sizeof(struct sh_pkt) + SH_PKT_PEEK];
 	} copy;
-	uint32_t tail, head, peek;
-	const struct sh_pkt *slot;
+	const struct sh_pkt *slot = qp->in_slot;
 	struct sh_pkt *pkt = &copy.pkt;
+	uint32_t seq;
 
-	if (!sh_qp_rx_ready(qp))
+	if (qp->rxw < 0)
 		return false;
-	tail = qp->in_tail;
-	head = atomic_load_explicit(&qp->in->head, memory_order_acquire);
-	if (head - tail > qp->ctx->lay.ring_depth) {
-		/* A producer that claims more than the ring holds. */
-		sh_qp_bad_packet(qp);
-		tail = head - 1;
+	seq = atomic_load_explicit(&qp->in_slot->seq, memory_order_acquire);
+	if (seq == qp->in_empty)
+		return false;
+	if (seq != qp->in_tail + 1) {
+		/*
+		 * Neither empty nor the packet due: a producer that lies.  The
+		 * slot gets the seq a real packet would have left, or it would
+		 * read forged again a lap on and the card would never stop.
+		 */
+		atomic_store_explicit(&qp->in_slot->seq, qp->in_tail + 1,
+				      memory_order_relaxed);
+		if (qp->qp.state != IBV_QPS_ERR)
+			sh_qp_bad_packet(qp);
 		goto consumed;
 	}
 	if (qp->qp.state == IBV_QPS_ERR)
 		goto consumed; /* an errored QP drops what arrives */
-	slot = (const struct sh_pkt *)sh_ring_slot(&qp->ctx->lay, qp->in,
-						   tail);
-	memcpy(pkt, slot, sizeof(*pkt));
+	/*
+	 * One fixed-size copy of the header and the peek bytes (a slot holds
+	 * at least 64 payload bytes); those past the packet's length are
+	 * never read.  The copied seq is not read either: the one checked is
+	 * what counts.
+	 */
+	memcpy(&copy, slot, sizeof(copy));
 	if (!pkt_valid(qp, pkt)) {
 		sh_qp_bad_packet(qp);
 		goto consumed;
 	}
-	peek = pkt->len < SH_PKT_PEEK ? pkt->len : SH_PKT_PEEK;
-	memcpy(copy.raw + sizeof(*pkt), slot->data, peek);
-	memset(copy.raw + sizeof(*pkt) + peek, 0, SH_PKT_PEEK - peek);
 	switch (pkt->kind) {
 	case SH_PKT_SEND:
 		if (!(pkt->flags & SH_PKT_FIRST))
@@ -169,9 +246,17 @@ bool sh_qp_rx_step(struct sh_qp *qp)
 		break;
 	}
 consumed:
-	qp->in_tail = tail + 1;
+	qp->in_tail++;
+	qp->in_empty++;
+	if (++qp->in_idx == qp->ctx->lay.ring_depth) {
+		qp->in_idx = 0;
+		qp->in_slot = slot_at(qp, 0);
+	} else {
+		qp->in_slot = (struct sh_pkt *)((uint8_t *)qp->in_slot +
+						qp->ctx->lay.slot_size);
+	}
 	atomic_store_explicit(&qp->in->tail, qp->in_tail,
 			      memory_order_release);
+	watch_set(qp);
 	return true;
 }
-

@@ -1,12 +1,8 @@
 /*
- * qp.c - RC queue pairs: connection, the send queue, and the packet rings.
- *
- * A send is cut into MTU-sized packets that the sender's card copies into
- * the peer QP's inbound ring; the send completes when its last packet is in
- * the ring (the soft equivalent of the RC ack).  RDMA reads are done by the
- * reader's card with process_vm_readv, or, where the kernel refuses that,
- * by READ_REQ/READ_RESP packets that the owner's card answers.  What
- * arrives is taken and checked in ingress.c.
+ * qp.c - RC queue pairs: creation, connection, state changes, the error
+ * state, and receive posting.  The send side (send queue, outbound ring,
+ * post fast path) is in egress.c; what arrives is taken and checked in
+ * ingress.c.
  */
 #include <errno.h>
 #include <signal.h>
@@ -15,65 +11,11 @@
 
 #include "softhca_priv.h"
 
-/* ---- send queue ------------------------------------------------------ */
-
-static struct sh_swr *sq_push(struct sh_qp *qp)
-{
-	if (qp->sq_count == qp->sq_cap) {
-		uint32_t cap = qp->sq_cap ? qp->sq_cap * 2 : 16;
-		struct sh_swr *sq = calloc(cap, sizeof(*sq));
-
-		if (!sq)
-			return NULL;
-		for (uint32_t i = 0; i < qp->sq_count; i++)
-			sq[i] = qp->sq[(qp->sq_first + i) & (qp->sq_cap - 1)];
-		free(qp->sq);
-		qp->sq = sq;
-		qp->sq_cap = cap;
-		qp->sq_first = 0;
-	}
-	/* sq_cap is a power of two */
-	return memset(&qp->sq[(qp->sq_first + qp->sq_count++) &
-			      (qp->sq_cap - 1)],
-		      0, sizeof(struct sh_swr));
-}
-
-static void sq_pop(struct sh_qp *qp)
-{
-	struct sh_swr *w = &qp->sq[qp->sq_first];
-
-	if (w->kind != SH_SWR_FIN)
-		qp->sq_user--;
-	free(w->inline_buf);
-	qp->sq_first = (qp->sq_first + 1) & (qp->sq_cap - 1);
-	qp->sq_count--;
-}
-
-static void sq_complete(struct sh_qp *qp, enum ibv_wc_status status)
-{
-	struct sh_swr *w = &qp->sq[qp->sq_first];
-	struct sh_cqe cqe = { .release_handle = -1 };
-
-	if (w->kind != SH_SWR_FIN &&
-	    (status != IBV_WC_SUCCESS || qp->sq_sig_all ||
-	     (w->send_flags & IBV_SEND_SIGNALED))) {
-		cqe.wr_id = w->wr_id;
-		cqe.status = status;
-		cqe.opcode = w->kind == SH_SWR_READ ? IBV_WC_RDMA_READ
-						    : IBV_WC_SEND;
-		cqe.byte_len = w->kind == SH_SWR_READ ? w->len : 0;
-		cqe.qp_num = qp->qp.qp_num;
-		cqe.src_qp = qp->dest_qpn;
-		sh_cq_push(qp->scq, &cqe);
-	}
-	sq_pop(qp);
-}
-
 /* ---- errors ---------------------------------------------------------- */
 
 /* A WR posted to a QP in the error state completes flushed, as on RC. */
-static void flush_wr(struct sh_qp *qp, struct sh_cq *cq, uint64_t wr_id,
-		     enum ibv_wc_opcode opcode)
+void sh_qp_flush_wr(struct sh_qp *qp, struct sh_cq *cq, uint64_t wr_id,
+		    enum ibv_wc_opcode opcode)
 {
 	struct sh_cqe cqe = {
 		.wr_id = wr_id,
@@ -112,12 +54,12 @@ void sh_qp_error(struct sh_qp *qp, enum ibv_wc_status why)
 	if (qp->in)
 		atomic_store(&qp->in->closed, 1);
 	while (qp->sq_count) {
-		sq_complete(qp, why);
+		sh_qp_sq_complete(qp, why);
 		why = IBV_WC_WR_FLUSH_ERR;
 	}
 	rx_abort(qp);
 	sh_card_drop_jobs(qp->ctx, qp);
-	qp->resp.active = false;
+	sh_qp_resp_active(qp, false);
 	while (qp->rq.count) {
 		cqe.wr_id = qp->rq.buf[qp->rq.first].wr_id;
 		cqe.status = IBV_WC_WR_FLUSH_ERR;
@@ -139,335 +81,7 @@ void sh_qp_check_peer(struct sh_qp *qp)
 		sh_qp_error(qp, IBV_WC_RETRY_EXC_ERR);
 }
 
-/*
- * A real RC send to a dead peer is never acked, so it fails; here the ring
- * would take it.  Check the peer before a WR starts, at most once a
- * millisecond per peer so the fast path stays free of syscalls.
- */
-static bool peer_alive(struct sh_qp *qp)
-{
-	if (sh_now_ns() - qp->peer->checked_ns > SH_WR_LIVENESS_NS)
-		sh_qp_check_peer(qp);
-	return qp->qp.state != IBV_QPS_ERR;
-}
-
-/* ---- the outbound ring ----------------------------------------------- */
-
-static bool out_usable(struct sh_qp *qp)
-{
-	return !atomic_load_explicit(&qp->out->closed, memory_order_acquire) &&
-	       atomic_load_explicit(&qp->out->epoch, memory_order_relaxed) ==
-		       qp->out_epoch;
-}
-
-/*
- * A free slot in the peer's ring, or NULL (and the stall is noted).  The
- * tail is the peer's to write: one that claims more than the ring holds
- * would wedge the send, so it fails the QP instead.
- */
-struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp)
-{
-	const struct sh_layout *l = &qp->peer->lay;
-	uint32_t head = qp->out_head, tail;
-	uint64_t now;
-
-	if (qp->peer->gone) {
-		/* (gone_ring has no slots: nothing may be written there) */
-		sh_qp_error(qp, IBV_WC_RETRY_EXC_ERR);
-		return NULL;
-	}
-	tail = atomic_load_explicit(&qp->out->tail, memory_order_acquire);
-
-	if (head - tail < l->ring_depth) {
-		qp->stall_since = 0;
-		return (struct sh_pkt *)sh_ring_slot(l, qp->out, head);
-	}
-	if (head - tail > l->ring_depth) {
-		qp->ctx->bad_packets++;
-		sh_qp_error(qp, IBV_WC_RETRY_EXC_ERR);
-		return NULL;
-	}
-	now = sh_now_ns();
-	if (!qp->stall_since)
-		qp->stall_since = now;
-	else if (now - qp->stall_since > SH_LIVENESS_NS)
-		sh_qp_check_peer(qp);
-	return NULL;
-}
-
-void sh_qp_out_commit(struct sh_qp *qp)
-{
-	atomic_store_explicit(&qp->out->head, ++qp->out_head,
-			      memory_order_release);
-	atomic_fetch_add_explicit(&((struct sh_rings *)qp->peer->rings)->doorbell,
-				  1, memory_order_release);
-}
-
-/* ---- transmit -------------------------------------------------------- */
-
-static bool tx_send(struct sh_qp *qp, struct sh_swr *w)
-{
-	uint32_t mtu = qp->peer->lay.mtu, chunk;
-	struct sh_pkt *pkt;
-
-	if (!w->started) {
-		if (!peer_alive(qp))
-			return true;
-		w->started = true;
-		if (!w->inline_buf &&
-		    sh_local_check(qp->ctx, w->sge, w->num_sge, 0)) {
-			sq_complete(qp, IBV_WC_LOC_PROT_ERR);
-			return true;
-		}
-	}
-	pkt = sh_qp_out_slot(qp);
-	if (!pkt)
-		return false;
-	chunk = w->len - w->done < mtu ? w->len - w->done : mtu;
-	pkt->kind = SH_PKT_SEND;
-	pkt->flags = (w->done ? 0 : SH_PKT_FIRST) |
-		     (w->done + chunk == w->len ? SH_PKT_LAST : 0);
-	pkt->len = chunk;
-	pkt->msg_len = w->len;
-	pkt->src_qpn = qp->qp.qp_num;
-	if (w->inline_buf)
-		memcpy(pkt->data, w->inline_buf + w->done, chunk);
-	else
-		sh_gather(w->sge, w->num_sge, w->done, pkt->data, chunk);
-	sh_qp_out_commit(qp);
-	w->done += chunk;
-	if (w->done == w->len)
-		sq_complete(qp, IBV_WC_SUCCESS);
-	return true;
-}
-
-static bool tx_read(struct sh_qp *qp, struct sh_swr *w)
-{
-	enum ibv_wc_status st;
-	struct sh_pkt *pkt;
-
-	if (w->started)
-		return false; /* waiting for READ_RESP packets */
-	if (!w->done) {
-		if (!peer_alive(qp))
-			return true;
-		if (sh_local_check(qp->ctx, w->sge, w->num_sge,
-				   IBV_ACCESS_LOCAL_WRITE)) {
-			sq_complete(qp, IBV_WC_LOC_PROT_ERR);
-			return true;
-		}
-	}
-	if (sh_peer_cma(qp->ctx, qp->peer)) {
-		/* SH_READ_CHUNK at a time, paced as card reads are */
-		uint32_t chunk = w->len - w->done < SH_READ_CHUNK
-					 ? w->len - w->done : SH_READ_CHUNK;
-
-		if (w->len && !sh_card_read_allow(qp->ctx))
-			return false;
-		sh_card_read_used(qp->ctx, chunk);
-		st = sh_remote_read(qp->ctx, qp->peer, w->remote_addr + w->done,
-				    w->rkey, w->sge, w->num_sge, w->done, chunk);
-		if (st != IBV_WC_SUCCESS) {
-			sh_qp_error(qp, st);
-			return true;
-		}
-		w->done += chunk;
-		if (w->done == w->len)
-			sq_complete(qp, IBV_WC_SUCCESS);
-		return true;
-	}
-	pkt = sh_qp_out_slot(qp);
-	if (!pkt)
-		return false;
-	memset(pkt, 0, sizeof(*pkt));
-	pkt->kind = SH_PKT_READ_REQ;
-	pkt->flags = SH_PKT_FIRST | SH_PKT_LAST;
-	pkt->msg_len = w->len;
-	pkt->req_id = ++qp->next_read_id;
-	pkt->va = w->remote_addr;
-	pkt->rkey = w->rkey;
-	pkt->src_qpn = qp->qp.qp_num;
-	sh_qp_out_commit(qp);
-	w->started = true;
-	w->remote_addr = pkt->req_id; /* remembered for the responses */
-	qp->ctx->copy_reads++;
-	return true;
-}
-
-/*
- * The owner side of a copy read: one response packet.  Each chunk is
- * checked against the rkey table again: the region may have been
- * deregistered since the request arrived, and then it must not be read.
- */
-static bool tx_read_resp(struct sh_qp *qp)
-{
-	struct sh_read_resp *r = &qp->resp;
-	uint32_t mtu = qp->peer->lay.mtu, chunk = 0;
-	struct sh_pkt *pkt = sh_qp_out_slot(qp);
-
-	if (!pkt)
-		return false;
-	if (r->status == IBV_WC_SUCCESS) {
-		chunk = r->len - r->done < mtu ? r->len - r->done : mtu;
-		if (sh_mr_check(&qp->ctx->lay, qp->ctx->seg, r->rkey,
-				r->va + r->done, chunk,
-				IBV_ACCESS_REMOTE_READ)) {
-			r->status = IBV_WC_REM_ACCESS_ERR;
-			chunk = 0;
-		}
-	}
-	memset(pkt, 0, sizeof(*pkt));
-	pkt->kind = SH_PKT_READ_RESP;
-	pkt->req_id = r->req_id;
-	pkt->va = r->done; /* offset of this chunk */
-	pkt->len = chunk;
-	pkt->msg_len = r->len;
-	pkt->status = r->status;
-	pkt->src_qpn = qp->qp.qp_num;
-	if (chunk)
-		memcpy(pkt->data, (uint8_t *)(uintptr_t)r->va + r->done, chunk);
-	r->done += chunk;
-	if (r->done == r->len || r->status != IBV_WC_SUCCESS) {
-		pkt->flags = SH_PKT_LAST;
-		r->active = false;
-	}
-	sh_qp_out_commit(qp);
-	return true;
-}
-
-bool sh_qp_tx_ready(struct sh_qp *qp)
-{
-	struct sh_swr *w;
-
-	if (qp->qp.state != IBV_QPS_RTS && qp->qp.state != IBV_QPS_RTR)
-		return false;
-	if (qp->resp.active)
-		return true;
-	if (qp->qp.state != IBV_QPS_RTS || !qp->sq_count)
-		return false;
-	w = &qp->sq[qp->sq_first];
-	return !(w->kind == SH_SWR_READ && w->started);
-}
-
-/* Moves one packet (or one read) of this QP's send side. */
-bool sh_qp_tx_step(struct sh_qp *qp)
-{
-	struct sh_swr *w;
-
-	if (!sh_qp_tx_ready(qp))
-		return false;
-	if (!out_usable(qp)) {
-		sh_qp_error(qp, IBV_WC_RETRY_EXC_ERR);
-		return true;
-	}
-	if (qp->resp.active)
-		return tx_read_resp(qp);
-	w = &qp->sq[qp->sq_first];
-	return w->kind == SH_SWR_READ ? tx_read(qp, w) : tx_send(qp, w);
-}
-
-int sh_qp_queue_fin(struct sh_qp *qp, const uint8_t *hdr)
-{
-	struct sh_swr *w;
-	struct ibv_tmh *tmh;
-
-	if (qp->qp.state == IBV_QPS_ERR)
-		return EPIPE;
-	w = sq_push(qp);
-	if (!w)
-		return ENOMEM;
-	w->kind = SH_SWR_FIN;
-	w->len = SH_TMH_LEN + SH_RVH_LEN;
-	w->inline_buf = malloc(w->len);
-	if (!w->inline_buf) {
-		qp->sq_count--;
-		return ENOMEM;
-	}
-	memcpy(w->inline_buf, hdr, w->len);
-	tmh = (struct ibv_tmh *)w->inline_buf;
-	tmh->opcode = IBV_TMH_FIN;
-	return 0;
-}
-
-/* The head WR completes (the receive side, ingress.c, ends reads). */
-void sh_qp_sq_complete(struct sh_qp *qp, enum ibv_wc_status status)
-{
-	sq_complete(qp, status);
-}
-
 /* ---- verbs ----------------------------------------------------------- */
-
-int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-		 struct ibv_send_wr **bad)
-{
-	struct sh_qp *qp = to_sh_qp(ibqp);
-	struct sh_context *ctx = qp->ctx;
-	struct sh_swr *w;
-	uint8_t *inl;
-	int err = 0;
-
-	sh_lock(ctx);
-	for (; wr; wr = wr->next) {
-		uint32_t len;
-
-		if (qp->qp.state == IBV_QPS_ERR) {
-			flush_wr(qp, qp->scq, wr->wr_id, wr->opcode == IBV_WR_RDMA_READ
-				 ? IBV_WC_RDMA_READ : IBV_WC_SEND);
-			continue;
-		}
-		if (qp->qp.state != IBV_QPS_RTS || wr->num_sge < 0 ||
-		    (uint32_t)wr->num_sge > SH_MAX_SGE ||
-		    (wr->opcode != IBV_WR_SEND &&
-		     wr->opcode != IBV_WR_RDMA_READ) ||
-		    sge_total(wr->sg_list, (uint32_t)wr->num_sge) >
-		    ctx->cfg.max_msg_sz)
-			err = EINVAL;
-		else if (qp->sq_user >= qp->max_send_wr ||
-			 (uint32_t)wr->num_sge > qp->max_send_sge ||
-			 (wr->opcode == IBV_WR_SEND &&
-			  (wr->send_flags & IBV_SEND_INLINE) &&
-			  sge_total(wr->sg_list, (uint32_t)wr->num_sge) >
-				  qp->max_inline))
-			err = ENOMEM; /* mlx5: queue full, too many SGEs, or
-				       * inline data past the WQE */
-		if (err) {
-			*bad = wr;
-			break;
-		}
-		len = sge_total(wr->sg_list, (uint32_t)wr->num_sge);
-		inl = NULL;
-		if (wr->opcode == IBV_WR_SEND &&
-		    (wr->send_flags & IBV_SEND_INLINE)) {
-			/* The caller may reuse an inline buffer at once. */
-			inl = malloc(len ? len : 1);
-			if (inl)
-				sh_gather(wr->sg_list, (uint32_t)wr->num_sge,
-					  0, inl, len);
-		}
-		w = (inl || !(wr->send_flags & IBV_SEND_INLINE) ||
-		     wr->opcode != IBV_WR_SEND) ? sq_push(qp) : NULL;
-		if (!w) {
-			free(inl);
-			err = ENOMEM;
-			*bad = wr;
-			break;
-		}
-		qp->sq_user++;
-		w->kind = wr->opcode == IBV_WR_SEND ? SH_SWR_SEND : SH_SWR_READ;
-		w->wr_id = wr->wr_id;
-		w->send_flags = wr->send_flags;
-		w->num_sge = (uint32_t)wr->num_sge;
-		memcpy(w->sge, wr->sg_list, sizeof(*w->sge) * w->num_sge);
-		w->len = len;
-		w->inline_buf = inl;
-		w->remote_addr = wr->wr.rdma.remote_addr;
-		w->rkey = wr->wr.rdma.rkey;
-	}
-	sh_card_kick(ctx);
-	sh_card_progress_tx(qp);
-	sh_unlock(ctx);
-	return err;
-}
 
 int sh_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		 struct ibv_recv_wr **bad)
@@ -482,7 +96,7 @@ int sh_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	sh_lock(qp->ctx);
 	if (qp->qp.state == IBV_QPS_ERR) {
 		for (; wr; wr = wr->next)
-			flush_wr(qp, qp->rcq, wr->wr_id, IBV_WC_RECV);
+			sh_qp_flush_wr(qp, qp->rcq, wr->wr_id, IBV_WC_RECV);
 		sh_unlock(qp->ctx);
 		return 0;
 	}
@@ -549,9 +163,9 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	qp->max_recv_wr = attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1;
 	qp->sq_sig_all = attr->sq_sig_all;
 	qp->in = sh_ring_at(&ctx->lay, ctx->rings, i);
-	qp->in_tail = 0;
-	atomic_store(&qp->in->head, 0);
-	atomic_store(&qp->in->tail, 0);
+	qp->in_tail = qp->in_idx = 0;
+	qp->rxw = -1;
+	sh_ring_clear(&ctx->lay, qp->in);
 	atomic_store(&qp->in->closed, 0);
 	atomic_fetch_add(&qp->in->epoch, 1);
 	qp->scq->users++;
@@ -601,24 +215,27 @@ static int qp_connect(struct sh_qp *qp, struct ibv_qp_attr *attr, int mask)
 	qp->out = peer->gone ? &peer->gone_ring
 			     : sh_ring_at(&peer->lay, peer->rings, idx);
 	qp->out_epoch = atomic_load(&qp->out->epoch);
-	qp->out_head = atomic_load(&qp->out->head);
+	/* a fresh ring's tail is 0; wherever it is, production starts there */
+	qp->out_head = qp->out_tail = atomic_load(&qp->out->tail);
+	qp->out_idx = peer->gone ? 0 : qp->out_head % peer->lay.ring_depth;
+	sh_rx_watch(qp);
 	return 0;
 }
 
 static void qp_reset(struct sh_qp *qp)
 {
 	while (qp->sq_count)
-		sq_pop(qp);
+		sh_qp_sq_pop(qp);
 	qp->rx.dest = SH_RX_IDLE;
-	qp->resp.active = false;
+	sh_qp_resp_active(qp, false);
 	sh_card_drop_jobs(qp->ctx, qp);
 	sh_peer_put(qp->ctx, qp->peer);
 	qp->peer = NULL;
 	qp->out = NULL;
 	qp->rq.count = 0;
-	qp->in_tail = 0;
-	atomic_store(&qp->in->head, 0);
-	atomic_store(&qp->in->tail, 0);
+	sh_rx_unwatch(qp);
+	qp->in_tail = qp->in_idx = 0;
+	sh_ring_clear(&qp->ctx->lay, qp->in);
 	atomic_store(&qp->in->closed, 0);
 }
 
@@ -700,8 +317,10 @@ int sh_destroy_qp(struct ibv_qp *ibqp)
 	pthread_mutex_lock(&ctx->lock);
 	atomic_store(&qp->in->closed, 1);
 	atomic_fetch_add(&qp->in->epoch, 1);
+	sh_rx_unwatch(qp);
+	sh_qp_resp_active(qp, false);
 	while (qp->sq_count)
-		sq_pop(qp);
+		sh_qp_sq_pop(qp);
 	rx_abort(qp);
 	sh_card_drop_jobs(ctx, qp);
 	sh_peer_put(ctx, qp->peer);

@@ -143,6 +143,12 @@ int sh_seg_create(struct sh_context *ctx)
 				cfg->max_mr);
 	if (err)
 		return err;
+	ctx->rxw = calloc(l->max_qp, sizeof(*ctx->rxw));
+	ctx->rxw_qp = calloc(l->max_qp, sizeof(*ctx->rxw_qp));
+	if (!ctx->rxw || !ctx->rxw_qp) {
+		err = ENOMEM;
+		goto fail;
+	}
 	do {
 		if (getrandom(&ctx->nonce, sizeof(ctx->nonce), 0) !=
 		    (ssize_t)sizeof(ctx->nonce))
@@ -197,6 +203,10 @@ fail:
 		close(ctx->rings_fd);
 	ctx->pub_fd = ctx->rings_fd = -1;
 	ctx->rings = NULL;
+	free(ctx->rxw);
+	free(ctx->rxw_qp);
+	ctx->rxw = NULL;
+	ctx->rxw_qp = NULL;
 	return err;
 }
 
@@ -208,6 +218,10 @@ void sh_seg_destroy(struct sh_context *ctx)
 	munmap(ctx->rings, ctx->lay.rings_size);
 	close(ctx->pub_fd);
 	close(ctx->rings_fd);
+	free(ctx->rxw);
+	free(ctx->rxw_qp);
+	ctx->rxw = NULL;
+	ctx->rxw_qp = NULL;
 	ctx->seg = NULL;
 	ctx->rings = NULL;
 }
@@ -229,6 +243,23 @@ uint8_t *sh_ring_slot(const struct sh_layout *l, struct sh_ring *ring,
 		      uint32_t pos)
 {
 	return (uint8_t *)(ring + 1) + l->slot_size * (pos % l->ring_depth);
+}
+
+/*
+ * Readies a ring whose positions restart at 0 (a new or reset QP).  Both
+ * ends step through the slots in order, so the slot of position p last
+ * held position p - depth: "not arrived" is exactly seq == p + 1 - depth,
+ * and each slot starts with the value a lap before position 0 would have
+ * left.  (A seq of the slot's previous owner could equal one the new
+ * consumer expects.)
+ */
+void sh_ring_clear(const struct sh_layout *l, struct sh_ring *ring)
+{
+	for (uint32_t i = 0; i < l->ring_depth; i++)
+		atomic_store_explicit(
+			&((struct sh_pkt *)sh_ring_slot(l, ring, i))->seq,
+			i + 1 - l->ring_depth, memory_order_relaxed);
+	atomic_store_explicit(&ring->tail, 0, memory_order_release);
 }
 
 /* fd's segment if it is a memfd sealed with at least seals, else -1. */

@@ -34,8 +34,9 @@
  * Each ring has exactly one producer (the peer QP, under the peer context's
  * lock) and one consumer (this context's card).  Nothing a peer can write
  * is trusted: the peer's header is copied and checked once at map time
- * (struct sh_layout), ring counters are kept privately and only published,
- * and every packet header is copied out of its slot and checked before use.
+ * (struct sh_layout), ring positions are kept privately (a slot's seq word
+ * only says whether the packet the consumer expects is there), and every
+ * packet header is copied out of its slot and checked before use.
  */
 #ifndef SOFTHCA_PRIV_H
 #define SOFTHCA_PRIV_H
@@ -68,10 +69,12 @@
 #define SH_WQEBB         64u
 #define SH_WQE_OVERHEAD  192u
 #define SH_MAX_WQE       512u
+/* the most inline data an RC WQE holds: what max_inline can reach */
+#define SH_MAX_INLINE    (SH_MAX_WQE - SH_WQE_OVERHEAD - 4u)
 #define SH_TMH_LEN       ((uint32_t)sizeof(struct ibv_tmh))
 #define SH_RVH_LEN       ((uint32_t)sizeof(struct ibv_rvh))
 #define SH_SEG_MAGIC     0x534f46544d484341ull /* "SOFTMHCA" */
-#define SH_SEG_VERSION   2u
+#define SH_SEG_VERSION   3u
 #define SH_RINGS_MAGIC   0x534f46544d52494eull /* "SOFTMRIN" */
 #define SH_RINGS_OFF     4096u   /* first ring in the ring segment */
 /* Largest packet payload length and message a packet may announce. */
@@ -109,29 +112,46 @@ enum sh_pkt_flags {
 	SH_PKT_LAST  = 1 << 1,
 };
 
-/* One ring slot: this header, then up to mtu bytes of payload. */
+/*
+ * One ring slot: this header, then up to mtu bytes of payload.  The header
+ * is 40 bytes so that it, a 16-byte TMH and 8 bytes of payload share one
+ * cache line.  seq is the slot's ready mark: the producer writes the rest
+ * of the slot, then stores seq = position + 1 with release; the consumer
+ * polls the seq of its next slot (no shared head, no doorbell), so a small
+ * message costs the receiver one line.  Until then the slot holds the seq
+ * of a lap before (position + 1 - ring_depth, see sh_ring_clear); any
+ * third value was forged, and is a bad packet.  The fields only READ
+ * packets use come last.
+ */
 struct sh_pkt {
-	uint32_t kind;
-	uint32_t flags;
+	_Atomic uint32_t seq;
+	uint16_t kind;
+	uint16_t flags;
 	uint32_t len;       /* payload bytes in this packet */
 	uint32_t msg_len;   /* SEND: whole message; READ: bytes asked */
-	uint64_t req_id;    /* READ_REQ/RESP: requester's read id */
-	uint64_t va;        /* READ_REQ: remote address */
-	uint32_t rkey;      /* READ_REQ */
-	uint32_t status;    /* READ_RESP: enum ibv_wc_status */
 	uint32_t src_qpn;
-	uint32_t pad[5];
+	union {
+		uint32_t rkey;      /* READ_REQ */
+		uint32_t status;    /* READ_RESP: enum ibv_wc_status */
+	};
+	uint64_t req_id;    /* READ_REQ/RESP: requester's read id */
+	uint64_t va;        /* READ_REQ: remote address; RESP: offset */
 	uint8_t data[];
 };
+_Static_assert(sizeof(struct sh_pkt) == 40, "sh_pkt: one line with TMH + 8 B");
 
+/*
+ * A ring's shared words.  tail is the consumer's to publish (the producer
+ * reads it only when its private copy says the ring is full); epoch and
+ * closed are read by the producer before each WR, so they live on a line
+ * the consumer does not write per packet.
+ */
 struct sh_ring {
-	_Atomic uint32_t head;  /* packets produced */
-	uint8_t pad0[60];
 	_Atomic uint32_t tail;  /* packets consumed */
-	uint8_t pad1[60];
+	uint8_t pad0[60];
 	_Atomic uint32_t epoch; /* bumped when the owning QP slot is reused */
 	_Atomic uint32_t closed;/* the owning QP is gone or in error */
-	uint8_t pad2[56];
+	uint8_t pad1[56];
 };
 
 /* What an MR key grants, as copied from its slot. */
@@ -173,11 +193,6 @@ struct sh_rings {
 	uint64_t magic;
 	uint32_t nonce;
 	uint8_t pad[52];
-	/* Rung by every producer after it commits a packet to any ring here:
-	 * one cache line tells an idle card whether anything arrived.  A
-	 * forged ring only costs the card a look. */
-	_Atomic uint64_t doorbell;
-	uint8_t pad1[56];
 };
 
 /* A segment's geometry: computed (own) or copied and checked (peer's). */
@@ -349,9 +364,17 @@ struct sh_swr {
 	uint64_t wr_id;
 	unsigned int send_flags;
 	uint32_t num_sge;
-	struct ibv_sge sge[SH_MAX_SGE];
+	/*
+	 * Inline data (IBV_SEND_INLINE, FIN) is copied here at post time, as
+	 * mlx5 copies it into the WQE: no allocation, and the caller may reuse
+	 * its buffer at once.
+	 */
+	union {
+		struct ibv_sge sge[SH_MAX_SGE];
+		uint8_t inl[SH_MAX_INLINE];
+	};
+	bool inlined;
 	uint32_t len;
-	uint8_t *inline_buf;    /* copied data (IBV_SEND_INLINE, FIN) */
 	uint64_t remote_addr;
 	uint32_t rkey;
 	uint32_t done;          /* bytes sent (SEND) or received (READ) */
@@ -421,10 +444,18 @@ struct sh_qp {
 				      * rendezvous QP (mlx5 offload_type RNDV) */
 	struct sh_ring *in;          /* in our segment */
 	struct sh_ring *out;         /* in the peer's segment */
-	uint8_t *out_slots;
 	uint32_t out_epoch;
-	uint32_t in_tail;            /* private copies: the shared ones are */
-	uint32_t out_head;           /* only published, never trusted */
+	/*
+	 * Ring positions, kept privately (the shared tail is only published,
+	 * or read and checked): in_tail the next packet to take, in slot
+	 * in_idx; out_head the next to produce, in slot out_idx; out_tail the
+	 * peer's tail as last read, reloaded only when the ring looks full.
+	 */
+	uint32_t in_tail, in_idx;
+	struct sh_pkt *in_slot;      /* slot in_idx, while watched */
+	uint32_t in_empty;           /* its seq until a packet is there */
+	uint32_t out_head, out_idx, out_tail;
+	int32_t rxw;                 /* our entry in ctx->rxw, -1: none */
 	struct sh_peer *peer;
 	uint32_t dest_qpn;
 	struct sh_swr *sq;           /* circular, grows for FINs */
@@ -451,6 +482,17 @@ struct sh_td {
 	int refs;                    /* parent domains on this TD */
 };
 
+/*
+ * What a lock-free idle check reads for one connected QP: the seq word of
+ * its next inbound slot and the value it holds while nothing arrived
+ * there.  Kept in a compact array (ctx->rxw) so an idle poll costs a few
+ * loads per QP.
+ */
+struct sh_rx_watch {
+	_Atomic(_Atomic uint32_t *) seq;
+	_Atomic uint32_t empty;
+};
+
 struct sh_context {
 	struct verbs_context vctx;   /* the ibv_context lives inside */
 	pthread_mutex_t lock;
@@ -475,6 +517,12 @@ struct sh_context {
 	uint32_t nonce;              /* in the GID and both segments */
 	uint64_t bad_packets;        /* malformed arrivals dropped */
 	struct sh_qp **qps;          /* by index */
+	struct sh_rx_watch *rxw;     /* max_qp entries, rxw_n in use */
+	struct sh_qp **rxw_qp;       /* the QP of each entry */
+	_Atomic uint32_t rxw_n;
+	/* send-queue entries plus active read responses over all QPs: while
+	 * 0 the card has no send work to look for */
+	uint32_t tx_work;
 	uint32_t qp_hwm;             /* indexes in use are below this */
 	uint32_t rr_rx, rr_tx;       /* round-robin cursors */
 	struct sh_peer *peers;
@@ -490,16 +538,12 @@ struct sh_context {
 	bool in_progress;
 	/*
 	 * The idle fast path: quiet is set when the card left nothing to do
-	 * but wait for packets, and rx_seen is the doorbell it had seen by
-	 * then.  While both still hold, a poll does not run the card: it
-	 * returns at once, without locks, if its CQ is empty, else only
-	 * pops.  Every post clears quiet (sh_card_kick).
+	 * but wait for packets.  While it holds and no watched ring has its
+	 * next packet (sh_rx_quiet), a poll does not run the card: it returns
+	 * at once, without locks, if its CQ is empty, else only pops.  A post
+	 * that leaves the card work clears quiet (sh_card_kick).
 	 */
 	_Atomic bool quiet;
-	uint64_t rx_seen;
-	/* kicks so far, and their number when quiet was last set: one more
-	 * means only the current post has given the card work since */
-	uint64_t kicks, quiet_kicks;
 	/*
 	 * Read pacing (AUTO card runs only; see SH_READ_CHUNK): read_limited
 	 * while a run is under way, read_left the bytes it may still read,
@@ -651,7 +695,7 @@ int sh_tl_insert(struct sh_srq *srq, int32_t h);
 void sh_tl_remove(struct sh_srq *srq, int32_t h);
 int32_t sh_tl_match(struct sh_srq *srq, uint64_t tag);
 
-/* qp.c, ingress.c (the receive side) */
+/* qp.c, egress.c (the send side), ingress.c (the receive side) */
 struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
 int sh_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
 int sh_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
@@ -664,24 +708,53 @@ int sh_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
 bool sh_qp_tx_step(struct sh_qp *qp);
 bool sh_qp_rx_step(struct sh_qp *qp);
 bool sh_qp_tx_ready(struct sh_qp *qp);
-bool sh_qp_rx_ready(struct sh_qp *qp);
+/*
+ * Has the next inbound slot changed: a packet, or a forged seq to reject?
+ * (Only connected QPs are watched: RTR, RTS or, dropping arrivals, ERR.)
+ */
+static inline bool sh_qp_rx_ready(struct sh_qp *qp)
+{
+	return qp->rxw >= 0 &&
+	       atomic_load_explicit(&qp->in_slot->seq, memory_order_relaxed) !=
+		       qp->in_empty;
+}
+bool sh_rx_quiet(struct sh_context *ctx);
+void sh_rx_watch(struct sh_qp *qp);
+void sh_rx_unwatch(struct sh_qp *qp);
+void sh_ring_clear(const struct sh_layout *l, struct sh_ring *ring);
 int sh_qp_queue_fin(struct sh_qp *qp, const uint8_t *hdr);
 void sh_qp_error(struct sh_qp *qp, enum ibv_wc_status why);
 void sh_qp_check_peer(struct sh_qp *qp);
 struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp);
-void sh_qp_out_commit(struct sh_qp *qp);
+void sh_qp_out_commit(struct sh_qp *qp, struct sh_pkt *pkt);
+bool sh_qp_out_read_req(struct sh_qp *qp, uint32_t len, uint64_t va,
+			uint32_t rkey, uint64_t *req_id);
 void sh_qp_bad_packet(struct sh_qp *qp);
 void sh_qp_sq_complete(struct sh_qp *qp, enum ibv_wc_status status);
+void sh_qp_sq_pop(struct sh_qp *qp);
+void sh_qp_flush_wr(struct sh_qp *qp, struct sh_cq *cq, uint64_t wr_id,
+		    enum ibv_wc_opcode opcode);
 
 /* card.c */
 void sh_card_progress(struct sh_context *ctx);
 void sh_card_progress_tx(struct sh_qp *qp);
 void sh_card_progress_ops(struct sh_context *ctx);
 
+/* A read response starts or ends (the only way resp.active changes). */
+static inline void sh_qp_resp_active(struct sh_qp *qp, bool on)
+{
+	if (qp->resp.active == on)
+		return;
+	qp->resp.active = on;
+	if (on)
+		qp->ctx->tx_work++;
+	else
+		qp->ctx->tx_work--;
+}
+
 /* Called under ctx->lock by every verb that gives the card work. */
 static inline void sh_card_kick(struct sh_context *ctx)
 {
-	ctx->kicks++;
 	atomic_store_explicit(&ctx->quiet, false, memory_order_relaxed);
 }
 
@@ -692,9 +765,7 @@ static inline void sh_card_kick(struct sh_context *ctx)
 static inline bool sh_card_quiet(struct sh_context *ctx)
 {
 	return atomic_load_explicit(&ctx->quiet, memory_order_acquire) &&
-	       atomic_load_explicit(&ctx->rings->doorbell,
-				    memory_order_acquire) ==
-		       __atomic_load_n(&ctx->rx_seen, __ATOMIC_RELAXED);
+	       sh_rx_quiet(ctx);
 }
 bool sh_card_read_step(struct sh_context *ctx);
 uint32_t sh_card_read_allow(struct sh_context *ctx);

@@ -3,7 +3,8 @@
  *
  * The input plays a peer with write access to a rank's ring segment (the
  * strongest position a peer has): it writes arbitrary packet headers and
- * payloads into the victim QP's inbound ring, moves the ring's head, and
+ * payloads into the victim QP's inbound ring, forges slot sequence words
+ * and the ring's published tail (which the victim's own producer reads), and
  * mixes in what legitimate traffic does (tagged receives posted, plain
  * buffers, real sends, a copy read the victim waits on), and it offers a
  * spoiled copy of a published segment header for the victim to connect
@@ -25,8 +26,10 @@
 #include "softhca/softhca_priv.h"
 
 enum {
-	OP_PACKET,      /* u8 len of header bytes, header, u16 payload len, payload */
-	OP_HEAD,        /* u32: new ring head */
+	OP_PACKET,      /* u8 len of header bytes, header, u16 payload len,
+			 * payload, u8 bit 0: stamp the due seq over the header's */
+	OP_RING,        /* u8 which, u32 value: bit 0 set, the ring's tail;
+			 * else the seq of slot which >> 1 */
 	OP_ADD,         /* u64 tag, u8 mask kind */
 	OP_PLAIN,       /* post a plain buffer */
 	OP_DRAIN,
@@ -89,24 +92,50 @@ static struct sh_ring *victim_ring(struct sh_env *e)
 	return sh_ring_at(&b->lay, b->rings, e->p[0].rqp->qp_num - SH_QPN_BASE);
 }
 
+/*
+ * A packet where the victim looks next (its published tail): header bytes
+ * (the seq word first, so a short header keeps the slot's own), payload,
+ * and, if asked, the seq the victim expects stamped last.
+ */
 static void op_packet(struct sh_env *e, struct in *in)
 {
 	struct sh_context *b = to_sh_ctx(e->b.ctx);
 	struct sh_ring *ring = victim_ring(e);
-	uint32_t head = atomic_load(&ring->head);
-	uint8_t *slot = sh_ring_slot(&b->lay, ring, head);
-	uint8_t hn = 0;
+	uint32_t pos = atomic_load(&ring->tail);
+	struct sh_pkt *slot = (struct sh_pkt *)sh_ring_slot(&b->lay, ring, pos);
+	uint8_t hdr[sizeof(struct sh_pkt)], hn = 0, stamp = 0;
+	uint32_t seq;
 	uint16_t pn = 0;
 
 	take(in, &hn, 1);
 	hn = hn % (sizeof(struct sh_pkt) + 1);
-	memset(slot, 0, sizeof(struct sh_pkt));
-	take(in, slot, hn);
+	memcpy(hdr, slot, sizeof(hdr));
+	memset(hdr + sizeof(slot->seq), 0, sizeof(hdr) - sizeof(slot->seq));
+	take(in, hdr, hn);
+	memcpy(&seq, hdr, sizeof(seq));
+	memcpy((uint8_t *)slot + sizeof(slot->seq), hdr + sizeof(seq),
+	       sizeof(hdr) - sizeof(seq));
 	take(in, &pn, 2);
 	pn = pn % (b->lay.mtu + 1);
-	take(in, slot + sizeof(struct sh_pkt), pn);
-	atomic_store(&ring->head, head + 1);
-	atomic_fetch_add(&b->rings->doorbell, 1);
+	take(in, slot->data, pn);
+	take(in, &stamp, 1);
+	atomic_store(&slot->seq, stamp & 1 ? pos + 1 : seq);
+}
+
+static void op_ring(struct sh_env *e, struct in *in)
+{
+	struct sh_context *b = to_sh_ctx(e->b.ctx);
+	struct sh_ring *ring = victim_ring(e);
+	uint32_t value = 0;
+	uint8_t which = 0;
+
+	take(in, &which, 1);
+	take(in, &value, 4);
+	if (which & 1)
+		atomic_store(&ring->tail, value);
+	else
+		atomic_store(&((struct sh_pkt *)sh_ring_slot(
+				       &b->lay, ring, which >> 1u))->seq, value);
 }
 
 /* A spoilt copy of the peer's published header; the victim connects. */
@@ -173,7 +202,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	while (in.n && steps++ < 256) {
 		uint8_t op = 0;
 		uint64_t tag = 0;
-		uint32_t u32 = 0;
 		uint16_t len = 0;
 		uint8_t b8 = 0;
 		uint32_t handle;
@@ -184,9 +212,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case OP_PACKET:
 			op_packet(&e, &in);
 			break;
-		case OP_HEAD:
-			take(&in, &u32, 4);
-			atomic_store(&victim_ring(&e)->head, u32);
+		case OP_RING:
+			op_ring(&e, &in);
 			break;
 		case OP_ADD:
 			take(&in, &tag, 8);

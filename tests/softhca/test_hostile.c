@@ -106,29 +106,29 @@ static struct sh_ring *reach_ring(struct reach *r, uint32_t qpn)
 				  r->head.ring_stride * (qpn - SH_QPN_BASE));
 }
 
-static _Atomic uint64_t *reach_doorbell(struct reach *r)
-{
-	return &((struct sh_rings *)r->rings)->doorbell;
-}
-
 static struct sh_mr_slot *reach_mr(struct reach *r, uint32_t i)
 {
 	return (struct sh_mr_slot *)(r->pub + r->head.mr_off) + i;
 }
 
-/* Writes one packet at the ring's head and publishes it. */
+/*
+ * Writes one packet where the consumer looks next (its published tail)
+ * and marks it arrived with seq = position + 1 + skew: a producer that
+ * lies about the position when skew is not 0.
+ */
 static void forge(struct reach *r, uint32_t qpn, const struct sh_pkt *hdr,
-		  const void *data, uint32_t n)
+		  const void *data, uint32_t n, uint32_t skew)
 {
 	struct sh_ring *ring = reach_ring(r, qpn);
-	uint32_t head = atomic_load(&ring->head);
+	uint32_t pos = atomic_load(&ring->tail);
 	struct sh_pkt *slot = (struct sh_pkt *)((uint8_t *)(ring + 1) +
-		r->head.slot_size * (head % r->head.ring_depth));
+		r->head.slot_size * (pos % r->head.ring_depth));
 
-	memcpy(slot, hdr, sizeof(*hdr));
+	memcpy((uint8_t *)slot + sizeof(slot->seq),
+	       (const uint8_t *)hdr + sizeof(hdr->seq),
+	       sizeof(*hdr) - sizeof(hdr->seq));
 	memcpy(slot->data, data, n);
-	atomic_store(&ring->head, head + 1);
-	atomic_fetch_add(reach_doorbell(r), 1);
+	atomic_store(&slot->seq, pos + 1 + skew);
 }
 
 /* ---- an unrelated process ------------------------------------------- */
@@ -186,7 +186,7 @@ static void hostile_main(void)
 		h.flags = SH_PKT_FIRST | SH_PKT_LAST;
 		h.len = h.msg_len = n;
 		h.src_qpn = job.from_qpn;
-		forge(&r, job.qpn, &h, msg, n);
+		forge(&r, job.qpn, &h, msg, n, 0);
 		rep.injected = 1;
 	}
 	if (r.pub) {
@@ -339,7 +339,7 @@ enum bad_kind {
 	BAD_MSG_LEN,        /* LAST packet that does not end its message */
 	BAD_OPCODE,         /* kind the protocol does not have */
 	BAD_CONTINUATION,   /* middle packet of no message */
-	BAD_HEAD_JUMP,      /* head a million packets ahead of the tail */
+	BAD_HEAD_JUMP,      /* seq a million packets ahead of the tail */
 	BAD_READ_RESP,      /* response at an offset no read asked for */
 	BAD_COUNT
 };
@@ -349,7 +349,7 @@ static const char *bad_name[BAD_COUNT] = {
 	"last packet short of its message length",
 	"unknown packet kind 77",
 	"continuation packet with no message started",
-	"ring head 10^6 packets ahead",
+	"slot seq claiming a position 10^6 packets ahead",
 	"read response for bytes never asked",
 };
 
@@ -412,13 +412,20 @@ static int bad_packet_child(enum bad_kind kind)
 	case BAD_COUNT:
 		break;
 	}
+	/* BAD_HEAD_JUMP: a good header in a slot whose seq claims a
+	 * position a million packets on */
+	if (kind == BAD_HEAD_JUMP)
+		h.len = h.msg_len = 32;
+	forge(&r, e.p[0].rqp->qp_num, &h, payload, sizeof(payload),
+	      kind == BAD_HEAD_JUMP ? 1000000u : 0);
 	if (kind == BAD_HEAD_JUMP) {
+		/* and every other slot forged too: a card that took a forged
+		 * seq and left it would find it again a lap on, forever */
 		struct sh_ring *ring = reach_ring(&r, e.p[0].rqp->qp_num);
 
-		atomic_store(&ring->head, atomic_load(&ring->tail) + 1000000u);
-		atomic_fetch_add(reach_doorbell(&r), 1);
-	} else {
-		forge(&r, e.p[0].rqp->qp_num, &h, payload, sizeof(payload));
+		for (uint32_t i = 1; i < r.head.ring_depth; i++)
+			atomic_store(&((struct sh_pkt *)((uint8_t *)(ring + 1) +
+				r.head.slot_size * i))->seq, 0xdead0000u + i);
 	}
 	/* A card that believed the ring would work through a million slots. */
 	if (sh_flush(&e) > 100)
@@ -455,8 +462,10 @@ static void run_child(const char *what, int (*fn)(int), int arg)
 
 	if (pid < 0)
 		sh_die("fork: %s", strerror(errno));
-	if (!pid)
+	if (!pid) {
+		alarm(30); /* a card that never stops fails, not hangs */
 		_exit(fn(arg));
+	}
 	waitpid(pid, &status, 0);
 	if (WIFSIGNALED(status))
 		tap_check(0, "%s: victim killed by signal %d (%s)", what,
@@ -642,7 +651,7 @@ static int gone_peer_child(int unused)
 	h.kind = SH_PKT_SEND;
 	h.flags = SH_PKT_FIRST | SH_PKT_LAST;
 	h.len = h.msg_len = sizeof(msg);
-	forge(&r, qp->qp_num, &h, msg, sizeof(msg));
+	forge(&r, qp->qp_num, &h, msg, sizeof(msg), 0);
 	softhca_drain(e.b.ctx);
 	softhca_drain(e.b.ctx);
 	if (sh_v()->query_qp(qp, &at, IBV_QP_STATE, &init) ||

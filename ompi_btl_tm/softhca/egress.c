@@ -1,0 +1,500 @@
+/*
+ * egress.c - the send side of a QP: its send queue, the packets it puts in
+ * the peer's inbound ring, and the post fast path.
+ *
+ * A send is cut into MTU-sized packets that the sender's card copies into
+ * the peer QP's inbound ring; the send completes when its last packet is in
+ * the ring (the soft equivalent of the RC ack).  RDMA reads are done by the
+ * reader's card with process_vm_readv, or, where the kernel refuses that,
+ * by READ_REQ/READ_RESP packets that the owner's card answers.  The ring is
+ * the peer's memory: its tail is read (and checked) only when the private
+ * copy says the ring is full, and a packet is published by its seq word,
+ * stored last (softhca_priv.h).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "softhca_priv.h"
+
+/* ---- send queue ------------------------------------------------------ */
+
+static struct sh_swr *sq_push(struct sh_qp *qp)
+{
+	if (qp->sq_count == qp->sq_cap) {
+		uint32_t cap = qp->sq_cap ? qp->sq_cap * 2 : 16;
+		struct sh_swr *sq = calloc(cap, sizeof(*sq));
+
+		if (!sq)
+			return NULL;
+		for (uint32_t i = 0; i < qp->sq_count; i++)
+			sq[i] = qp->sq[(qp->sq_first + i) & (qp->sq_cap - 1)];
+		free(qp->sq);
+		qp->sq = sq;
+		qp->sq_cap = cap;
+		qp->sq_first = 0;
+	}
+	/* sq_cap is a power of two; the caller sets every field it reads
+	 * (clearing the whole entry, inline area included, costs more) */
+	qp->ctx->tx_work++;
+	return &qp->sq[(qp->sq_first + qp->sq_count++) & (qp->sq_cap - 1)];
+}
+
+void sh_qp_sq_pop(struct sh_qp *qp)
+{
+	struct sh_swr *w = &qp->sq[qp->sq_first];
+
+	if (w->kind != SH_SWR_FIN)
+		qp->sq_user--;
+	qp->sq_first = (qp->sq_first + 1) & (qp->sq_cap - 1);
+	qp->sq_count--;
+	qp->ctx->tx_work--;
+}
+
+/* A user WR's completion: only when signalled (or sq_sig_all) or failed. */
+static void send_cqe(struct sh_qp *qp, uint64_t wr_id, unsigned int flags,
+		     enum ibv_wc_status status, enum ibv_wc_opcode opcode,
+		     uint32_t byte_len)
+{
+	struct sh_cqe cqe = { .release_handle = -1 };
+
+	if (status == IBV_WC_SUCCESS && !qp->sq_sig_all &&
+	    !(flags & IBV_SEND_SIGNALED))
+		return;
+	cqe.wr_id = wr_id;
+	cqe.status = status;
+	cqe.opcode = opcode;
+	cqe.byte_len = byte_len;
+	cqe.qp_num = qp->qp.qp_num;
+	cqe.src_qp = qp->dest_qpn;
+	sh_cq_push(qp->scq, &cqe);
+}
+
+static void sq_complete(struct sh_qp *qp, enum ibv_wc_status status)
+{
+	struct sh_swr *w = &qp->sq[qp->sq_first];
+
+	if (w->kind != SH_SWR_FIN)
+		send_cqe(qp, w->wr_id, w->send_flags, status,
+			 w->kind == SH_SWR_READ ? IBV_WC_RDMA_READ
+						: IBV_WC_SEND,
+			 w->kind == SH_SWR_READ ? w->len : 0);
+	sh_qp_sq_pop(qp);
+}
+
+/*
+ * A real RC send to a dead peer is never acked, so it fails; here the ring
+ * would take it.  Check the peer before a WR starts, at most once a
+ * millisecond per peer so the fast path stays free of syscalls.
+ */
+static bool peer_alive(struct sh_qp *qp)
+{
+	if (sh_now_ns() - qp->peer->checked_ns > SH_WR_LIVENESS_NS)
+		sh_qp_check_peer(qp);
+	return qp->qp.state != IBV_QPS_ERR;
+}
+
+/* ---- the outbound ring ----------------------------------------------- */
+
+static bool out_usable(struct sh_qp *qp)
+{
+	return !atomic_load_explicit(&qp->out->closed, memory_order_acquire) &&
+	       atomic_load_explicit(&qp->out->epoch, memory_order_relaxed) ==
+		       qp->out_epoch;
+}
+
+static struct sh_pkt *out_at(struct sh_qp *qp)
+{
+	return (struct sh_pkt *)((uint8_t *)(qp->out + 1) +
+				 qp->peer->lay.slot_size * qp->out_idx);
+}
+
+/*
+ * Is there a free slot?  The private copy of the peer's tail answers
+ * while the ring has room; the shared tail is read only when it looks
+ * full.  No side effects: a full or lying ring is left to sh_qp_out_slot.
+ */
+static bool out_room(struct sh_qp *qp)
+{
+	uint32_t depth = qp->peer->lay.ring_depth, tail;
+
+	if (qp->out_head - qp->out_tail < depth)
+		return true;
+	tail = atomic_load_explicit(&qp->out->tail, memory_order_acquire);
+	if (qp->out_head - tail >= depth)
+		return false;
+	qp->out_tail = tail;
+	return true;
+}
+
+/*
+ * A free slot in the peer's ring, or NULL (and the stall is noted).  The
+ * tail is the peer's to write: one that claims more than the ring holds
+ * would wedge the send, so it fails the QP instead.
+ */
+struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp)
+{
+	uint32_t tail;
+	uint64_t now;
+
+	if (qp->peer->gone) {
+		/* (gone_ring has no slots: nothing may be written there) */
+		sh_qp_error(qp, IBV_WC_RETRY_EXC_ERR);
+		return NULL;
+	}
+	if (out_room(qp)) {
+		qp->stall_since = 0;
+		return out_at(qp);
+	}
+	tail = atomic_load_explicit(&qp->out->tail, memory_order_acquire);
+	if (qp->out_head - tail > qp->peer->lay.ring_depth) {
+		qp->ctx->bad_packets++;
+		sh_qp_error(qp, IBV_WC_RETRY_EXC_ERR);
+		return NULL;
+	}
+	now = sh_now_ns();
+	if (!qp->stall_since)
+		qp->stall_since = now;
+	else if (now - qp->stall_since > SH_LIVENESS_NS)
+		sh_qp_check_peer(qp);
+	return NULL;
+}
+
+/* Publishes pkt (the slot sh_qp_out_slot gave): its seq goes last. */
+void sh_qp_out_commit(struct sh_qp *qp, struct sh_pkt *pkt)
+{
+	atomic_store_explicit(&pkt->seq, ++qp->out_head, memory_order_release);
+	if (++qp->out_idx == qp->peer->lay.ring_depth)
+		qp->out_idx = 0;
+}
+
+/* A READ_REQ for len bytes at va/rkey; false when the ring has no room. */
+bool sh_qp_out_read_req(struct sh_qp *qp, uint32_t len, uint64_t va,
+			uint32_t rkey, uint64_t *req_id)
+{
+	struct sh_pkt *pkt = sh_qp_out_slot(qp);
+
+	if (!pkt)
+		return false;
+	pkt->kind = SH_PKT_READ_REQ;
+	pkt->flags = SH_PKT_FIRST | SH_PKT_LAST;
+	pkt->len = 0;
+	pkt->msg_len = len;
+	pkt->src_qpn = qp->qp.qp_num;
+	pkt->rkey = rkey;
+	pkt->req_id = *req_id = ++qp->next_read_id;
+	pkt->va = va;
+	sh_qp_out_commit(qp, pkt);
+	qp->ctx->copy_reads++;
+	return true;
+}
+
+/* ---- transmit -------------------------------------------------------- */
+
+static bool tx_send(struct sh_qp *qp, struct sh_swr *w)
+{
+	uint32_t mtu = qp->peer->lay.mtu, chunk;
+	struct sh_pkt *pkt;
+
+	if (!w->started) {
+		if (!peer_alive(qp))
+			return true;
+		w->started = true;
+		if (!w->inlined &&
+		    sh_local_check(qp->ctx, w->sge, w->num_sge, 0)) {
+			sq_complete(qp, IBV_WC_LOC_PROT_ERR);
+			return true;
+		}
+	}
+	pkt = sh_qp_out_slot(qp);
+	if (!pkt)
+		return false;
+	chunk = w->len - w->done < mtu ? w->len - w->done : mtu;
+	pkt->kind = SH_PKT_SEND;
+	pkt->flags = (w->done ? 0 : SH_PKT_FIRST) |
+		     (w->done + chunk == w->len ? SH_PKT_LAST : 0);
+	pkt->len = chunk;
+	pkt->msg_len = w->len;
+	pkt->src_qpn = qp->qp.qp_num;
+	if (w->inlined)
+		memcpy(pkt->data, w->inl + w->done, chunk);
+	else
+		sh_gather(w->sge, w->num_sge, w->done, pkt->data, chunk);
+	sh_qp_out_commit(qp, pkt);
+	w->done += chunk;
+	if (w->done == w->len)
+		sq_complete(qp, IBV_WC_SUCCESS);
+	return true;
+}
+
+static bool tx_read(struct sh_qp *qp, struct sh_swr *w)
+{
+	enum ibv_wc_status st;
+	uint64_t req_id;
+
+	if (w->started)
+		return false; /* waiting for READ_RESP packets */
+	if (!w->done) {
+		if (!peer_alive(qp))
+			return true;
+		if (sh_local_check(qp->ctx, w->sge, w->num_sge,
+				   IBV_ACCESS_LOCAL_WRITE)) {
+			sq_complete(qp, IBV_WC_LOC_PROT_ERR);
+			return true;
+		}
+	}
+	if (sh_peer_cma(qp->ctx, qp->peer)) {
+		/* SH_READ_CHUNK at a time, paced as card reads are */
+		uint32_t chunk = w->len - w->done < SH_READ_CHUNK
+					 ? w->len - w->done : SH_READ_CHUNK;
+
+		if (w->len && !sh_card_read_allow(qp->ctx))
+			return false;
+		sh_card_read_used(qp->ctx, chunk);
+		st = sh_remote_read(qp->ctx, qp->peer, w->remote_addr + w->done,
+				    w->rkey, w->sge, w->num_sge, w->done, chunk);
+		if (st != IBV_WC_SUCCESS) {
+			sh_qp_error(qp, st);
+			return true;
+		}
+		w->done += chunk;
+		if (w->done == w->len)
+			sq_complete(qp, IBV_WC_SUCCESS);
+		return true;
+	}
+	if (!sh_qp_out_read_req(qp, w->len, w->remote_addr, w->rkey, &req_id))
+		return false;
+	w->started = true;
+	w->remote_addr = req_id; /* remembered for the responses */
+	return true;
+}
+
+/*
+ * The owner side of a copy read: one response packet.  Each chunk is
+ * checked against the rkey table again: the region may have been
+ * deregistered since the request arrived, and then it must not be read.
+ */
+static bool tx_read_resp(struct sh_qp *qp)
+{
+	struct sh_read_resp *r = &qp->resp;
+	uint32_t mtu = qp->peer->lay.mtu, chunk = 0;
+	struct sh_pkt *pkt = sh_qp_out_slot(qp);
+
+	if (!pkt)
+		return false;
+	if (r->status == IBV_WC_SUCCESS) {
+		chunk = r->len - r->done < mtu ? r->len - r->done : mtu;
+		if (sh_mr_check(&qp->ctx->lay, qp->ctx->seg, r->rkey,
+				r->va + r->done, chunk,
+				IBV_ACCESS_REMOTE_READ)) {
+			r->status = IBV_WC_REM_ACCESS_ERR;
+			chunk = 0;
+		}
+	}
+	pkt->kind = SH_PKT_READ_RESP;
+	pkt->flags = 0;
+	pkt->req_id = r->req_id;
+	pkt->va = r->done; /* offset of this chunk */
+	pkt->len = chunk;
+	pkt->msg_len = r->len;
+	pkt->status = r->status;
+	pkt->src_qpn = qp->qp.qp_num;
+	if (chunk)
+		memcpy(pkt->data, (uint8_t *)(uintptr_t)r->va + r->done, chunk);
+	r->done += chunk;
+	if (r->done == r->len || r->status != IBV_WC_SUCCESS) {
+		pkt->flags = SH_PKT_LAST;
+		sh_qp_resp_active(qp, false);
+	}
+	sh_qp_out_commit(qp, pkt);
+	return true;
+}
+
+bool sh_qp_tx_ready(struct sh_qp *qp)
+{
+	struct sh_swr *w;
+
+	if (qp->qp.state != IBV_QPS_RTS && qp->qp.state != IBV_QPS_RTR)
+		return false;
+	if (qp->resp.active)
+		return true;
+	if (qp->qp.state != IBV_QPS_RTS || !qp->sq_count)
+		return false;
+	w = &qp->sq[qp->sq_first];
+	return !(w->kind == SH_SWR_READ && w->started);
+}
+
+/* Moves one packet (or one read) of this QP's send side. */
+bool sh_qp_tx_step(struct sh_qp *qp)
+{
+	struct sh_swr *w;
+
+	if (!sh_qp_tx_ready(qp))
+		return false;
+	if (!out_usable(qp)) {
+		sh_qp_error(qp, IBV_WC_RETRY_EXC_ERR);
+		return true;
+	}
+	if (qp->resp.active)
+		return tx_read_resp(qp);
+	w = &qp->sq[qp->sq_first];
+	return w->kind == SH_SWR_READ ? tx_read(qp, w) : tx_send(qp, w);
+}
+
+int sh_qp_queue_fin(struct sh_qp *qp, const uint8_t *hdr)
+{
+	struct sh_swr *w;
+	struct ibv_tmh *tmh;
+
+	if (qp->qp.state == IBV_QPS_ERR)
+		return EPIPE;
+	w = sq_push(qp);
+	if (!w)
+		return ENOMEM;
+	w->kind = SH_SWR_FIN;
+	w->wr_id = 0;
+	w->send_flags = 0;
+	w->num_sge = 0;
+	w->inlined = true;
+	w->len = SH_TMH_LEN + SH_RVH_LEN;
+	w->done = 0;
+	w->started = false;
+	memcpy(w->inl, hdr, w->len);
+	tmh = (struct ibv_tmh *)w->inl;
+	tmh->opcode = IBV_TMH_FIN;
+	return 0;
+}
+
+/* The head WR completes (the receive side, ingress.c, ends reads). */
+void sh_qp_sq_complete(struct sh_qp *qp, enum ibv_wc_status status)
+{
+	sq_complete(qp, status);
+}
+
+/* ---- verbs ----------------------------------------------------------- */
+
+/*
+ * The post fast path.  With nothing ahead of it on this QP (no WR, FIN or
+ * read response), an AUTO card starts a one-packet SEND at once: it checks
+ * the peer and the lkeys, writes the packet into the peer's ring and
+ * completes the WR.  Doing exactly that here saves queueing the WR and a
+ * card run.  False: the WR takes the queue, where the card does the same
+ * work (that path also handles a full or lying ring and a stale liveness
+ * check, which may fail the QP).
+ */
+static bool post_send_now(struct sh_qp *qp, const struct ibv_send_wr *wr,
+			  uint32_t len)
+{
+	struct sh_context *ctx = qp->ctx;
+	enum ibv_wc_status st = IBV_WC_SUCCESS;
+	struct sh_pkt *pkt;
+
+	if (ctx->sched != SOFTHCA_SCHED_AUTO || qp->sq_count ||
+	    qp->resp.active || wr->opcode != IBV_WR_SEND ||
+	    len > ctx->lay.mtu || qp->peer->gone || !out_usable(qp) ||
+	    sh_now_ns() - qp->peer->checked_ns > SH_WR_LIVENESS_NS ||
+	    !out_room(qp))
+		return false;
+	if (!(wr->send_flags & IBV_SEND_INLINE) &&
+	    sh_local_check(ctx, wr->sg_list, (uint32_t)wr->num_sge, 0)) {
+		st = IBV_WC_LOC_PROT_ERR;
+	} else {
+		pkt = out_at(qp);
+		pkt->kind = SH_PKT_SEND;
+		pkt->flags = SH_PKT_FIRST | SH_PKT_LAST;
+		pkt->len = len;
+		pkt->msg_len = len;
+		pkt->src_qpn = qp->qp.qp_num;
+		if (wr->num_sge == 1)   /* what MPI sends: no SGE walk */
+			memcpy(pkt->data,
+			       (const void *)(uintptr_t)wr->sg_list[0].addr,
+			       len);
+		else
+			sh_gather(wr->sg_list, (uint32_t)wr->num_sge, 0,
+				  pkt->data, len);
+		sh_qp_out_commit(qp, pkt);
+		qp->stall_since = 0;
+	}
+	send_cqe(qp, wr->wr_id, wr->send_flags, st, IBV_WC_SEND, 0);
+	return true;
+}
+
+int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		 struct ibv_send_wr **bad)
+{
+	struct sh_qp *qp = to_sh_qp(ibqp);
+	struct sh_context *ctx = qp->ctx;
+	bool queued = false;
+	struct sh_swr *w;
+	int err = 0;
+
+	sh_lock(ctx);
+	for (; wr; wr = wr->next) {
+		uint32_t len = 0;
+
+		if (qp->qp.state == IBV_QPS_ERR) {
+			sh_qp_flush_wr(qp, qp->scq, wr->wr_id,
+				       wr->opcode == IBV_WR_RDMA_READ
+				       ? IBV_WC_RDMA_READ : IBV_WC_SEND);
+			continue;
+		}
+		if (wr->num_sge >= 0 && (uint32_t)wr->num_sge <= SH_MAX_SGE)
+			len = sge_total(wr->sg_list, (uint32_t)wr->num_sge);
+		if (qp->qp.state != IBV_QPS_RTS || wr->num_sge < 0 ||
+		    (uint32_t)wr->num_sge > SH_MAX_SGE ||
+		    (wr->opcode != IBV_WR_SEND &&
+		     wr->opcode != IBV_WR_RDMA_READ) ||
+		    len > ctx->cfg.max_msg_sz)
+			err = EINVAL;
+		else if (qp->sq_user >= qp->max_send_wr ||
+			 (uint32_t)wr->num_sge > qp->max_send_sge ||
+			 (wr->opcode == IBV_WR_SEND &&
+			  (wr->send_flags & IBV_SEND_INLINE) &&
+			  len > qp->max_inline))
+			err = ENOMEM; /* mlx5: queue full, too many SGEs, or
+				       * inline data past the WQE */
+		if (err) {
+			*bad = wr;
+			break;
+		}
+		if (post_send_now(qp, wr, len))
+			continue;
+		w = sq_push(qp);
+		if (!w) {
+			err = ENOMEM;
+			*bad = wr;
+			break;
+		}
+		queued = true;
+		qp->sq_user++;
+		w->kind = wr->opcode == IBV_WR_SEND ? SH_SWR_SEND : SH_SWR_READ;
+		w->wr_id = wr->wr_id;
+		w->send_flags = wr->send_flags;
+		w->len = len;
+		w->done = 0;
+		w->started = false;
+		w->remote_addr = wr->wr.rdma.remote_addr;
+		w->rkey = wr->wr.rdma.rkey;
+		/* max_inline <= SH_MAX_INLINE: the data fits the entry */
+		w->inlined = wr->opcode == IBV_WR_SEND &&
+			     (wr->send_flags & IBV_SEND_INLINE);
+		if (w->inlined) {
+			w->num_sge = 0;
+			sh_gather(wr->sg_list, (uint32_t)wr->num_sge, 0,
+				  w->inl, len);
+		} else {
+			w->num_sge = (uint32_t)wr->num_sge;
+			memcpy(w->sge, wr->sg_list,
+			       sizeof(*w->sge) * w->num_sge);
+		}
+	}
+	if (queued) {
+		sh_card_kick(ctx);
+		sh_card_progress_tx(qp);
+	} else {
+		/* the card had nothing to do, but read pacing counts posts */
+		ctx->post_seq++;
+	}
+	sh_unlock(ctx);
+	return err;
+}
