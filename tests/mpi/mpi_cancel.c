@@ -311,8 +311,17 @@ static void send_cancel(void)
 			if (k >= 6)
 				mt_progress_ms(comm, 5);
 			MT_CALL(MPI_Cancel(&r));
-			/* MPI_Wait after MPI_Cancel must be local */
-			end = mt_now() + 0.1;
+			/*
+			 * MPI_Wait after MPI_Cancel must be local.  ob1 never
+			 * cancels, so its rendezvous sends would wait for the
+			 * receiver: give up after 0.1 s.  tm settles every
+			 * cancel with the receiver's progress alone (rank 0
+			 * is blocked in MPI_Recv on ctl): wait for it, with a
+			 * bound generous enough for a loaded machine, since
+			 * a cancel that succeeds after the receiver was told
+			 * "not cancelled" would leave it waiting for nothing.
+			 */
+			end = mt_now() + (mt_is_ob1() ? 0.1 : 30.0);
 			do {
 				MT_CALL(MPI_Test(&r, &f, &st));
 			} while (!f && mt_now() < end);
