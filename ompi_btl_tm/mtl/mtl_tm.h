@@ -8,8 +8,9 @@
  *   mtl_tm_component.c  MCA parameters, open/close, selection, init
  *   mtl_tm.c            control path: device, QPs, modex, add/del procs,
  *                       add/del comm, progress, finalize
- *   mtl_tm_data.c       data path (send, recv, probe, cancel) on the
- *                       matching engine
+ *   mtl_tm_data.c       data path (send, recv, probe) on the matching
+ *                       engine
+ *   mtl_tm_cancel.c     MPI_Cancel of its requests
  *
  * Addressing (one RC QP per peer)
  * -------------------------------
@@ -110,8 +111,12 @@ struct mtl_tm_module {
 	uint32_t nprocs;         /* the job's size: one QP per rank */
 	uint32_t my_vpid;
 	struct mtl_tm_endpoint *eps; /* [nprocs], indexed by rank in the job */
-	/* The engine is single threaded: every engine call holds this. */
+	/* The engine is single threaded: every engine call holds this
+	 * (mtl_tm_lock(); the progress hook only tries it). */
 	opal_mutex_t lock;
+	/* Threads blocked in mtl_tm_lock(): the progress hook stands back
+	 * while there are any (see mtl_tm_progress). */
+	int lock_waiters;
 	/*
 	 * Requests the engine finished (its callbacks only queue them here,
 	 * under the lock); they are completed towards pml cm after the lock
@@ -155,10 +160,13 @@ struct mtl_tm_request {
 	 * the tag and rendezvous headers the engine wants room for */
 	bool staged;
 	uint8_t small[64];
+	/* MPI_THREAD_MULTIPLE: the thread that started the request
+	 * (mtl_tm_data.c, "Threads"); 0 otherwise */
+	uintptr_t owner;
 	/* blocking send (no ompi request): result, set at completion */
 	volatile bool done;
 	int error;
-	/* send cancel (mtl_tm_data.c, "Send cancel") */
+	/* send cancel (mtl_tm_cancel.c, "Send cancel") */
 	bool engine_done;        /* the engine's callback ran */
 	bool completed;          /* ... and pml cm was told */
 	volatile bool cancel_wait; /* mtl_tm_cancel waits for the outcome */
@@ -194,6 +202,36 @@ int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm);
 int mtl_tm_progress(void);
 
+/*
+ * Takes mtl_tm.lock for an engine call (a no-op unless MPI threads are
+ * on, as OPAL_THREAD_LOCK).  A thread that has to wait says so in
+ * lock_waiters, so that threads spinning in the progress hook let it in
+ * instead of taking the lock again and again while it sleeps.
+ */
+static inline void mtl_tm_lock(void)
+{
+	if (!opal_using_threads() || opal_mutex_trylock(&mtl_tm.lock) == 0)
+		return;
+	__atomic_fetch_add(&mtl_tm.lock_waiters, 1, __ATOMIC_RELAXED);
+	opal_mutex_lock(&mtl_tm.lock);
+	__atomic_fetch_sub(&mtl_tm.lock_waiters, 1, __ATOMIC_RELAXED);
+}
+
+/* An engine status as an Open MPI error code. */
+static inline int mtl_tm_to_ompi(int rc)
+{
+	switch (rc) {
+	case TM_OK: return OMPI_SUCCESS;
+	case TM_ERR_NO_MEMORY: return OMPI_ERR_OUT_OF_RESOURCE;
+	case TM_ERR_RANGE:
+	case TM_ERR_INVALID: return OMPI_ERR_BAD_PARAM;
+	case TM_ERR_UNSUPPORTED: return OMPI_ERR_NOT_SUPPORTED;
+	/* as a failed request's status: MPI_ERR_OTHER */
+	case TM_ERR_PEER_DEAD: return OMPI_ERROR;
+	}
+	return OMPI_ERROR;
+}
+
 /* mtl_tm_data.c */
 /* Drops mtl_tm.lock, then completes what the engine finished. */
 int mtl_tm_unlock_and_complete(void);
@@ -221,6 +259,7 @@ int mtl_tm_imrecv(struct mca_mtl_base_module_t *mtl,
 		  struct opal_convertor_t *convertor,
 		  struct ompi_message_t **message,
 		  mca_mtl_request_t *mtl_request);
+/* mtl_tm_cancel.c */
 int mtl_tm_cancel(struct mca_mtl_base_module_t *mtl,
 		  mca_mtl_request_t *mtl_request, int flag);
 

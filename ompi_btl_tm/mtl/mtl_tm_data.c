@@ -29,12 +29,24 @@
  * request and is copied (or unpacked) out at completion; the MTL works
  * out truncation against the user's length from the full message length.
  *
+ * Cancels: mtl_tm_cancel.c.
+ *
  * Locking and completion: every engine call holds mtl_tm.lock.  The
  * engine's callbacks only queue the request on mtl_tm.done; after the
  * engine call, mtl_tm_unlock_and_complete() drops the lock and then fills
  * in the MPI status and calls pml cm's completion callback.  So pml cm
  * code (which may start new operations) never runs under the lock, and
  * the engine never sees a call from inside itself.
+ *
+ * Threads (MPI_THREAD_MULTIPLE): the thread that completes a request is
+ * whichever drove the engine, often not the one waiting for it, which
+ * Open MPI keeps asleep on a condition variable until the completion
+ * wakes it.  When threads share a core (more threads than cores, as in
+ * osu_latency_mt), the completing thread would go on spinning in
+ * opal_progress for the rest of its time slice while the woken one waits
+ * for the core: milliseconds per hand-over.  So each request remembers
+ * the thread that started it, and a thread that completed someone
+ * else's request yields the core once (sched_yield) after completing.
  *
  * Errors: an engine error on a request (a peer that died, a failed
  * read) becomes MPI_ERR_OTHER in the request's status; the engine reports
@@ -49,6 +61,8 @@
  */
 #include "mtl_tm.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,20 +75,6 @@
 #include "ompi/proc/proc.h"
 #include "ompi/request/request.h"
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"
-
-static int tm_to_ompi(int rc)
-{
-	switch (rc) {
-	case TM_OK: return OMPI_SUCCESS;
-	case TM_ERR_NO_MEMORY: return OMPI_ERR_OUT_OF_RESOURCE;
-	case TM_ERR_RANGE:
-	case TM_ERR_INVALID: return OMPI_ERR_BAD_PARAM;
-	case TM_ERR_UNSUPPORTED: return OMPI_ERR_NOT_SUPPORTED;
-	/* as a failed request's status: MPI_ERR_OTHER */
-	case TM_ERR_PEER_DEAD: return OMPI_ERROR;
-	}
-	return OMPI_ERROR;
-}
 
 static void free_pack(struct mtl_tm_request *req)
 {
@@ -236,6 +236,35 @@ static void complete_recv(struct mtl_tm_request *req)
 	req->super.completion_callback(&req->super);
 }
 
+static void complete(struct mtl_tm_request *req)
+{
+	if (req->kind != MTL_TM_REQ_RECV) /* SEND, BSEND */
+		complete_send(req);
+	else
+		complete_recv(req);
+}
+
+/* With MPI threads: completes the list, then yields the core if a
+ * request of another thread was among them (see "Threads" at the top). */
+static int __attribute__((noinline)) complete_mt(ucs_list_link_t *list)
+{
+	uintptr_t self = (uintptr_t)pthread_self();
+	struct mtl_tm_request *req;
+	bool handed = false;
+	int n = 0;
+
+	while (!ucs_list_is_empty(list)) {
+		req = ucs_list_extract_head(list, struct mtl_tm_request,
+					    done_link);
+		handed |= req->owner != self;
+		complete(req);
+		n++;
+	}
+	if (handed)
+		sched_yield();
+	return n;
+}
+
 /*
  * Drops the lock taken for an engine call, then completes the requests
  * the engine finished meanwhile (possibly ones started by other threads).
@@ -247,17 +276,20 @@ int mtl_tm_unlock_and_complete(void)
 	UCS_LIST_HEAD(list);
 	int n = 0;
 
+	if (ucs_list_is_empty(&mtl_tm.done)) {
+		OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+		return 0;
+	}
 	ucs_list_splice_tail(&list, &mtl_tm.done);
 	ucs_list_head_init(&mtl_tm.done);
 	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+	if (mtl_tm.mpi_threads)
+		return complete_mt(&list);
 	while (!ucs_list_is_empty(&list)) {
 		/* off the list first: completion may free or reuse req */
 		req = ucs_list_extract_head(&list, struct mtl_tm_request,
 					    done_link);
-		if (req->kind != MTL_TM_REQ_RECV) /* SEND, BSEND */
-			complete_send(req);
-		else
-			complete_recv(req);
+		complete(req);
 		n++;
 	}
 	return n;
@@ -324,6 +356,8 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 	req->bsend_waiter = NULL;
 	req->u.send.cb = send_cb;
 	req->u.send.arg = req;
+	if (mtl_tm.mpi_threads)
+		req->owner = (uintptr_t)pthread_self();
 	if (!ep) {
 		free_pack(req);
 		opal_output(0, "mtl tm: rank %u: no connection to rank %d of %s",
@@ -331,7 +365,7 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 		return OMPI_ERR_UNREACH;
 	}
 
-	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	mtl_tm_lock();
 	rc = tm_engine_isend(mtl_tm.eng, &req->u.send, ep->peer,
 			     ompi_comm_get_cid(comm), ompi_comm_rank(comm), tag,
 			     buf, len, NULL, flags);
@@ -354,7 +388,7 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 		opal_output_verbose(10, mtl_tm_output,
 				    "mtl tm: isend of %zu bytes to rank %d: %s",
 				    len, dest, tm_status_str(rc));
-		return tm_to_ompi(rc);
+		return mtl_tm_to_ompi(rc);
 	}
 	return OMPI_SUCCESS;
 }
@@ -475,6 +509,8 @@ static int prepare_recv(struct opal_convertor_t *convertor,
 	req->convertor = convertor;
 	req->u.recv.cb = recv_cb;
 	req->u.recv.arg = req;
+	if (mtl_tm.mpi_threads)
+		req->owner = (uintptr_t)pthread_self();
 	return OMPI_SUCCESS;
 }
 
@@ -501,7 +537,7 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 		buf = req->small;
 		len = sizeof(req->small);
 	}
-	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	mtl_tm_lock();
 	rc = tm_engine_irecv_from(mtl_tm.eng, &req->u.recv,
 				  ompi_comm_get_cid(comm),
 				  src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
@@ -510,7 +546,7 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 	mtl_tm_unlock_and_complete();
 	if (rc != TM_OK) {
 		free_pack(req);
-		return tm_to_ompi(rc);
+		return mtl_tm_to_ompi(rc);
 	}
 	return OMPI_SUCCESS;
 }
@@ -542,7 +578,7 @@ int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,
 	uint32_t peer = src_peer(comm, src);
 	int rc;
 
-	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	mtl_tm_lock();
 	rc = tm_engine_iprobe_from(mtl_tm.eng, ompi_comm_get_cid(comm),
 				   src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
 				   tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, peer,
@@ -552,7 +588,7 @@ int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,
 	if (rc == TM_OK)
 		probe_status(status, &info);
 	return rc == TM_OK || rc == TM_ERR_NOT_FOUND ? OMPI_SUCCESS :
-	       tm_to_ompi(rc);
+	       mtl_tm_to_ompi(rc);
 }
 
 int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
@@ -571,7 +607,7 @@ int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
 	m = ompi_message_alloc();
 	if (!m)
 		return OMPI_ERR_OUT_OF_RESOURCE;
-	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	mtl_tm_lock();
 	rc = tm_engine_improbe_from(mtl_tm.eng, ompi_comm_get_cid(comm),
 				    src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
 				    tag == MPI_ANY_TAG ? TM_ANY_TAG : tag,
@@ -580,7 +616,7 @@ int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
 	if (rc != TM_OK) {
 		ompi_message_return(m);
 		*message = MPI_MESSAGE_NULL;
-		return rc == TM_ERR_NOT_FOUND ? OMPI_SUCCESS : tm_to_ompi(rc);
+		return rc == TM_ERR_NOT_FOUND ? OMPI_SUCCESS : mtl_tm_to_ompi(rc);
 	}
 	m->comm = comm;
 	m->req_ptr = msg;
@@ -604,101 +640,16 @@ int mtl_tm_imrecv(struct mca_mtl_base_module_t *mtl,
 	rc = prepare_recv(convertor, req);
 	if (rc != OMPI_SUCCESS)
 		return rc;
-	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	mtl_tm_lock();
 	rc = tm_engine_imrecv(mtl_tm.eng, &req->u.recv, msg, req->pack_buf,
 			      req->pack_len, NULL);
 	mtl_tm_unlock_and_complete();
 	if (rc != TM_OK) {
 		free_pack(req);
-		return tm_to_ompi(rc);
+		return mtl_tm_to_ompi(rc);
 	}
 	/* the engine owns the message now; the handle is spent */
 	ompi_message_return(*message);
 	*message = MPI_MESSAGE_NULL;
 	return OMPI_SUCCESS;
-}
-
-/*
- * Send cancel: the engine asks the receiver (tm_engine_cancel_send).  A
- * send still pending (rendezvous, synchronous, queued) completes later
- * through its callback, cancelled or not, so MPI_Wait sees the outcome.
- * pml cm has already completed an eager standard send (done once posted)
- * and a buffered one (its data copied): MPI_Wait returns at once, so the
- * outcome must be in the status before MPI_Cancel returns, and this waits
- * for the receiver's reply (it needs the receiver to make progress, which
- * MPICH's and our tests do; a dead receiver ends it through the
- * keepalive).  A buffered send's own copy may still be pending; its
- * identity, kept in pml cm's request, finds it.
- */
-static int cancel_send(struct mtl_tm_request *req)
-{
-	struct mtl_tm_request *own = NULL, *waiter = req;
-	struct tm_send *s = &req->u.send;
-	bool wait;
-	int rc;
-
-	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	if (req->kind == MTL_TM_REQ_BSEND) {
-		s = tm_engine_find_send(mtl_tm.eng, req->u.send.peer,
-					req->u.send.seq);
-		if (s) {
-			own = s->arg;
-			own->bsend_waiter = req;
-		} else {
-			s = &req->u.send;
-		}
-		wait = true;
-	} else if (req->completed) {
-		wait = true;
-	} else if (req->engine_done) {
-		/* another thread is completing it right now: too late */
-		OPAL_THREAD_UNLOCK(&mtl_tm.lock);
-		return OMPI_SUCCESS;
-	} else {
-		wait = false;
-	}
-	waiter->cancel_wait = wait;
-	rc = tm_engine_cancel_send(mtl_tm.eng, s);
-	if (rc != TM_OK) {
-		waiter->cancel_wait = false;
-		if (own)
-			own->bsend_waiter = NULL;
-	}
-	mtl_tm_unlock_and_complete();
-	if (rc == TM_ERR_NOT_FOUND)
-		return OMPI_SUCCESS; /* nothing to withdraw: not cancelled */
-	if (rc != TM_OK)
-		return tm_to_ompi(rc);
-	while (waiter->cancel_wait)
-		opal_progress();
-	if (wait && waiter->cancel_result)
-		req->super.ompi_req->req_status._cancelled = true;
-	return OMPI_SUCCESS;
-}
-
-/*
- * Receives: cancelled iff not yet matched; the engine completes the
- * request either way (TM_REQ_CANCELLED or the message), possibly later,
- * once the card confirmed.
- */
-int mtl_tm_cancel(struct mca_mtl_base_module_t *mtl,
-		  mca_mtl_request_t *mtl_request, int flag)
-{
-	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
-	int rc;
-
-	/* an inactive persistent request has no communication to cancel
-	 * (Open MPI's MPI_Cancel passes it down): its last send was waited
-	 * for, and must stay delivered */
-	if (req->super.ompi_req &&
-	    req->super.ompi_req->req_state == OMPI_REQUEST_INACTIVE)
-		return OMPI_SUCCESS;
-	if (req->kind == MTL_TM_REQ_SEND || req->kind == MTL_TM_REQ_BSEND)
-		return cancel_send(req);
-	if (req->kind != MTL_TM_REQ_RECV)
-		return OMPI_SUCCESS;
-	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_cancel_recv(mtl_tm.eng, &req->u.recv);
-	mtl_tm_unlock_and_complete();
-	return tm_to_ompi(rc);
 }
