@@ -233,8 +233,23 @@ static inline int mtl_tm_to_ompi(int rc)
 }
 
 /* mtl_tm_data.c */
-/* Drops mtl_tm.lock, then completes what the engine finished. */
-int mtl_tm_unlock_and_complete(void);
+int mtl_tm_complete_done(void);
+
+/*
+ * Drops mtl_tm.lock, taken for an engine call, then completes what the
+ * engine finished meanwhile (possibly requests of other threads);
+ * returns how many.  Inline: most calls (every idle progress call) find
+ * nothing to complete.
+ */
+static inline int mtl_tm_unlock_and_complete(void)
+{
+	if (ucs_list_is_empty(&mtl_tm.done)) {
+		OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+		return 0;
+	}
+	return mtl_tm_complete_done();
+}
+
 int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
 		struct ompi_communicator_t *comm, int dest, int tag,
 		struct opal_convertor_t *convertor,

@@ -85,11 +85,41 @@ static void free_pack(struct mtl_tm_request *req)
 }
 
 /* Engine callbacks: run inside an engine call, under the lock. */
+/* A send's outcome as pml cm wants it; frees its packed copy. */
+static int send_error(struct mtl_tm_request *req)
+{
+	int st = req->u.send.status;
+	int err = st == TM_REQ_OK || st == TM_REQ_CANCELLED ? OMPI_SUCCESS :
+		  MPI_ERR_OTHER;
+
+	free_pack(req);
+	req->error = err;
+	if (err != OMPI_SUCCESS)
+		opal_output_verbose(10, mtl_tm_output,
+				    "mtl tm: rank %u: send to peer %u failed",
+				    mtl_tm.my_vpid, req->u.send.peer);
+	return err;
+}
+
 static void send_cb(struct tm_send *s)
 {
 	struct mtl_tm_request *req = s->arg;
 
 	req->engine_done = true;
+	/*
+	 * A blocking send (mtl_tm_send: no ompi request, nothing of pml cm
+	 * runs at its completion) without MPI threads: its caller waits on
+	 * req->done further up this very thread's stack, so it is done here
+	 * rather than through the done list.  With threads its caller may
+	 * be another thread, which could return (its req is on its stack)
+	 * while the engine still holds s: the done list, after the engine
+	 * call, it is.
+	 */
+	if (!req->super.ompi_req && !req->detached && !mtl_tm.mpi_threads) {
+		send_error(req);
+		req->done = true;
+		return;
+	}
 	ucs_list_add_tail(&mtl_tm.done, &req->done_link);
 }
 
@@ -126,15 +156,8 @@ static void complete_send(struct mtl_tm_request *req)
 		return;
 	}
 
-	int err = req->u.send.status == TM_REQ_OK || cancelled ?
-		  OMPI_SUCCESS : MPI_ERR_OTHER;
+	int err = send_error(req);
 
-	free_pack(req);
-	req->error = err;
-	if (err != OMPI_SUCCESS)
-		opal_output_verbose(10, mtl_tm_output,
-				    "mtl tm: rank %u: send to peer %u failed",
-				    mtl_tm.my_vpid, req->u.send.peer);
 	/* pml cm does not reset a send's MPI_ERROR when it (re)starts one:
 	 * a recycled request would keep an old value */
 	if (req->super.ompi_req) {
@@ -265,21 +288,13 @@ static int __attribute__((noinline)) complete_mt(ucs_list_link_t *list)
 	return n;
 }
 
-/*
- * Drops the lock taken for an engine call, then completes the requests
- * the engine finished meanwhile (possibly ones started by other threads).
- * Returns how many.
- */
-int mtl_tm_unlock_and_complete(void)
+/* mtl_tm_unlock_and_complete() (mtl_tm.h) once the engine finished some. */
+int mtl_tm_complete_done(void)
 {
 	struct mtl_tm_request *req;
 	UCS_LIST_HEAD(list);
 	int n = 0;
 
-	if (ucs_list_is_empty(&mtl_tm.done)) {
-		OPAL_THREAD_UNLOCK(&mtl_tm.lock);
-		return 0;
-	}
 	ucs_list_splice_tail(&list, &mtl_tm.done);
 	ucs_list_head_init(&mtl_tm.done);
 	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
