@@ -36,7 +36,9 @@
  * engine call, mtl_tm_unlock_and_complete() drops the lock and then fills
  * in the MPI status and calls pml cm's completion callback.  So pml cm
  * code (which may start new operations) never runs under the lock, and
- * the engine never sees a call from inside itself.
+ * the engine never sees a call from inside itself.  One exception, which
+ * runs no pml cm code: a blocking send (mtl_tm_send) without MPI threads
+ * is finished in its callback (see send_cb).
  *
  * Threads (MPI_THREAD_MULTIPLE): the thread that completes a request is
  * whichever drove the engine, often not the one waiting for it, which
