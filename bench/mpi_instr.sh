@@ -3,8 +3,9 @@
 # (MPI_Irecv + MPI_Send + MPI_Wait over pml cm and mtl tm), per layer,
 # from callgrind.  Deterministic: for fast paths, never for timings.
 #
-#   bench/mpi_instr.sh [-b BUILD_DIR] [-s SIZE] [-n ITERS] [-t TOP]
+#   bench/mpi_instr.sh [-b BUILD_DIR] [-s SIZE] [-n ITERS] [-t TOP] [-m]
 #
+# -m: under MPI_THREAD_MULTIPLE (one thread: what that mode's locks cost).
 # Runs bench/bench_mpi_self (one rank sending to itself through its
 # loopback QP pair, the receive posted first) under callgrind, collecting
 # inside its loop only, for ITERS and 2*ITERS messages, and divides the
@@ -22,13 +23,15 @@ build="$here/../build/normal"
 size=8
 iters=2000
 top=25
-while getopts "b:s:n:t:h" o; do
+mode=
+while getopts "b:s:n:t:mh" o; do
 	case $o in
 	b) build=$OPTARG ;;
 	s) size=$OPTARG ;;
 	n) iters=$OPTARG ;;
 	t) top=$OPTARG ;;
-	*) sed -n '2,17p' "$0"; exit 2 ;;
+	m) mode=mt ;;
+	*) sed -n '2,19p' "$0"; exit 2 ;;
 	esac
 done
 build=$(cd "$build" && pwd)
@@ -47,7 +50,7 @@ for n in "$iters" $((2 * iters)); do
 	TM_DEV_RCACHE=0 mpirun "${root[@]}" -np 1 --mca pml cm --mca mtl tm \
 		--mca mca_base_component_path "$build/.libs:$pkglib" \
 		valgrind --tool=callgrind --toggle-collect=mpi_loop \
-		--callgrind-out-file="$tmp/cg.$n" "$prog" "$n" "$size" \
+		--callgrind-out-file="$tmp/cg.$n" "$prog" "$n" "$size" $mode \
 		>"$tmp/log.$n" 2>&1 ||
 		{ tail -n 20 "$tmp/log.$n" >&2; exit 1; }
 	# (its Perl warns about files without line data: harmless)
@@ -58,9 +61,9 @@ nm --defined-only -l "$so" 2>/dev/null |
 	awk 'NF >= 4 { print $3, $4 }' >"$tmp/defs"
 
 python3 - "$tmp/ann.$iters" "$tmp/ann.$((2 * iters))" "$iters" "$size" \
-	"$top" "$tmp/defs" <<'PY'
+	"$top" "$tmp/defs" "${mode:-single}" <<'PY'
 import re, sys
-a_file, b_file, msgs, size, top, defs = sys.argv[1:]
+a_file, b_file, msgs, size, top, defs, mode = sys.argv[1:]
 msgs = int(msgs)
 line_re = re.compile(r'\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*?):(\S+)(?: \[(.*)\])?\s*$')
 
@@ -113,8 +116,8 @@ for (path, fn, obj), v in diff.items():
     lay = layer(path, fn, obj)
     per[lay] = per.get(lay, 0) + v
 total = sum(per.values())
-print('bench_mpi_self, %s B: %.0f instructions per message (both sides)'
-      % (size, total))
+print('bench_mpi_self, %s B, %s: %.0f instructions per message (both sides)'
+      % (size, 'MPI_THREAD_MULTIPLE' if mode == 'mt' else 'MPI_Init', total))
 print()
 print('| layer | Ir / message |')
 print('| --- | ---: |')

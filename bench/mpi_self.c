@@ -8,11 +8,15 @@
  * HCAs need).  mpi_loop is a function of its own so that callgrind can
  * collect inside it only.
  *
- *   bench_mpi_self N [SIZE]
+ *   bench_mpi_self N [SIZE [mt]]
+ *
+ * "mt": MPI_Init_thread(MPI_THREAD_MULTIPLE), one thread (the cost of
+ * the locks and checks that mode adds).
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MAX_SIZE 65536
 
@@ -34,13 +38,23 @@ int main(int argc, char **argv)
 	static char sb[MAX_SIZE], rb[MAX_SIZE];
 	long n = argc > 1 ? atol(argv[1]) : 0;
 	int size = argc > 2 ? atoi(argv[2]) : 8;
+	int mt = argc > 3 && !strcmp(argv[3], "mt"), provided;
 
-	if (n < 1 || size < 0 || size > MAX_SIZE) {
-		fprintf(stderr, "usage: bench_mpi_self N [SIZE <= %d]\n",
+	if (n < 1 || size < 0 || size > MAX_SIZE ||
+	    (argc > 3 && !mt) || argc > 4) {
+		fprintf(stderr, "usage: bench_mpi_self N [SIZE <= %d [mt]]\n",
 			MAX_SIZE);
 		return 2;
 	}
-	MPI_Init(&argc, &argv);
+	if (mt) {
+		MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+		if (provided < MPI_THREAD_MULTIPLE) {
+			fprintf(stderr, "no MPI_THREAD_MULTIPLE\n");
+			MPI_Abort(MPI_COMM_WORLD, 2);
+		}
+	} else {
+		MPI_Init(&argc, &argv);
+	}
 	/* warm-up: connection, first-use allocations */
 	mpi_loop(100, sb, rb, size);
 	mpi_loop(n, sb, rb, size);
