@@ -10,7 +10,6 @@
 #include "mtl_tm.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -600,18 +599,8 @@ int mtl_tm_progress(void)
 
 	if (!mtl_tm.eng)
 		return 0;
-	/* A thread waits in mtl_tm_lock() to post or cancel: taking the
-	 * lock again would keep it out for as long as this thread spins
-	 * (the unlock wakes it, but this thread runs on and gets there
-	 * first, and on a shared core it may not run at all).  Let it in. */
-	if (opal_using_threads()) {
-		if (__atomic_load_n(&mtl_tm.lock_waiters, __ATOMIC_RELAXED)) {
-			sched_yield();
-			return 0;
-		}
-		if (opal_mutex_trylock(&mtl_tm.lock))
-			return 0;
-	}
+	if (OPAL_THREAD_TRYLOCK(&mtl_tm.lock))
+		return 0;
 	n = tm_engine_progress(mtl_tm.eng);
 	n = (n > 0 ? n : 0) + mtl_tm_unlock_and_complete();
 	return n;

@@ -111,12 +111,8 @@ struct mtl_tm_module {
 	uint32_t nprocs;         /* the job's size: one QP per rank */
 	uint32_t my_vpid;
 	struct mtl_tm_endpoint *eps; /* [nprocs], indexed by rank in the job */
-	/* The engine is single threaded: every engine call holds this
-	 * (mtl_tm_lock(); the progress hook only tries it). */
+	/* The engine is single threaded: every engine call holds this. */
 	opal_mutex_t lock;
-	/* Threads blocked in mtl_tm_lock(): the progress hook stands back
-	 * while there are any (see mtl_tm_progress). */
-	int lock_waiters;
 	/*
 	 * Requests the engine finished (its callbacks only queue them here,
 	 * under the lock); they are completed towards pml cm after the lock
@@ -160,9 +156,6 @@ struct mtl_tm_request {
 	 * the tag and rendezvous headers the engine wants room for */
 	bool staged;
 	uint8_t small[64];
-	/* MPI_THREAD_MULTIPLE: the thread that started the request
-	 * (mtl_tm_data.c, "Threads"); 0 otherwise */
-	uintptr_t owner;
 	/* blocking send (no ompi request): result, set at completion */
 	volatile bool done;
 	int error;
@@ -201,21 +194,6 @@ int mtl_tm_add_comm(struct mca_mtl_base_module_t *mtl,
 int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm);
 int mtl_tm_progress(void);
-
-/*
- * Takes mtl_tm.lock for an engine call (a no-op unless MPI threads are
- * on, as OPAL_THREAD_LOCK).  A thread that has to wait says so in
- * lock_waiters, so that threads spinning in the progress hook let it in
- * instead of taking the lock again and again while it sleeps.
- */
-static inline void mtl_tm_lock(void)
-{
-	if (!opal_using_threads() || opal_mutex_trylock(&mtl_tm.lock) == 0)
-		return;
-	__atomic_fetch_add(&mtl_tm.lock_waiters, 1, __ATOMIC_RELAXED);
-	opal_mutex_lock(&mtl_tm.lock);
-	__atomic_fetch_sub(&mtl_tm.lock_waiters, 1, __ATOMIC_RELAXED);
-}
 
 /* An engine status as an Open MPI error code. */
 static inline int mtl_tm_to_ompi(int rc)

@@ -26,7 +26,7 @@ static int cancel_send(struct mtl_tm_request *req)
 	bool wait;
 	int rc;
 
-	mtl_tm_lock();
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	if (req->kind == MTL_TM_REQ_BSEND) {
 		s = tm_engine_find_send(mtl_tm.eng, req->u.send.peer,
 					req->u.send.seq);
@@ -86,7 +86,7 @@ int mtl_tm_cancel(struct mca_mtl_base_module_t *mtl,
 		return cancel_send(req);
 	if (req->kind != MTL_TM_REQ_RECV)
 		return OMPI_SUCCESS;
-	mtl_tm_lock();
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_cancel_recv(mtl_tm.eng, &req->u.recv);
 	mtl_tm_unlock_and_complete();
 	return mtl_tm_to_ompi(rc);

@@ -41,14 +41,13 @@
  * is finished in its callback (see send_cb).
  *
  * Threads (MPI_THREAD_MULTIPLE): the thread that completes a request is
- * whichever drove the engine, often not the one waiting for it, which
- * Open MPI keeps asleep on a condition variable until the completion
- * wakes it.  When threads share a core (more threads than cores, as in
- * osu_latency_mt), the completing thread would go on spinning in
- * opal_progress for the rest of its time slice while the woken one waits
- * for the core: milliseconds per hand-over.  So each request remembers
- * the thread that started it, and a thread that completed someone
- * else's request yields the core once (sched_yield) after completing.
+ * whichever drove the engine, often not the one waiting for it (Open MPI
+ * keeps all but one waiting thread asleep on a condition variable, and
+ * the completion wakes it).  Yielding the core after completing another
+ * thread's request, and letting threads that wait for the lock in ahead
+ * of the progress hook, were tried (bench/latency_mt, two receiving
+ * threads on one core): no measurable change, a hand-over costs ~30 us
+ * either way, as with pml ob1 (bench/README.md, "Threads").
  *
  * Errors: an engine error on a request (a peer that died, a failed
  * read) becomes MPI_ERR_OTHER in the request's status; the engine reports
@@ -63,8 +62,6 @@
  */
 #include "mtl_tm.h"
 
-#include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,7 +83,6 @@ static void free_pack(struct mtl_tm_request *req)
 	req->pack_free = false;
 }
 
-/* Engine callbacks: run inside an engine call, under the lock. */
 /* A send's outcome as pml cm wants it; frees its packed copy. */
 static int send_error(struct mtl_tm_request *req)
 {
@@ -103,6 +99,7 @@ static int send_error(struct mtl_tm_request *req)
 	return err;
 }
 
+/* Engine callbacks: run inside an engine call, under the lock. */
 static void send_cb(struct tm_send *s)
 {
 	struct mtl_tm_request *req = s->arg;
@@ -261,35 +258,6 @@ static void complete_recv(struct mtl_tm_request *req)
 	req->super.completion_callback(&req->super);
 }
 
-static void complete(struct mtl_tm_request *req)
-{
-	if (req->kind != MTL_TM_REQ_RECV) /* SEND, BSEND */
-		complete_send(req);
-	else
-		complete_recv(req);
-}
-
-/* With MPI threads: completes the list, then yields the core if a
- * request of another thread was among them (see "Threads" at the top). */
-static int __attribute__((noinline)) complete_mt(ucs_list_link_t *list)
-{
-	uintptr_t self = (uintptr_t)pthread_self();
-	struct mtl_tm_request *req;
-	bool handed = false;
-	int n = 0;
-
-	while (!ucs_list_is_empty(list)) {
-		req = ucs_list_extract_head(list, struct mtl_tm_request,
-					    done_link);
-		handed |= req->owner != self;
-		complete(req);
-		n++;
-	}
-	if (handed)
-		sched_yield();
-	return n;
-}
-
 /* mtl_tm_unlock_and_complete() (mtl_tm.h) once the engine finished some. */
 int mtl_tm_complete_done(void)
 {
@@ -300,13 +268,14 @@ int mtl_tm_complete_done(void)
 	ucs_list_splice_tail(&list, &mtl_tm.done);
 	ucs_list_head_init(&mtl_tm.done);
 	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
-	if (mtl_tm.mpi_threads)
-		return complete_mt(&list);
 	while (!ucs_list_is_empty(&list)) {
 		/* off the list first: completion may free or reuse req */
 		req = ucs_list_extract_head(&list, struct mtl_tm_request,
 					    done_link);
-		complete(req);
+		if (req->kind != MTL_TM_REQ_RECV) /* SEND, BSEND */
+			complete_send(req);
+		else
+			complete_recv(req);
 		n++;
 	}
 	return n;
@@ -373,8 +342,6 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 	req->bsend_waiter = NULL;
 	req->u.send.cb = send_cb;
 	req->u.send.arg = req;
-	if (mtl_tm.mpi_threads)
-		req->owner = (uintptr_t)pthread_self();
 	if (!ep) {
 		free_pack(req);
 		opal_output(0, "mtl tm: rank %u: no connection to rank %d of %s",
@@ -382,7 +349,7 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 		return OMPI_ERR_UNREACH;
 	}
 
-	mtl_tm_lock();
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_isend(mtl_tm.eng, &req->u.send, ep->peer,
 			     ompi_comm_get_cid(comm), ompi_comm_rank(comm), tag,
 			     buf, len, NULL, flags);
@@ -526,8 +493,6 @@ static int prepare_recv(struct opal_convertor_t *convertor,
 	req->convertor = convertor;
 	req->u.recv.cb = recv_cb;
 	req->u.recv.arg = req;
-	if (mtl_tm.mpi_threads)
-		req->owner = (uintptr_t)pthread_self();
 	return OMPI_SUCCESS;
 }
 
@@ -554,7 +519,7 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 		buf = req->small;
 		len = sizeof(req->small);
 	}
-	mtl_tm_lock();
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_irecv_from(mtl_tm.eng, &req->u.recv,
 				  ompi_comm_get_cid(comm),
 				  src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
@@ -595,7 +560,7 @@ int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,
 	uint32_t peer = src_peer(comm, src);
 	int rc;
 
-	mtl_tm_lock();
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_iprobe_from(mtl_tm.eng, ompi_comm_get_cid(comm),
 				   src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
 				   tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, peer,
@@ -624,7 +589,7 @@ int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
 	m = ompi_message_alloc();
 	if (!m)
 		return OMPI_ERR_OUT_OF_RESOURCE;
-	mtl_tm_lock();
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_improbe_from(mtl_tm.eng, ompi_comm_get_cid(comm),
 				    src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
 				    tag == MPI_ANY_TAG ? TM_ANY_TAG : tag,
@@ -657,7 +622,7 @@ int mtl_tm_imrecv(struct mca_mtl_base_module_t *mtl,
 	rc = prepare_recv(convertor, req);
 	if (rc != OMPI_SUCCESS)
 		return rc;
-	mtl_tm_lock();
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_imrecv(mtl_tm.eng, &req->u.recv, msg, req->pack_buf,
 			      req->pack_len, NULL);
 	mtl_tm_unlock_and_complete();
