@@ -156,9 +156,21 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 void bench_init(int argc, char **argv, struct bench_ctx *ctx,
 		struct bench_opts *opts, const char *usage)
 {
-	int size, rc;
+	bench_init_thread(argc, argv, ctx, opts, usage, MPI_THREAD_SINGLE);
+}
 
-	MPI_Init(&argc, &argv);
+void bench_init_thread(int argc, char **argv, struct bench_ctx *ctx,
+		       struct bench_opts *opts, const char *usage,
+		       int required)
+{
+	int size, rc, provided = MPI_THREAD_SINGLE;
+
+	/* Plain MPI_Init for the single-threaded benchmarks: asking for a
+	 * level may change what a transport does (locks, progress). */
+	if (required == MPI_THREAD_SINGLE)
+		MPI_Init(&argc, &argv);
+	else
+		MPI_Init_thread(&argc, &argv, required, &provided);
 	/* A private communicator: nothing else in the process can match. */
 	MPI_Comm_dup(MPI_COMM_WORLD, &ctx->comm);
 	MPI_Comm_rank(ctx->comm, &ctx->rank);
@@ -173,6 +185,14 @@ void bench_init(int argc, char **argv, struct bench_ctx *ctx,
 		if (ctx->rank == 0)
 			fprintf(stderr, "run me on exactly 2 ranks (have %d)\n",
 				size);
+		MPI_Finalize();
+		exit(1);
+	}
+	if (required != MPI_THREAD_SINGLE && provided < required) {
+		if (ctx->rank == 0)
+			fprintf(stderr, "this MPI provides thread level %d, "
+				"below the %d this benchmark needs\n",
+				provided, required);
 		MPI_Finalize();
 		exit(1);
 	}

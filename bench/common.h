@@ -68,6 +68,11 @@ struct bench_result {
  * defaults in *opts.  Prints usage and exits on error or if not 2 ranks. */
 void bench_init(int argc, char **argv, struct bench_ctx *ctx,
 		struct bench_opts *opts, const char *usage);
+/* The same, with MPI_Init_thread(required); exits if the library
+ * provides less. */
+void bench_init_thread(int argc, char **argv, struct bench_ctx *ctx,
+		       struct bench_opts *opts, const char *usage,
+		       int required);
 void bench_finish(void);
 
 /* printf on rank 0 only, flushed at once (run.sh reads a pipe). */

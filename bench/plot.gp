@@ -20,11 +20,13 @@ set xrange [0.7:6e6]	# end points off the border, so their tics show
 
 # ---- latency vs size (size 0 cannot go on a log axis: dropped) ----------
 set output dir . "/latency.png"
-set title "Ping-pong latency (half round trip), 2 ranks"
+set title "Ping-pong latency (half round trip), 2 ranks; dashed: 1 sending thread, 2 receiving (latency_mt)"
 set ylabel "latency (usec)"
 set logscale y 10
 plot for [i=1:n] dir . "/latency_" . word(transports, i) . ".dat" \
-	using ($1 > 0 ? $1 : 1/0):2:3:4 lc rgb col(i) pt 7 title word(transports, i)
+	using ($1 > 0 ? $1 : 1/0):2:3:4 lc rgb col(i) pt 7 title word(transports, i), \
+     for [i=1:n] dir . "/latency_mt_" . word(transports, i) . ".dat" \
+	using 1:2:3:4 lc rgb col(i) dt 2 pt 6 title word(transports, i) . " threads 1:2"
 
 # ---- bandwidth vs size: uni solid, bi dashed ------------------------------
 set output dir . "/bandwidth.png"

@@ -11,7 +11,8 @@
 
 static const char usage[] =
 	"usage: mpirun -np 2 bench_rate [options]\n"
-	"Message rate for each size (default -s 8:32K:8), window -w (64).\n";
+	"Message rate for each size (default -s 8:32K:8 and 1K), window -w\n"
+	"(64).\n";
 
 int main(int argc, char **argv)
 {
@@ -19,8 +20,12 @@ int main(int argc, char **argv)
 				   .window = DEFAULT_WINDOW };
 	struct bench_ctx ctx;
 
-	for (long s = 8; s <= 32L << 10; s *= 8)
+	/* 8 B .. 32 KiB by factors of 8, and 1 KiB (a run.sh target) */
+	for (long s = 8; s <= 32L << 10; s *= 8) {
 		opts.sizes[opts.nsizes++] = s;
+		if (s == 512)
+			opts.sizes[opts.nsizes++] = 1024;
+	}
 	bench_init(argc, argv, &ctx, &opts, usage);
 	if (opts.window < 1)
 		bench_fail(&ctx, "-w must be at least 1");

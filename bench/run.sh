@@ -6,7 +6,8 @@
 #   ob1  --mca pml ob1 --mca btl self,vader
 #   ucx  --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any
 # ALTERNATING them in short back-to-back rounds (round r: latency over tm,
-# ob1, ucx, then bandwidth over tm, ob1, ucx, ...), because these machines
+# ob1, ucx, then threaded latency (latency_mt, MPI_THREAD_MULTIPLE, one
+# sending thread against two receiving ones), bandwidth, ...), because these machines
 # switch between vCPU placement regimes every 10-30 s: a tm figure is only
 # compared with peer figures measured seconds apart, round by round, and
 # the table reports the MEDIAN per-round ratio and its interquartile range.
@@ -28,6 +29,7 @@ PLOTS=1
 BUILD_DIR=$TOP/build/normal
 RESULTS=
 ONLY="tm ob1 ucx"
+KINDS="latency latency_mt bw rate depth"
 STAT=best
 MAX_TIME=
 LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-180}
@@ -50,6 +52,8 @@ usage: bench/run.sh [options]
                    fastest of the batches, least disturbed by other jobs)
                    or median
   --transports L   subset of "tm ob1 ucx", e.g. --transports "ob1 ucx"
+  --benches L      subset of "latency latency_mt bw rate depth" (default
+                   all), e.g. --benches latency_mt
   --build-dir DIR  where to build the benchmarks and mca_mtl_tm.so
                    (default build/normal; configured there if needed); that
                    mca_mtl_tm.so is used unless an installed one is newer
@@ -67,6 +71,7 @@ while [ $# -gt 0 ]; do
 	--budget) BUDGET=$2; shift ;;
 	--osu) OSU=1 ;;
 	--transports) ONLY=$2; shift ;;
+	--benches) KINDS=$2; shift ;;
 	--max-time) MAX_TIME=$2; shift ;;
 	--stat) STAT=$2; shift ;;
 	--build-dir) BUILD_DIR=$(realpath -m "$2"); shift ;;
@@ -94,7 +99,7 @@ say() { echo "$*" | tee -a "$RESULTS/summary.md"; }
 
 # ---- build -----------------------------------------------------------------
 
-PROGS="bench_latency bench_bw bench_rate bench_depth"
+PROGS="bench_latency bench_latency_mt bench_bw bench_rate bench_depth"
 build() {
 	local log=$RESULTS/build.log
 	if [ ! -f "$BUILD_DIR/Makefile" ]; then
@@ -256,7 +261,14 @@ say ""
 
 # ---- rounds --------------------------------------------------------------------
 
-BENCHES="latency bw rate depth$OSU_GROUPS"
+for g in $KINDS; do
+	case $g in latency|latency_mt|bw|rate|depth) ;;
+	*) echo "run.sh: unknown benchmark $g" >&2; exit 2 ;;
+	esac
+done
+BENCHES="$KINDS$OSU_GROUPS"
+# The plots want every benchmark's data.
+[ "$KINDS" = "latency latency_mt bw rate depth" ] || PLOTS=0
 
 # Turns OSU's "size value..." lines into our key=value lines.
 osu_filter() {

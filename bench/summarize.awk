@@ -106,12 +106,16 @@ function is_key_row(k,    p, s) {
 	if (p[1] == "latency" || p[1] == "osu_latency")
 		return s == 0 || s == 8 || s == 1024 || s == 65536 || \
 		       s == 1048576 || s == 4194304
+	if (p[1] == "latency_mt")
+		return s == 8 || s == 64 || s == 1024
 	if (p[1] == "bw" || p[1] == "osu_bw")
 		return s == 8 || s == 65536 || s == 1048576 || s == 4194304
 	if (p[1] == "bibw" || p[1] == "osu_bibw")
 		return s == 1048576 || s == 4194304
 	if (p[1] == "osu_mbw_mr")
 		return s == 8 || s == 4096
+	if (p[1] == "rate")
+		return s == 8 || s == 64 || s == 1024 || s == 4096 || s == 32768
 	return 1
 }
 
@@ -227,14 +231,27 @@ function best_ratio(k, higher,    r, a, n, b, v) {
 	return sprintf(rfmt, last_ratio, quant(a, n, 0.25), quant(a, n, 0.75))
 }
 
-function target(name, got, op, goal) {
+# A target row: got is a ratio cell (last_ratio holds its median).  An
+# optional stretch is the issue's aim beyond the requirement (e.g. <= 1.0
+# required, 0.9 the aim): both are judged.
+function target(name, got, op, goal, stretch,    ok, aim, g) {
+	g = op " " goal
+	if (stretch != "")
+		g = g " (aim " stretch ")"
 	if (got == "-") {
-		printf "| %s | %s %s | - | not measured |\n", name, op, goal
+		printf "| %s | %s | - | not measured |\n", name, g
 		return
 	}
 	ok = (op == "<=") ? last_ratio <= goal : last_ratio >= goal
-	printf "| %s | %s %s | %s | %s |\n", name, op, goal, got, \
-		ok ? "met" : "NOT met"
+	aim = ""
+	if (stretch != "") {
+		if (op == "<=")
+			aim = last_ratio <= stretch ? ", aim met" : ", aim not met"
+		else
+			aim = last_ratio >= stretch ? ", aim met" : ", aim not met"
+	}
+	printf "| %s | %s | %s | %s%s |\n", name, g, got, \
+		ok ? "met" : "NOT met", aim
 }
 
 function print_targets(    kinds, j, d) {
@@ -242,10 +259,16 @@ function print_targets(    kinds, j, d) {
 	rfmt = "%.3f [%.3f-%.3f]"
 	print "| target (tm, per-round median) | goal | measured [IQR] | |"
 	print "| --- | --- | ---: | --- |"
-	target("8 B latency / better of ob1,ucx", best_ratio("latency 8", 0), "<=", 0.9)
+	target("8 B latency / better of ob1,ucx", best_ratio("latency 8", 0), "<=", 1.0, 0.9)
+	target("1 KiB latency / ucx", ratio_cell("latency 1024", "tm", "latency 1024", "ucx"), "<=", 1.0)
 	target("1 MiB bandwidth / ucx", ratio_cell("bw 1048576", "tm", "bw 1048576", "ucx"), ">=", 1.0)
 	target("4 MiB bandwidth / ucx", ratio_cell("bw 4194304", "tm", "bw 4194304", "ucx"), ">=", 1.0)
-	target("8 B message rate / better of ob1,ucx", best_ratio("rate 8", 1), ">=", 1.1)
+	target("8 B message rate / better of ob1,ucx", best_ratio("rate 8", 1), ">=", 1.0, 1.1)
+	target("1 KiB message rate / ucx", ratio_cell("rate 1024", "tm", "rate 1024", "ucx"), ">=", 1.0)
+	# osu_latency_mt -t 1:2: rank 1's two threads share its core, as
+	# ob1's do: the same oversubscription
+	target("8 B latency, threads 1:2 / ob1", ratio_cell("latency_mt 8", "tm", "latency_mt 8", "ob1"), "<=", 1.0)
+	target("1 KiB latency, threads 1:2 / ob1", ratio_cell("latency_mt 1024", "tm", "latency_mt 1024", "ob1"), "<=", 1.0)
 	split("posted any unexp", kinds, " ")
 	for (j = 1; j <= 3; j++) {
 		d = "depth " kinds[j]

@@ -8,8 +8,9 @@
  *   mtl_tm_component.c  MCA parameters, open/close, selection, init
  *   mtl_tm.c            control path: device, QPs, modex, add/del procs,
  *                       add/del comm, progress, finalize
- *   mtl_tm_data.c       data path (send, recv, probe, cancel) on the
- *                       matching engine
+ *   mtl_tm_data.c       data path (send, recv, probe) on the matching
+ *                       engine
+ *   mtl_tm_cancel.c     MPI_Cancel of its requests
  *
  * Addressing (one RC QP per peer)
  * -------------------------------
@@ -158,7 +159,7 @@ struct mtl_tm_request {
 	/* blocking send (no ompi request): result, set at completion */
 	volatile bool done;
 	int error;
-	/* send cancel (mtl_tm_data.c, "Send cancel") */
+	/* send cancel (mtl_tm_cancel.c, "Send cancel") */
 	bool engine_done;        /* the engine's callback ran */
 	bool completed;          /* ... and pml cm was told */
 	volatile bool cancel_wait; /* mtl_tm_cancel waits for the outcome */
@@ -194,9 +195,39 @@ int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm);
 int mtl_tm_progress(void);
 
+/* An engine status as an Open MPI error code. */
+static inline int mtl_tm_to_ompi(int rc)
+{
+	switch (rc) {
+	case TM_OK: return OMPI_SUCCESS;
+	case TM_ERR_NO_MEMORY: return OMPI_ERR_OUT_OF_RESOURCE;
+	case TM_ERR_RANGE:
+	case TM_ERR_INVALID: return OMPI_ERR_BAD_PARAM;
+	case TM_ERR_UNSUPPORTED: return OMPI_ERR_NOT_SUPPORTED;
+	/* as a failed request's status: MPI_ERR_OTHER */
+	case TM_ERR_PEER_DEAD: return OMPI_ERROR;
+	}
+	return OMPI_ERROR;
+}
+
 /* mtl_tm_data.c */
-/* Drops mtl_tm.lock, then completes what the engine finished. */
-int mtl_tm_unlock_and_complete(void);
+int mtl_tm_complete_done(void);
+
+/*
+ * Drops mtl_tm.lock, taken for an engine call, then completes what the
+ * engine finished meanwhile (possibly requests of other threads);
+ * returns how many.  Inline: most calls (every idle progress call) find
+ * nothing to complete.
+ */
+static inline int mtl_tm_unlock_and_complete(void)
+{
+	if (ucs_list_is_empty(&mtl_tm.done)) {
+		OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+		return 0;
+	}
+	return mtl_tm_complete_done();
+}
+
 int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
 		struct ompi_communicator_t *comm, int dest, int tag,
 		struct opal_convertor_t *convertor,
@@ -221,6 +252,7 @@ int mtl_tm_imrecv(struct mca_mtl_base_module_t *mtl,
 		  struct opal_convertor_t *convertor,
 		  struct ompi_message_t **message,
 		  mca_mtl_request_t *mtl_request);
+/* mtl_tm_cancel.c */
 int mtl_tm_cancel(struct mca_mtl_base_module_t *mtl,
 		  mca_mtl_request_t *mtl_request, int flag);
 

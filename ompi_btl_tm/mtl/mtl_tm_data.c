@@ -29,12 +29,25 @@
  * request and is copied (or unpacked) out at completion; the MTL works
  * out truncation against the user's length from the full message length.
  *
+ * Cancels: mtl_tm_cancel.c.
+ *
  * Locking and completion: every engine call holds mtl_tm.lock.  The
  * engine's callbacks only queue the request on mtl_tm.done; after the
  * engine call, mtl_tm_unlock_and_complete() drops the lock and then fills
  * in the MPI status and calls pml cm's completion callback.  So pml cm
  * code (which may start new operations) never runs under the lock, and
- * the engine never sees a call from inside itself.
+ * the engine never sees a call from inside itself.  One exception, which
+ * runs no pml cm code: a blocking send (mtl_tm_send) without MPI threads
+ * is finished in its callback (see send_cb).
+ *
+ * Threads (MPI_THREAD_MULTIPLE): the thread that completes a request is
+ * whichever drove the engine, often not the one waiting for it (Open MPI
+ * keeps all but one waiting thread asleep on a condition variable, and
+ * the completion wakes it).  Yielding the core after completing another
+ * thread's request, and letting threads that wait for the lock in ahead
+ * of the progress hook, were tried (bench/latency_mt, two receiving
+ * threads on one core): no measurable change, a hand-over costs ~30 us
+ * either way, as with pml ob1 (bench/README.md, "Threads").
  *
  * Errors: an engine error on a request (a peer that died, a failed
  * read) becomes MPI_ERR_OTHER in the request's status; the engine reports
@@ -62,20 +75,6 @@
 #include "ompi/request/request.h"
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"
 
-static int tm_to_ompi(int rc)
-{
-	switch (rc) {
-	case TM_OK: return OMPI_SUCCESS;
-	case TM_ERR_NO_MEMORY: return OMPI_ERR_OUT_OF_RESOURCE;
-	case TM_ERR_RANGE:
-	case TM_ERR_INVALID: return OMPI_ERR_BAD_PARAM;
-	case TM_ERR_UNSUPPORTED: return OMPI_ERR_NOT_SUPPORTED;
-	/* as a failed request's status: MPI_ERR_OTHER */
-	case TM_ERR_PEER_DEAD: return OMPI_ERROR;
-	}
-	return OMPI_ERROR;
-}
-
 static void free_pack(struct mtl_tm_request *req)
 {
 	if (req->pack_free)
@@ -84,12 +83,42 @@ static void free_pack(struct mtl_tm_request *req)
 	req->pack_free = false;
 }
 
+/* A send's outcome as pml cm wants it; frees its packed copy. */
+static int send_error(struct mtl_tm_request *req)
+{
+	int st = req->u.send.status;
+	int err = st == TM_REQ_OK || st == TM_REQ_CANCELLED ? OMPI_SUCCESS :
+		  MPI_ERR_OTHER;
+
+	free_pack(req);
+	req->error = err;
+	if (err != OMPI_SUCCESS)
+		opal_output_verbose(10, mtl_tm_output,
+				    "mtl tm: rank %u: send to peer %u failed",
+				    mtl_tm.my_vpid, req->u.send.peer);
+	return err;
+}
+
 /* Engine callbacks: run inside an engine call, under the lock. */
 static void send_cb(struct tm_send *s)
 {
 	struct mtl_tm_request *req = s->arg;
 
 	req->engine_done = true;
+	/*
+	 * A blocking send (mtl_tm_send: no ompi request, nothing of pml cm
+	 * runs at its completion) without MPI threads: its caller waits on
+	 * req->done further up this very thread's stack, so it is done here
+	 * rather than through the done list.  With threads its caller may
+	 * be another thread, which could return (its req is on its stack)
+	 * while the engine still holds s: the done list, after the engine
+	 * call, it is.
+	 */
+	if (!req->super.ompi_req && !req->detached && !mtl_tm.mpi_threads) {
+		send_error(req);
+		req->done = true;
+		return;
+	}
 	ucs_list_add_tail(&mtl_tm.done, &req->done_link);
 }
 
@@ -126,15 +155,8 @@ static void complete_send(struct mtl_tm_request *req)
 		return;
 	}
 
-	int err = req->u.send.status == TM_REQ_OK || cancelled ?
-		  OMPI_SUCCESS : MPI_ERR_OTHER;
+	int err = send_error(req);
 
-	free_pack(req);
-	req->error = err;
-	if (err != OMPI_SUCCESS)
-		opal_output_verbose(10, mtl_tm_output,
-				    "mtl tm: rank %u: send to peer %u failed",
-				    mtl_tm.my_vpid, req->u.send.peer);
 	/* pml cm does not reset a send's MPI_ERROR when it (re)starts one:
 	 * a recycled request would keep an old value */
 	if (req->super.ompi_req) {
@@ -236,12 +258,8 @@ static void complete_recv(struct mtl_tm_request *req)
 	req->super.completion_callback(&req->super);
 }
 
-/*
- * Drops the lock taken for an engine call, then completes the requests
- * the engine finished meanwhile (possibly ones started by other threads).
- * Returns how many.
- */
-int mtl_tm_unlock_and_complete(void)
+/* mtl_tm_unlock_and_complete() (mtl_tm.h) once the engine finished some. */
+int mtl_tm_complete_done(void)
 {
 	struct mtl_tm_request *req;
 	UCS_LIST_HEAD(list);
@@ -354,7 +372,7 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 		opal_output_verbose(10, mtl_tm_output,
 				    "mtl tm: isend of %zu bytes to rank %d: %s",
 				    len, dest, tm_status_str(rc));
-		return tm_to_ompi(rc);
+		return mtl_tm_to_ompi(rc);
 	}
 	return OMPI_SUCCESS;
 }
@@ -510,7 +528,7 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 	mtl_tm_unlock_and_complete();
 	if (rc != TM_OK) {
 		free_pack(req);
-		return tm_to_ompi(rc);
+		return mtl_tm_to_ompi(rc);
 	}
 	return OMPI_SUCCESS;
 }
@@ -552,7 +570,7 @@ int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,
 	if (rc == TM_OK)
 		probe_status(status, &info);
 	return rc == TM_OK || rc == TM_ERR_NOT_FOUND ? OMPI_SUCCESS :
-	       tm_to_ompi(rc);
+	       mtl_tm_to_ompi(rc);
 }
 
 int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
@@ -580,7 +598,7 @@ int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
 	if (rc != TM_OK) {
 		ompi_message_return(m);
 		*message = MPI_MESSAGE_NULL;
-		return rc == TM_ERR_NOT_FOUND ? OMPI_SUCCESS : tm_to_ompi(rc);
+		return rc == TM_ERR_NOT_FOUND ? OMPI_SUCCESS : mtl_tm_to_ompi(rc);
 	}
 	m->comm = comm;
 	m->req_ptr = msg;
@@ -610,95 +628,10 @@ int mtl_tm_imrecv(struct mca_mtl_base_module_t *mtl,
 	mtl_tm_unlock_and_complete();
 	if (rc != TM_OK) {
 		free_pack(req);
-		return tm_to_ompi(rc);
+		return mtl_tm_to_ompi(rc);
 	}
 	/* the engine owns the message now; the handle is spent */
 	ompi_message_return(*message);
 	*message = MPI_MESSAGE_NULL;
 	return OMPI_SUCCESS;
-}
-
-/*
- * Send cancel: the engine asks the receiver (tm_engine_cancel_send).  A
- * send still pending (rendezvous, synchronous, queued) completes later
- * through its callback, cancelled or not, so MPI_Wait sees the outcome.
- * pml cm has already completed an eager standard send (done once posted)
- * and a buffered one (its data copied): MPI_Wait returns at once, so the
- * outcome must be in the status before MPI_Cancel returns, and this waits
- * for the receiver's reply (it needs the receiver to make progress, which
- * MPICH's and our tests do; a dead receiver ends it through the
- * keepalive).  A buffered send's own copy may still be pending; its
- * identity, kept in pml cm's request, finds it.
- */
-static int cancel_send(struct mtl_tm_request *req)
-{
-	struct mtl_tm_request *own = NULL, *waiter = req;
-	struct tm_send *s = &req->u.send;
-	bool wait;
-	int rc;
-
-	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	if (req->kind == MTL_TM_REQ_BSEND) {
-		s = tm_engine_find_send(mtl_tm.eng, req->u.send.peer,
-					req->u.send.seq);
-		if (s) {
-			own = s->arg;
-			own->bsend_waiter = req;
-		} else {
-			s = &req->u.send;
-		}
-		wait = true;
-	} else if (req->completed) {
-		wait = true;
-	} else if (req->engine_done) {
-		/* another thread is completing it right now: too late */
-		OPAL_THREAD_UNLOCK(&mtl_tm.lock);
-		return OMPI_SUCCESS;
-	} else {
-		wait = false;
-	}
-	waiter->cancel_wait = wait;
-	rc = tm_engine_cancel_send(mtl_tm.eng, s);
-	if (rc != TM_OK) {
-		waiter->cancel_wait = false;
-		if (own)
-			own->bsend_waiter = NULL;
-	}
-	mtl_tm_unlock_and_complete();
-	if (rc == TM_ERR_NOT_FOUND)
-		return OMPI_SUCCESS; /* nothing to withdraw: not cancelled */
-	if (rc != TM_OK)
-		return tm_to_ompi(rc);
-	while (waiter->cancel_wait)
-		opal_progress();
-	if (wait && waiter->cancel_result)
-		req->super.ompi_req->req_status._cancelled = true;
-	return OMPI_SUCCESS;
-}
-
-/*
- * Receives: cancelled iff not yet matched; the engine completes the
- * request either way (TM_REQ_CANCELLED or the message), possibly later,
- * once the card confirmed.
- */
-int mtl_tm_cancel(struct mca_mtl_base_module_t *mtl,
-		  mca_mtl_request_t *mtl_request, int flag)
-{
-	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
-	int rc;
-
-	/* an inactive persistent request has no communication to cancel
-	 * (Open MPI's MPI_Cancel passes it down): its last send was waited
-	 * for, and must stay delivered */
-	if (req->super.ompi_req &&
-	    req->super.ompi_req->req_state == OMPI_REQUEST_INACTIVE)
-		return OMPI_SUCCESS;
-	if (req->kind == MTL_TM_REQ_SEND || req->kind == MTL_TM_REQ_BSEND)
-		return cancel_send(req);
-	if (req->kind != MTL_TM_REQ_RECV)
-		return OMPI_SUCCESS;
-	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_cancel_recv(mtl_tm.eng, &req->u.recv);
-	mtl_tm_unlock_and_complete();
-	return tm_to_ompi(rc);
 }

@@ -6,7 +6,8 @@
  * (tag 2); after a barrier rank 1 SIGKILLs itself.  Rank 0's receive from
  * rank 1 must return an error (MPI_ERRORS_RETURN) within LIMIT seconds; so
  * must a blocking MPI_Recv from rank 1 posted afterwards, and an
- * MPI_Probe and an MPI_Mprobe naming rank 1; the
+ * MPI_Probe and an MPI_Mprobe naming rank 1, and blocking sends to it
+ * (8 B and 1 MiB); the
  * MPI_ANY_SOURCE receive gets rank 2's message, sent 2 s after the kill.
  * Rank 0 prints "rank 0: ok: receive from the dead rank failed in <s> s
  * (<error>), ..."; neither survivor calls MPI_Finalize (its fence would
@@ -81,6 +82,22 @@ int main(int argc, char **argv)
 		       rc, rc2, dt3);
 		ok = 0;
 	}
+	/* a blocking send, 8 B (eager) and 1 MiB (rendezvous): its error
+	 * comes back through the send's completion, not a request */
+	for (int i = 0; i < 2; i++) {
+		int n = i ? 1 << 20 : 8;
+		char *b = calloc(1, n);
+
+		t0 = MPI_Wtime();
+		rc = MPI_Send(b, n, MPI_BYTE, 1, 6, MPI_COMM_WORLD);
+		dt3 = MPI_Wtime() - t0;
+		free(b);
+		if (rc == MPI_SUCCESS || dt3 > LIMIT) {
+			printf("rank 0: FAIL: a blocking send of %d B to the dead rank returned %d after %.1f s\n",
+			       n, rc, dt3);
+			ok = 0;
+		}
+	}
 	rc = MPI_Wait(&r2, &st);
 	if (rc != MPI_SUCCESS || w != 42 || st.MPI_SOURCE != 2) {
 		printf("rank 0: FAIL: the any-source receive: rc %d, value %d, source %d\n",
@@ -88,7 +105,7 @@ int main(int argc, char **argv)
 		ok = 0;
 	}
 	if (ok)
-		printf("rank 0: ok: receive from the dead rank failed in %.2f s (%s), a later one in %.2f s, probes in %.2f s (%s), any-source from rank 2 fine\n",
+		printf("rank 0: ok: receive from the dead rank failed in %.2f s (%s), a later one in %.2f s, probes in %.2f s (%s), blocking sends too, any-source from rank 2 fine\n",
 		       dt, err, dt2, dt3, perr);
 	fflush(stdout);
 	_exit(ok ? 0 : 1);
