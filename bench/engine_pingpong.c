@@ -10,7 +10,11 @@
  * `valgrind --tool=callgrind` for instruction counts that do not depend on
  * the machine's noise: the count per message is total / (2 * iters).
  *
- *   bench/engine_pingpong [-n ITERS] [-s SIZE,...]
+ *   bench/engine_pingpong [-n ITERS] [-s SIZE,...] [-S]
+ *
+ * -S: no receive goes to the card (the engine's offload switch off), so
+ * every message arrives unexpected at the card and is matched in software:
+ * the cost of the path UCX takes below its TM threshold.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -79,20 +83,24 @@ int main(int argc, char **argv)
 	struct eu_opts o;
 	long iters = 20000;
 	char *list, *tok;
-	int c;
+	int c, sw = 0;
 
-	while ((c = getopt(argc, argv, "n:s:")) != -1) {
+	while ((c = getopt(argc, argv, "n:s:S")) != -1) {
 		if (c == 'n')
 			iters = atol(optarg);
 		else if (c == 's')
 			sizes = optarg;
+		else if (c == 'S')
+			sw = 1;
 		else {
-			fprintf(stderr, "usage: %s [-n ITERS] [-s SIZE,...]\n",
+			fprintf(stderr,
+				"usage: %s [-n ITERS] [-s SIZE,...] [-S]\n",
 				argv[0]);
 			return 2;
 		}
 	}
 	eu_opts_default(&o);
+	o.ecfg.offload = !sw;
 	o.sched = SOFTHCA_SCHED_AUTO;
 	if (eu_world_init(&w, 2, &o)) {
 		fprintf(stderr, "engine_pingpong: set-up failed\n");

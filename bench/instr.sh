@@ -3,7 +3,7 @@
 # per layer, from callgrind (deterministic: use it for fast paths, timings
 # never).
 #
-#   bench/instr.sh [-b BUILD_DIR] [-s SIZE] [-n ITERS] [-t TOP]
+#   bench/instr.sh [-b BUILD_DIR] [-s SIZE] [-n ITERS] [-t TOP] [-S]
 #
 # Runs bench/engine_pingpong (two engines + soft HCAs in one process, the
 # receive posted before the send: the card-matched path) under callgrind
@@ -11,7 +11,8 @@
 # 2*ITERS extra messages, so set-up and tear-down cancel.  Both sides of
 # each message are counted (send and receive).  Prints the total, a table
 # per layer (by the source directory of the function, inlined helpers
-# counted with their caller) and the TOP functions.
+# counted with their caller) and the TOP functions.  -S: every receive
+# matched in software (engine_pingpong -S), for comparison.
 #
 # TM_DEV_RCACHE=0: libucm's hooks turn themselves off under valgrind.
 set -euo pipefail
@@ -21,12 +22,14 @@ build="$here/../build/normal"
 size=8
 iters=2000
 top=25
-while getopts "b:s:n:t:h" o; do
+extra=
+while getopts "b:s:n:t:Sh" o; do
 	case $o in
 	b) build=$OPTARG ;;
 	s) size=$OPTARG ;;
 	n) iters=$OPTARG ;;
 	t) top=$OPTARG ;;
+	S) extra=-S ;;
 	*) sed -n '2,16p' "$0"; exit 2 ;;
 	esac
 done
@@ -38,7 +41,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 for n in "$iters" $((2 * iters)); do
 	TM_DEV_RCACHE=0 valgrind --tool=callgrind \
-		--callgrind-out-file="$tmp/cg.$n" "$prog" -n "$n" -s "$size" \
+		--callgrind-out-file="$tmp/cg.$n" "$prog" -n "$n" -s "$size" $extra \
 		>/dev/null 2>"$tmp/log.$n" ||
 		{ cat "$tmp/log.$n" >&2; exit 1; }
 	callgrind_annotate --threshold=100 "$tmp/cg.$n" >"$tmp/ann.$n"
