@@ -382,19 +382,47 @@ static void check_liveness(struct sh_context *ctx)
 			sh_qp_check_peer(ctx->qps[i]);
 }
 
-/* Is there anything but waiting for packets left? (under ctx->lock) */
+/*
+ * Is there anything but waiting for packets left? (under ctx->lock)  Send
+ * queues and read responses are all in tx_work; only watched QPs can have
+ * a message under way or a packet due (rx_abort and qp_reset idle a QP
+ * before it is unwatched).
+ */
 static bool card_has_work(struct sh_context *ctx)
 {
-	if (op_ready(ctx) || ctx->jobs)
+	if (ctx->tx_work || ctx->jobs || op_ready(ctx))
 		return true;
-	for (uint32_t i = 0; i < ctx->qp_hwm; i++) {
-		struct sh_qp *qp = ctx->qps[i];
+	for (uint32_t i = 0; i < ctx->rxw_n; i++) {
+		struct sh_qp *qp = ctx->rxw_qp[i];
 
-		if (qp && (qp->sq_count || qp->resp.active ||
-			   qp->rx.dest != SH_RX_IDLE || sh_qp_rx_ready(qp)))
+		if (qp->rx.dest != SH_RX_IDLE || sh_qp_rx_ready(qp))
 			return true;
 	}
 	return false;
+}
+
+/*
+ * An AUTO poll.  When the only news can be packets on watched rings (no
+ * list op queued, no send work, no read job), one pass over those rings
+ * is all card_drain would do that matters: taking a packet makes no list
+ * op, and makes send work or a read job only through tx_work or jobs,
+ * which are looked at again (then the full drain runs).  A packet that
+ * lands after its ring was stepped is the next poll's, as it would be had
+ * it landed after the drain.
+ */
+static void card_poll(struct sh_context *ctx)
+{
+	if (ctx->tx_work || ctx->jobs || op_ready(ctx)) {
+		card_drain(ctx);
+		return;
+	}
+	/* (rx steps never unwatch a QP: the array is stable here) */
+	for (uint32_t i = 0; i < ctx->rxw_n; i++)
+		if (sh_qp_rx_ready(ctx->rxw_qp[i]))
+			while (sh_qp_rx_step(ctx->rxw_qp[i]))
+				;
+	if (ctx->tx_work || ctx->jobs)
+		card_drain(ctx);
 }
 
 /* The card's work after a post or poll; called with ctx->lock held. */
@@ -422,6 +450,8 @@ static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
 		else if (only_ops)
 			while (op_step(ctx))
 				;
+		else if (!post)
+			card_poll(ctx);
 		else
 			card_drain(ctx);
 		break;

@@ -6,7 +6,8 @@
  *    signalled or not, with and without TM_SYNC, matched and unexpected
  *    arrivals, inactive entries, SYNC_REQ) under AUTO and under MANUAL
  *    stepped op by op: the same completions, flags and counts;
- *    ops queued ahead (MANUAL, then AUTO) keep their order;
+ *    ops queued ahead (MANUAL, then AUTO) keep their order, and a
+ *    poll's card runs them;
  *  - a send held back by the peer's full ring still goes with polls only
  *    (the card that took it is not quiet);
  *  - the one-packet matched eager path: every completion field, the
@@ -221,6 +222,41 @@ static void test_ops_queued_ahead(void)
 	n = sh_poll_all(env.b.cq, wc, 8);
 	tap_check(n == 1 && wc[0].wr_id == 101 && wc[0].wc_flags == MD,
 		  "... and the list is in post order: the first ADD matches");
+	sh_env_close(&env);
+}
+
+/*
+ * Ops queued while MANUAL, then AUTO and polls only, with a packet waiting
+ * too: a poll's card must run the queued ops, not only step the rings.
+ */
+static void test_ops_queued_then_poll(void)
+{
+	struct softhca_config cfg;
+	struct sh_wc wc[8];
+	uint32_t h;
+	int n = 0;
+
+	mode = SOFTHCA_SCHED_MANUAL;
+	sh_config(&cfg);
+	if (sh_env_open(&env, &cfg, SOFTHCA_SCHED_MANUAL, 1))
+		tap_bail("sh_env_open");
+	if (sh_add(&env.b, 1, 101, sh_alloc(&env.b, 64), 64, 7, ~0ULL, 0,
+		   SIG, &h) ||
+	    sh_add(&env.b, 2, 102, sh_alloc(&env.b, 64), 64, 8, ~0ULL, 0,
+		   SIG, &h))
+		tap_bail("ADD");
+	softhca_set_sched(env.b.ctx, SOFTHCA_SCHED_AUTO, 0);
+	softhca_set_sched(env.a.ctx, SOFTHCA_SCHED_AUTO, 0);
+	mode = SOFTHCA_SCHED_AUTO;
+	for (int i = 0; i < 100 && n < 2; i++)
+		n += sh_poll_all(env.b.cq, wc + n, 8 - n);
+	tap_check(n == 2 && wc[0].wr_id == 1 && wc[1].wr_id == 2,
+		  "ops queued before AUTO complete with polls only (got %d)",
+		  n);
+	send_tag(8, 3);
+	n = sh_poll_all(env.b.cq, wc, 8);
+	tap_check(n == 1 && wc[0].wr_id == 102 && wc[0].wc_flags == MD,
+		  "... and the entries they added match");
 	sh_env_close(&env);
 }
 
@@ -484,6 +520,7 @@ int main(void)
 	unsetenv("SOFTHCA_SINGLE_THREADED");
 	test_ops_differential();
 	test_ops_queued_ahead();
+	test_ops_queued_then_poll();
 	test_send_behind_full_ring();
 	test_eager_one();
 	test_thread_domains();
