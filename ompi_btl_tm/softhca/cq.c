@@ -53,6 +53,13 @@ void sh_cq_fill(struct sh_cq *cq, uint64_t seq, const struct sh_cqe *cqe)
 	e->ready = true;
 }
 
+struct sh_cqe *sh_cq_next(struct sh_cq *cq)
+{
+	if (cq->count == cq->cap && cq_grow(cq))
+		return NULL;
+	return &cq->q[(cq->first + cq->count++) & (cq->cap - 1)];
+}
+
 int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe)
 {
 	struct sh_cqe *e;

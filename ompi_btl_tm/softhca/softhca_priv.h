@@ -651,6 +651,8 @@ uint32_t sh_gather(const struct ibv_sge *sge, uint32_t n, uint32_t off,
 
 /* cq.c */
 int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe);
+/* the next entry, for the caller to fill and mark ready; NULL: ENOMEM */
+struct sh_cqe *sh_cq_next(struct sh_cq *cq);
 int sh_cq_reserve(struct sh_cq *cq, uint64_t *seq);
 void sh_cq_fill(struct sh_cq *cq, uint64_t seq, const struct sh_cqe *cqe);
 struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,

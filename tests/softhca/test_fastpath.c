@@ -161,6 +161,12 @@ static void scenario(enum softhca_sched sched, struct transcript *t)
 	send_tag(5, 5);
 	drain_cq(t);
 	stats_note(t);
+	send_tag(77, 7);                 /* unexpected: card count 3 */
+	drain_cq(t);
+	add(9, 9, 3, TSYNC, &h4);        /* the ADD itself syncs: active */
+	send_tag(9, 8);
+	drain_cq(t);
+	stats_note(t);
 	sh_env_close(&env);
 }
 
@@ -182,7 +188,9 @@ static void test_ops_differential(void)
 	tap_check(strstr(aut.text, "SYNC_REQ") != NULL &&
 		  strstr(aut.text, "inactive=1") != NULL &&
 		  strstr(aut.text, "(TM error)") != NULL &&
-		  strstr(aut.text, "matched=4 unexp=2") != NULL,
+		  strstr(aut.text, "matched=4 unexp=2") != NULL &&
+		  strstr(aut.text, "hw=3 sw=3 list=0 inactive=0 ops=1 "
+			 "matched=5 unexp=3") != NULL,
 		  "... the scenario reaches SYNC_REQ, an inactive entry, a "
 		  "failed DEL, matches and unexpected arrivals");
 }
