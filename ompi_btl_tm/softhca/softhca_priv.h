@@ -46,6 +46,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <infiniband/verbs.h>
 #include <infiniband/tm_types.h>
@@ -586,6 +587,43 @@ static inline uint32_t sge_total(const struct ibv_sge *sge, uint32_t n)
 }
 
 /*
+ * Copies n bytes, n small (a TMH, a short payload), with at most two
+ * fixed-size moves that may overlap and never reach outside [0, n): a
+ * libc call per SGE costs more than the bytes.
+ */
+static inline __attribute__((always_inline)) void
+sh_copy_small(uint8_t *dst, const uint8_t *src, uint32_t n)
+{
+	uint64_t a, b;
+
+	if (n >= 16 && n <= 32) {
+		uint8_t x[16], y[16];
+
+		__builtin_memcpy(x, src, 16);
+		__builtin_memcpy(y, src + n - 16, 16);
+		__builtin_memcpy(dst, x, 16);
+		__builtin_memcpy(dst + n - 16, y, 16);
+	} else if (n >= 8 && n < 16) {
+		__builtin_memcpy(&a, src, 8);
+		__builtin_memcpy(&b, src + n - 8, 8);
+		__builtin_memcpy(dst, &a, 8);
+		__builtin_memcpy(dst + n - 8, &b, 8);
+	} else if (n >= 4 && n < 8) {
+		uint32_t c, d;
+
+		__builtin_memcpy(&c, src, 4);
+		__builtin_memcpy(&d, src + n - 4, 4);
+		__builtin_memcpy(dst, &c, 4);
+		__builtin_memcpy(dst + n - 4, &d, 4);
+	} else if (n < 4) {
+		for (uint32_t i = 0; i < n; i++)
+			dst[i] = src[i];
+	} else {
+		memcpy(dst, src, n);
+	}
+}
+
+/*
  * The data path's lock: a no-op on a context used by one thread (see
  * "Locking").  ctx->locking changes only when objects are created or
  * destroyed, which the contract keeps apart from the data path.
@@ -728,7 +766,13 @@ int sh_qp_queue_fin(struct sh_qp *qp, const uint8_t *hdr);
 void sh_qp_error(struct sh_qp *qp, enum ibv_wc_status why);
 void sh_qp_check_peer(struct sh_qp *qp);
 struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp);
-void sh_qp_out_commit(struct sh_qp *qp, struct sh_pkt *pkt);
+/* Publishes pkt (the slot sh_qp_out_slot gave): its seq goes last. */
+static inline void sh_qp_out_commit(struct sh_qp *qp, struct sh_pkt *pkt)
+{
+	atomic_store_explicit(&pkt->seq, ++qp->out_head, memory_order_release);
+	if (++qp->out_idx == qp->peer->lay.ring_depth)
+		qp->out_idx = 0;
+}
 bool sh_qp_out_read_req(struct sh_qp *qp, uint32_t len, uint64_t va,
 			uint32_t rkey, uint64_t *req_id);
 void sh_qp_bad_packet(struct sh_qp *qp);
