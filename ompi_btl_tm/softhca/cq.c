@@ -20,7 +20,7 @@ static struct sh_cqe *cq_at(struct sh_cq *cq, uint64_t seq)
 		      (cq->cap - 1)];
 }
 
-static int cq_grow(struct sh_cq *cq)
+int sh_cq_grow(struct sh_cq *cq)
 {
 	uint32_t cap = cq->cap ? cq->cap * 2 : 64;
 	struct sh_cqe *q = malloc(sizeof(*q) * cap);
@@ -38,7 +38,7 @@ static int cq_grow(struct sh_cq *cq)
 
 int sh_cq_reserve(struct sh_cq *cq, uint64_t *seq)
 {
-	if (cq->count == cq->cap && cq_grow(cq))
+	if (cq->count == cq->cap && sh_cq_grow(cq))
 		return ENOMEM;
 	*seq = cq->first_seq + cq->count++;
 	cq_at(cq, *seq)->ready = false;
@@ -53,18 +53,11 @@ void sh_cq_fill(struct sh_cq *cq, uint64_t seq, const struct sh_cqe *cqe)
 	e->ready = true;
 }
 
-struct sh_cqe *sh_cq_next(struct sh_cq *cq)
-{
-	if (cq->count == cq->cap && cq_grow(cq))
-		return NULL;
-	return &cq->q[(cq->first + cq->count++) & (cq->cap - 1)];
-}
-
 int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe)
 {
 	struct sh_cqe *e;
 
-	if (cq->count == cq->cap && cq_grow(cq))
+	if (cq->count == cq->cap && sh_cq_grow(cq))
 		return ENOMEM;
 	e = &cq->q[(cq->first + cq->count++) & (cq->cap - 1)];
 	*e = *cqe;
@@ -279,7 +272,7 @@ struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,
 	cq->cq_ex.read_tm_info = cq_read_tm_info;
 
 	pthread_mutex_lock(&ctx->lock);
-	if (cq_grow(cq)) {
+	if (sh_cq_grow(cq)) {
 		pthread_mutex_unlock(&ctx->lock);
 		free(cq);
 		errno = ENOMEM;

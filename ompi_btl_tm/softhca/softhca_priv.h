@@ -687,10 +687,34 @@ uint32_t sh_scatter(const struct ibv_sge *sge, uint32_t n, uint32_t off,
 uint32_t sh_gather(const struct ibv_sge *sge, uint32_t n, uint32_t off,
 		   void *dst, uint32_t len);
 
+/*
+ * One SGE the lkey cache already vouches for (a key seen valid, no MR
+ * deregistered since, the range and access inside its grant): the common
+ * case of sh_local_check without the call.  False: ask sh_local_check.
+ */
+static inline bool sh_lkey_cached(struct sh_context *ctx,
+				  const struct ibv_sge *sge, uint32_t access)
+{
+	const struct sh_mr_grant *g =
+		&ctx->lkey_seen[sge->lkey == ctx->lkey_seen[1].key];
+
+	return sge->lkey == g->key && (g->access & access) == access &&
+	       sge->addr >= g->base && sge->length <= g->size &&
+	       sge->addr - g->base <= g->size - sge->length &&
+	       ctx->lkey_gen == atomic_load_explicit(&ctx->mr_dereg,
+						     memory_order_acquire);
+}
+
 /* cq.c */
 int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe);
+int sh_cq_grow(struct sh_cq *cq);
 /* the next entry, for the caller to fill and mark ready; NULL: ENOMEM */
-struct sh_cqe *sh_cq_next(struct sh_cq *cq);
+static inline struct sh_cqe *sh_cq_next(struct sh_cq *cq)
+{
+	if (cq->count == cq->cap && sh_cq_grow(cq))
+		return NULL;
+	return &cq->q[(cq->first + cq->count++) & (cq->cap - 1)];
+}
 int sh_cq_reserve(struct sh_cq *cq, uint64_t *seq);
 void sh_cq_fill(struct sh_cq *cq, uint64_t seq, const struct sh_cqe *cqe);
 struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,
@@ -733,7 +757,21 @@ int sh_tl_init(struct sh_srq *srq);
 void sh_tl_fini(struct sh_srq *srq);
 int sh_tl_insert(struct sh_srq *srq, int32_t h);
 void sh_tl_remove(struct sh_srq *srq, int32_t h);
-int32_t sh_tl_match(struct sh_srq *srq, uint64_t tag);
+int32_t sh_tl_match_indexed(struct sh_srq *srq, uint64_t tag);
+/* The first active entry, in list order, whose tag & mask accept tag, or
+ * -1; a short list (not indexed) is scanned here, without a call. */
+static inline int32_t sh_tl_match(struct sh_srq *srq, uint64_t tag)
+{
+	if (srq->indexed)
+		return sh_tl_match_indexed(srq, tag);
+	for (int32_t h = srq->list_head; h >= 0; h = srq->tags[h].next) {
+		const struct sh_tag *t = &srq->tags[h];
+
+		if (t->active && !((t->tag ^ tag) & t->mask))
+			return h;
+	}
+	return -1;
+}
 
 /* qp.c, egress.c (the send side), ingress.c (the receive side) */
 struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);

@@ -98,7 +98,8 @@ void sh_list_remove(struct sh_srq *srq, int32_t h)
 		srq->list_tail = t->prev;
 	t->on_list = false;
 	srq->list_len--;
-	sh_tl_remove(srq, h);
+	if (srq->indexed)
+		sh_tl_remove(srq, h);
 	if (!t->active)
 		srq->list_inactive--;
 }
