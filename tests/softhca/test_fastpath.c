@@ -11,7 +11,8 @@
  *  - a send held back by the peer's full ring still goes with polls only
  *    (the card that took it is not quiet);
  *  - the one-packet matched eager path: every completion field, the
- *    length error, the lkey error, and an lkey whose MR was deregistered
+ *    length error, the lkey error, a cached lkey with a buffer past its
+ *    MR, and an lkey whose MR was deregistered
  *    after a good receive (the lkey cache must notice);
  *  - two-SGE sends (TMH + payload) of every small length and cut;
  *  - thread domains: which objects leave a context lock-free, what is
@@ -352,6 +353,17 @@ static void test_eager_one(void)
 		  sh_check(buf, 16, 78) && sh_all(buf + 16, 48, 0xEE),
 		  "too long for the buffer: LOC_LEN_ERR, byte_len the "
 		  "message, the buffer filled to its length only");
+
+	/* the arena's key is cached now: a buffer that runs past its MR */
+	buf = env.b.mem + env.b.mem_size - 16;
+	memset(buf, 0xEE, 16);
+	sh_add(&env.b, 3, 13, buf, 64, 44, ~0ULL, 0, 0, &h);
+	n = recv_one(44, 81, 8, wc);
+	tap_check(n == 1 && wc[0].status == IBV_WC_LOC_PROT_ERR &&
+		  wc[0].wr_id == 13 && sh_all(buf, 16, 0xEE),
+		  "a cached lkey, the buffer past the end of its MR: "
+		  "LOC_PROT_ERR, nothing written (%s)",
+		  n ? sh_wc_str(&wc[0]) : "none");
 
 	/* a buffer in an MR of its own, deregistered after a good receive */
 	own = aligned_alloc(64, 128);
