@@ -416,11 +416,14 @@ static void card_poll(struct sh_context *ctx)
 		card_drain(ctx);
 		return;
 	}
-	/* (rx steps never unwatch a QP: the array is stable here) */
-	for (uint32_t i = 0; i < ctx->rxw_n; i++)
-		if (sh_qp_rx_ready(ctx->rxw_qp[i]))
-			while (sh_qp_rx_step(ctx->rxw_qp[i]))
-				;
+	/* (rx steps never unwatch a QP: the array is stable here; a step
+	 * finds nothing exactly when the ring is not ready) */
+	for (uint32_t i = 0; i < ctx->rxw_n; i++) {
+		struct sh_qp *qp = ctx->rxw_qp[i];
+
+		while (sh_qp_rx_ready(qp) && sh_qp_rx_step(qp))
+			;
+	}
 	if (ctx->tx_work || ctx->jobs)
 		card_drain(ctx);
 }

@@ -27,6 +27,10 @@ int sh_cq_grow(struct sh_cq *cq)
 
 	if (!q)
 		return ENOMEM;
+	if (cq->held && cq->cur != &cq->cur_copy) {
+		cq->cur_copy = *cq->cur;
+		cq->cur = &cq->cur_copy;
+	}
 	for (uint32_t i = 0; i < cq->count; i++)
 		q[i] = cq->q[(cq->first + i) & (cq->cap - 1)];
 	free(cq->q);
@@ -38,7 +42,7 @@ int sh_cq_grow(struct sh_cq *cq)
 
 int sh_cq_reserve(struct sh_cq *cq, uint64_t *seq)
 {
-	if (cq->count == cq->cap && sh_cq_grow(cq))
+	if (cq->count + cq->held == cq->cap && sh_cq_grow(cq))
 		return ENOMEM;
 	*seq = cq->first_seq + cq->count++;
 	cq_at(cq, *seq)->ready = false;
@@ -57,7 +61,7 @@ int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe)
 {
 	struct sh_cqe *e;
 
-	if (cq->count == cq->cap && sh_cq_grow(cq))
+	if (cq->count + cq->held == cq->cap && sh_cq_grow(cq))
 		return ENOMEM;
 	e = &cq->q[(cq->first + cq->count++) & (cq->cap - 1)];
 	*e = *cqe;
@@ -65,7 +69,8 @@ int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe)
 	return 0;
 }
 
-/* Takes the oldest ready entry into cq->cur; the caller holds ctx->lock. */
+/* Takes the oldest ready entry (cq->cur, held until the next pop or
+ * end_poll); the caller holds ctx->lock. */
 static int cq_pop(struct sh_cq *cq)
 {
 	struct sh_cqe *e;
@@ -75,7 +80,14 @@ static int cq_pop(struct sh_cq *cq)
 	e = &cq->q[cq->first];
 	if (!e->ready)
 		return ENOENT;
-	cq->cur = *e;
+	if (cq->ctx->locking) {
+		/* another thread may grow the queue while this one reads */
+		cq->cur_copy = *e;
+		cq->cur = &cq->cur_copy;
+	} else {
+		cq->cur = e;
+		cq->held = true;
+	}
 	cq->first = (cq->first + 1) & (cq->cap - 1);
 	cq->first_seq++;
 	cq->count--;
@@ -108,8 +120,8 @@ static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 			pthread_mutex_unlock(&cq->poll_lock);
 		return err;
 	}
-	ibcq->wr_id = cq->cur.wr_id;
-	ibcq->status = cq->cur.status;
+	ibcq->wr_id = cq->cur->wr_id;
+	ibcq->status = cq->cur->status;
 	return 0;
 }
 
@@ -122,8 +134,8 @@ static int cq_next_poll(struct ibv_cq_ex *ibcq)
 	err = cq_pop(cq);
 	sh_unlock(cq->ctx);
 	if (!err) {
-		ibcq->wr_id = cq->cur.wr_id;
-		ibcq->status = cq->cur.status;
+		ibcq->wr_id = cq->cur->wr_id;
+		ibcq->status = cq->cur->status;
 	}
 	return err;
 }
@@ -132,11 +144,12 @@ static void cq_end_poll(struct ibv_cq_ex *ibcq)
 {
 	struct sh_cq *cq = (struct sh_cq *)ibcq;
 
+	cq->held = false;
 	if (cq->ctx->locking)
 		pthread_mutex_unlock(&cq->poll_lock);
 }
 
-#define CUR(ibcq) (((struct sh_cq *)(ibcq))->cur)
+#define CUR(ibcq) (*((struct sh_cq *)(ibcq))->cur)
 
 static enum ibv_wc_opcode cq_read_opcode(struct ibv_cq_ex *c)
 {
@@ -342,16 +355,17 @@ int sh_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		sh_card_progress(cq->ctx);
 	for (i = 0; i < n && !cq_pop(cq); i++) {
 		memset(&wc[i], 0, sizeof(wc[i]));
-		wc[i].wr_id = cq->cur.wr_id;
-		wc[i].status = cq->cur.status;
-		wc[i].opcode = cq->cur.opcode;
-		wc[i].vendor_err = cq->cur.vendor_err;
-		wc[i].byte_len = cq->cur.byte_len;
-		wc[i].qp_num = cq->cur.qp_num;
-		wc[i].src_qp = cq->cur.src_qp;
-		wc[i].wc_flags = cq->cur.wc_flags;
+		wc[i].wr_id = cq->cur->wr_id;
+		wc[i].status = cq->cur->status;
+		wc[i].opcode = cq->cur->opcode;
+		wc[i].vendor_err = cq->cur->vendor_err;
+		wc[i].byte_len = cq->cur->byte_len;
+		wc[i].qp_num = cq->cur->qp_num;
+		wc[i].src_qp = cq->cur->src_qp;
+		wc[i].wc_flags = cq->cur->wc_flags;
 		wc[i].slid = 1;
 	}
+	cq->held = false;
 	sh_unlock(cq->ctx);
 	if (cq->ctx->locking)
 		pthread_mutex_unlock(&cq->poll_lock);

@@ -251,7 +251,17 @@ struct sh_cq {
 	struct sh_cqe *q;            /* circular, grows */
 	uint32_t cap, first, count;
 	uint64_t first_seq;          /* sequence number of q[first] */
-	struct sh_cqe cur;           /* the entry start/next_poll returned */
+	/*
+	 * The entry start/next_poll returned, read in place: its slot stays
+	 * out of use while held (until end_poll or the next pop), so a
+	 * completion pushed meanwhile grows the queue instead of landing on
+	 * it, and a growth that frees the slot moves it to cur_copy first.
+	 * A locking context copies the entry to cur_copy at once instead
+	 * (another thread may grow the queue while this one reads).
+	 */
+	const struct sh_cqe *cur;
+	struct sh_cqe cur_copy;
+	bool held;
 	int users;                   /* QPs and SRQs that complete here */
 	bool extended;               /* made by create_cq_ex: a TM-SRQ's CQ
 				      * must be (mlx5 reads TM info from it) */
@@ -711,7 +721,7 @@ int sh_cq_grow(struct sh_cq *cq);
 /* the next entry, for the caller to fill and mark ready; NULL: ENOMEM */
 static inline struct sh_cqe *sh_cq_next(struct sh_cq *cq)
 {
-	if (cq->count == cq->cap && sh_cq_grow(cq))
+	if (cq->count + cq->held == cq->cap && sh_cq_grow(cq))
 		return NULL;
 	return &cq->q[(cq->first + cq->count++) & (cq->cap - 1)];
 }
@@ -739,8 +749,26 @@ int sh_rq_post(struct sh_rq *rq, uint32_t max_wr, uint32_t max_sge,
 	       struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 void sh_rq_free(struct sh_rq *rq);
 bool sh_srq_op_step(struct sh_srq *srq);
-void sh_srq_retire(struct sh_srq *srq, int32_t handle, uint64_t retire_seq);
-void sh_tag_put(struct sh_srq *srq, int32_t h);
+/* A tag slot reference dropped: the last one frees the slot. */
+static inline void sh_tag_put(struct sh_srq *srq, int32_t h)
+{
+	struct sh_tag *t = &srq->tags[h];
+
+	if (--t->refs)
+		return;
+	t->next = srq->free_head;
+	srq->free_head = h;
+}
+
+/* A polled completion releases what it held (cq.c, when popped). */
+static inline void sh_srq_retire(struct sh_srq *srq, int32_t handle,
+				 uint64_t retire_seq)
+{
+	if (handle >= 0)
+		sh_tag_put(srq, handle);
+	if (retire_seq > srq->ops_retired)
+		srq->ops_retired = retire_seq;
+}
 void sh_list_remove(struct sh_srq *srq, int32_t h);
 /*
  * pkt: the header and the first SH_PKT_PEEK payload bytes, copied out of

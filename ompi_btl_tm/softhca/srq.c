@@ -50,16 +50,6 @@ void sh_rq_free(struct sh_rq *rq)
 
 /* ---- tag list -------------------------------------------------------- */
 
-void sh_tag_put(struct sh_srq *srq, int32_t h)
-{
-	struct sh_tag *t = &srq->tags[h];
-
-	if (--t->refs)
-		return;
-	t->next = srq->free_head;
-	srq->free_head = h;
-}
-
 static inline void list_append(struct sh_srq *srq, int32_t h,
 			       bool active)
 {
@@ -113,14 +103,6 @@ static void list_activate_all(struct sh_srq *srq)
 			srq->list_inactive--;
 		}
 	}
-}
-
-void sh_srq_retire(struct sh_srq *srq, int32_t handle, uint64_t retire_seq)
-{
-	if (handle >= 0)
-		sh_tag_put(srq, handle);
-	if (retire_seq > srq->ops_retired)
-		srq->ops_retired = retire_seq;
 }
 
 /* ---- SRQ objects ----------------------------------------------------- */
