@@ -234,10 +234,7 @@ static bool op_step(struct sh_context *ctx)
 
 static bool op_ready(struct sh_context *ctx)
 {
-	for (struct sh_srq *srq = ctx->srqs; srq; srq = srq->next)
-		if (srq->ops_count)
-			return true;
-	return false;
+	return ctx->ops_queued;
 }
 
 static struct sh_qp *qp_by_num(struct sh_context *ctx, uint32_t qpn)

@@ -534,6 +534,9 @@ struct sh_context {
 	/* send-queue entries plus active read responses over all QPs: while
 	 * 0 the card has no send work to look for */
 	uint32_t tx_work;
+	/* list ops queued over all SRQs (their ops_count): while 0 the card
+	 * has no list op to run */
+	uint32_t ops_queued;
 	uint32_t qp_hwm;             /* indexes in use are below this */
 	uint32_t rr_rx, rr_tx;       /* round-robin cursors */
 	struct sh_peer *peers;
@@ -824,7 +827,6 @@ static inline bool sh_qp_rx_ready(struct sh_qp *qp)
 	       atomic_load_explicit(&qp->in_slot->seq, memory_order_relaxed) !=
 		       qp->in_empty;
 }
-bool sh_rx_quiet(struct sh_context *ctx);
 void sh_rx_watch(struct sh_qp *qp);
 void sh_rx_unwatch(struct sh_qp *qp);
 void sh_ring_clear(const struct sh_layout *l, struct sh_ring *ring);
@@ -868,6 +870,25 @@ static inline void sh_qp_resp_active(struct sh_qp *qp, bool on)
 static inline void sh_card_kick(struct sh_context *ctx)
 {
 	atomic_store_explicit(&ctx->quiet, false, memory_order_relaxed);
+}
+
+/*
+ * Lock-free: does no watched ring have its next packet?  A stale answer
+ * only delays the poll that follows: the card, under the lock, looks again.
+ * (Inline: an idle poll is this loop and little else.)
+ */
+static inline bool sh_rx_quiet(struct sh_context *ctx)
+{
+	uint32_t n = atomic_load_explicit(&ctx->rxw_n, memory_order_acquire);
+	const struct sh_rx_watch *w = ctx->rxw, *end = w + n;
+
+	for (; w < end; w++)
+		if (atomic_load_explicit(atomic_load_explicit(
+				&w->seq, memory_order_relaxed),
+				memory_order_relaxed) !=
+		    atomic_load_explicit(&w->empty, memory_order_relaxed))
+			return false;
+	return true;
 }
 
 /*

@@ -229,6 +229,7 @@ int sh_destroy_srq(struct ibv_srq *ibsrq)
 				cq->q[(cq->first + i) % cq->cap].srq = NULL;
 	if (srq->cq)
 		srq->cq->users--;
+	ctx->ops_queued -= srq->ops_count;
 	sh_obj_detach(ctx, srq->lockfree);
 	pthread_mutex_unlock(&ctx->lock);
 	sh_rq_free(&srq->rq);
@@ -310,9 +311,11 @@ static void op_post(struct sh_srq *srq, struct ibv_ops_wr *wr, bool now)
 	} else if (wr->opcode == IBV_WR_TAG_DEL) {
 		srq->tags[wr->tm.handle].refs++;
 	}
-	if (!op)
+	if (!op) {
+		srq->ctx->ops_queued++;
 		op = &srq->ops[(srq->ops_first + srq->ops_count++) %
 			       srq->max_ops];
+	}
 	op->seq = srq->ops_posted++;
 	op->wr_id = wr->wr_id;
 	op->opcode = wr->opcode;
@@ -437,6 +440,7 @@ bool sh_srq_op_step(struct sh_srq *srq)
 	op = srq->ops[srq->ops_first];
 	srq->ops_first = (srq->ops_first + 1) % srq->max_ops;
 	srq->ops_count--;
+	srq->ctx->ops_queued--;
 	op_run(srq, &op);
 	return true;
 }
