@@ -5,7 +5,9 @@
  * reserved before its contents are known (an unexpected message whose last
  * packet has not arrived yet); polling stops at the first entry that is not
  * ready, which is what keeps unexpected arrivals and matches in decision
- * order.  The queue grows instead of overrunning.
+ * order.  The queue grows instead of overrunning.  The entry a poll
+ * returns is read where it lies (lock-free contexts) while it is held, so
+ * a push counts its slot as taken (struct sh_cq, cur).
  */
 #include <errno.h>
 #include <stdlib.h>
