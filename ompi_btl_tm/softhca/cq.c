@@ -98,18 +98,12 @@ static int cq_pop(struct sh_cq *cq)
 	return 0;
 }
 
-static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
+static __attribute__((noinline)) int cq_start_poll_run(struct sh_cq *cq,
+							bool quiet)
 {
-	struct sh_cq *cq = (struct sh_cq *)ibcq;
-	bool quiet;
+	struct ibv_cq_ex *ibcq = &cq->cq_ex;
 	int err;
 
-	if (attr && attr->comp_mask)
-		return EINVAL;
-	/* a quiet card: only the queue to look at */
-	quiet = sh_card_quiet(cq->ctx);
-	if (quiet && !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE))
-		return ENOENT;
 	if (cq->ctx->locking)
 		pthread_mutex_lock(&cq->poll_lock);
 	sh_lock(cq->ctx);
@@ -125,6 +119,21 @@ static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 	ibcq->wr_id = cq->cur->wr_id;
 	ibcq->status = cq->cur->status;
 	return 0;
+}
+
+/* (the idle poll returns from here: no frame for the rest) */
+static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
+{
+	struct sh_cq *cq = (struct sh_cq *)ibcq;
+	bool quiet;
+
+	if (attr && attr->comp_mask)
+		return EINVAL;
+	/* a quiet card: only the queue to look at */
+	quiet = sh_card_quiet(cq->ctx);
+	if (quiet && !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE))
+		return ENOENT;
+	return cq_start_poll_run(cq, quiet);
 }
 
 static int cq_next_poll(struct ibv_cq_ex *ibcq)
