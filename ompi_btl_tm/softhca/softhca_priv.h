@@ -600,43 +600,6 @@ static inline uint32_t sge_total(const struct ibv_sge *sge, uint32_t n)
 }
 
 /*
- * Copies n bytes, n small (a TMH, a short payload), with at most two
- * fixed-size moves that may overlap and never reach outside [0, n): a
- * libc call per SGE costs more than the bytes.
- */
-static inline __attribute__((always_inline)) void
-sh_copy_small(uint8_t *dst, const uint8_t *src, uint32_t n)
-{
-	uint64_t a, b;
-
-	if (n >= 16 && n <= 32) {
-		uint8_t x[16], y[16];
-
-		__builtin_memcpy(x, src, 16);
-		__builtin_memcpy(y, src + n - 16, 16);
-		__builtin_memcpy(dst, x, 16);
-		__builtin_memcpy(dst + n - 16, y, 16);
-	} else if (n >= 8 && n < 16) {
-		__builtin_memcpy(&a, src, 8);
-		__builtin_memcpy(&b, src + n - 8, 8);
-		__builtin_memcpy(dst, &a, 8);
-		__builtin_memcpy(dst + n - 8, &b, 8);
-	} else if (n >= 4 && n < 8) {
-		uint32_t c, d;
-
-		__builtin_memcpy(&c, src, 4);
-		__builtin_memcpy(&d, src + n - 4, 4);
-		__builtin_memcpy(dst, &c, 4);
-		__builtin_memcpy(dst + n - 4, &d, 4);
-	} else if (n < 4) {
-		for (uint32_t i = 0; i < n; i++)
-			dst[i] = src[i];
-	} else {
-		memcpy(dst, src, n);
-	}
-}
-
-/*
  * The data path's lock: a no-op on a context used by one thread (see
  * "Locking").  ctx->locking changes only when objects are created or
  * destroyed, which the contract keeps apart from the data path.
@@ -700,34 +663,9 @@ uint32_t sh_scatter(const struct ibv_sge *sge, uint32_t n, uint32_t off,
 uint32_t sh_gather(const struct ibv_sge *sge, uint32_t n, uint32_t off,
 		   void *dst, uint32_t len);
 
-/*
- * One SGE the lkey cache already vouches for (a key seen valid, no MR
- * deregistered since, the range and access inside its grant): the common
- * case of sh_local_check without the call.  False: ask sh_local_check.
- */
-static inline bool sh_lkey_cached(struct sh_context *ctx,
-				  const struct ibv_sge *sge, uint32_t access)
-{
-	const struct sh_mr_grant *g =
-		&ctx->lkey_seen[sge->lkey == ctx->lkey_seen[1].key];
-
-	return sge->lkey == g->key && (g->access & access) == access &&
-	       sge->addr >= g->base && sge->length <= g->size &&
-	       sge->addr - g->base <= g->size - sge->length &&
-	       ctx->lkey_gen == atomic_load_explicit(&ctx->mr_dereg,
-						     memory_order_acquire);
-}
-
 /* cq.c */
 int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe);
 int sh_cq_grow(struct sh_cq *cq);
-/* the next entry, for the caller to fill and mark ready; NULL: ENOMEM */
-static inline struct sh_cqe *sh_cq_next(struct sh_cq *cq)
-{
-	if (cq->count + cq->held == cq->cap && sh_cq_grow(cq))
-		return NULL;
-	return &cq->q[(cq->first + cq->count++) & (cq->cap - 1)];
-}
 int sh_cq_reserve(struct sh_cq *cq, uint64_t *seq);
 void sh_cq_fill(struct sh_cq *cq, uint64_t seq, const struct sh_cqe *cqe);
 struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,
@@ -752,27 +690,6 @@ int sh_rq_post(struct sh_rq *rq, uint32_t max_wr, uint32_t max_sge,
 	       struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 void sh_rq_free(struct sh_rq *rq);
 bool sh_srq_op_step(struct sh_srq *srq);
-/* A tag slot reference dropped: the last one frees the slot. */
-static inline void sh_tag_put(struct sh_srq *srq, int32_t h)
-{
-	struct sh_tag *t = &srq->tags[h];
-
-	if (--t->refs)
-		return;
-	t->next = srq->free_head;
-	srq->free_head = h;
-}
-
-/* A polled completion releases what it held (cq.c, when popped). */
-static inline void sh_srq_retire(struct sh_srq *srq, int32_t handle,
-				 uint64_t retire_seq)
-{
-	if (handle >= 0)
-		sh_tag_put(srq, handle);
-	if (retire_seq > srq->ops_retired)
-		srq->ops_retired = retire_seq;
-}
-void sh_list_remove(struct sh_srq *srq, int32_t h);
 /*
  * pkt: the header and the first SH_PKT_PEEK payload bytes, copied out of
  * the ring and checked; data: the payload, still in the ring.
@@ -789,20 +706,6 @@ void sh_tl_fini(struct sh_srq *srq);
 int sh_tl_insert(struct sh_srq *srq, int32_t h);
 void sh_tl_remove(struct sh_srq *srq, int32_t h);
 int32_t sh_tl_match_indexed(struct sh_srq *srq, uint64_t tag);
-/* The first active entry, in list order, whose tag & mask accept tag, or
- * -1; a short list (not indexed) is scanned here, without a call. */
-static inline int32_t sh_tl_match(struct sh_srq *srq, uint64_t tag)
-{
-	if (srq->indexed)
-		return sh_tl_match_indexed(srq, tag);
-	for (int32_t h = srq->list_head; h >= 0; h = srq->tags[h].next) {
-		const struct sh_tag *t = &srq->tags[h];
-
-		if (t->active && !((t->tag ^ tag) & t->mask))
-			return h;
-	}
-	return -1;
-}
 
 /* qp.c, egress.c (the send side), ingress.c (the receive side) */
 struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
@@ -834,13 +737,6 @@ int sh_qp_queue_fin(struct sh_qp *qp, const uint8_t *hdr);
 void sh_qp_error(struct sh_qp *qp, enum ibv_wc_status why);
 void sh_qp_check_peer(struct sh_qp *qp);
 struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp);
-/* Publishes pkt (the slot sh_qp_out_slot gave): its seq goes last. */
-static inline void sh_qp_out_commit(struct sh_qp *qp, struct sh_pkt *pkt)
-{
-	atomic_store_explicit(&pkt->seq, ++qp->out_head, memory_order_release);
-	if (++qp->out_idx == qp->peer->lay.ring_depth)
-		qp->out_idx = 0;
-}
 bool sh_qp_out_read_req(struct sh_qp *qp, uint32_t len, uint64_t va,
 			uint32_t rkey, uint64_t *req_id);
 void sh_qp_bad_packet(struct sh_qp *qp);
@@ -872,34 +768,6 @@ static inline void sh_card_kick(struct sh_context *ctx)
 	atomic_store_explicit(&ctx->quiet, false, memory_order_relaxed);
 }
 
-/*
- * Lock-free: does no watched ring have its next packet?  A stale answer
- * only delays the poll that follows: the card, under the lock, looks again.
- * (Inline: an idle poll is this loop and little else.)
- */
-static inline bool sh_rx_quiet(struct sh_context *ctx)
-{
-	uint32_t n = atomic_load_explicit(&ctx->rxw_n, memory_order_acquire);
-	const struct sh_rx_watch *w = ctx->rxw, *end = w + n;
-
-	for (; w < end; w++)
-		if (atomic_load_explicit(atomic_load_explicit(
-				&w->seq, memory_order_relaxed),
-				memory_order_relaxed) !=
-		    atomic_load_explicit(&w->empty, memory_order_relaxed))
-			return false;
-	return true;
-}
-
-/*
- * The card has nothing to do but wait for packets, and none arrived
- * (lock-free; a stale answer only delays the poll that follows).
- */
-static inline bool sh_card_quiet(struct sh_context *ctx)
-{
-	return atomic_load_explicit(&ctx->quiet, memory_order_acquire) &&
-	       sh_rx_quiet(ctx);
-}
 bool sh_card_read_step(struct sh_context *ctx);
 uint32_t sh_card_read_allow(struct sh_context *ctx);
 void sh_card_read_used(struct sh_context *ctx, uint32_t n);
@@ -910,5 +778,7 @@ void sh_card_read_done(struct sh_context *ctx, uint64_t req_id,
 void sh_card_queue_read(struct sh_context *ctx, struct sh_read_job *job);
 void sh_card_drop_jobs(struct sh_context *ctx, struct sh_qp *qp);
 
+
+#include "softhca_fast.h"
 
 #endif /* SOFTHCA_PRIV_H */

@@ -74,25 +74,6 @@ static inline void list_append(struct sh_srq *srq, int32_t h,
 		srq->list_inactive++;
 }
 
-void sh_list_remove(struct sh_srq *srq, int32_t h)
-{
-	struct sh_tag *t = &srq->tags[h];
-
-	if (t->prev >= 0)
-		srq->tags[t->prev].next = t->next;
-	else
-		srq->list_head = t->next;
-	if (t->next >= 0)
-		srq->tags[t->next].prev = t->prev;
-	else
-		srq->list_tail = t->prev;
-	t->on_list = false;
-	srq->list_len--;
-	if (srq->indexed)
-		sh_tl_remove(srq, h);
-	if (!t->active)
-		srq->list_inactive--;
-}
 
 static void list_activate_all(struct sh_srq *srq)
 {
