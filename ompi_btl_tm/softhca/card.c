@@ -234,10 +234,7 @@ static bool op_step(struct sh_context *ctx)
 
 static bool op_ready(struct sh_context *ctx)
 {
-	for (struct sh_srq *srq = ctx->srqs; srq; srq = srq->next)
-		if (srq->ops_count)
-			return true;
-	return false;
+	return ctx->ops_queued;
 }
 
 static struct sh_qp *qp_by_num(struct sh_context *ctx, uint32_t qpn)
@@ -382,29 +379,74 @@ static void check_liveness(struct sh_context *ctx)
 			sh_qp_check_peer(ctx->qps[i]);
 }
 
-/* Is there anything but waiting for packets left? (under ctx->lock) */
+/*
+ * Is there anything but waiting for packets left? (under ctx->lock)  Send
+ * queues and read responses are all in tx_work; only watched QPs can have
+ * a message under way or a packet due (rx_abort and qp_reset idle a QP
+ * before it is unwatched).
+ */
 static bool card_has_work(struct sh_context *ctx)
 {
-	if (op_ready(ctx) || ctx->jobs)
+	if (ctx->tx_work || ctx->jobs || op_ready(ctx))
 		return true;
-	for (uint32_t i = 0; i < ctx->qp_hwm; i++) {
-		struct sh_qp *qp = ctx->qps[i];
+	for (uint32_t i = 0; i < ctx->rxw_n; i++) {
+		struct sh_qp *qp = ctx->rxw_qp[i];
 
-		if (qp && (qp->sq_count || qp->resp.active ||
-			   qp->rx.dest != SH_RX_IDLE || sh_qp_rx_ready(qp)))
+		if (qp->rx.dest != SH_RX_IDLE || sh_qp_rx_ready(qp))
 			return true;
 	}
 	return false;
+}
+
+/*
+ * An AUTO poll.  When the only news can be packets on watched rings (no
+ * list op queued, no send work, no read job), one pass over those rings
+ * is all card_drain would do that matters: taking a packet makes no list
+ * op, and makes send work or a read job only through tx_work or jobs,
+ * which are looked at again (then the full drain runs).  A packet that
+ * lands after its ring was stepped is the next poll's, as it would be had
+ * it landed after the drain.  Returns whether the card has work left
+ * (as card_has_work), or -1 when it ran the full drain and did not look.
+ */
+static int card_poll(struct sh_context *ctx)
+{
+	bool busy = false;
+
+	if (ctx->tx_work || ctx->jobs || op_ready(ctx)) {
+		card_drain(ctx);
+		return -1;
+	}
+	/*
+	 * (rx steps never unwatch a QP: the array is stable here; a step
+	 * finds nothing exactly when the ring is not ready.)  What
+	 * card_has_work would ask of each QP is asked as it is left: a step
+	 * on one QP changes no other's receive side.
+	 */
+	for (uint32_t i = 0; i < ctx->rxw_n; i++) {
+		struct sh_qp *qp = ctx->rxw_qp[i];
+
+		while (sh_qp_rx_ready(qp) && sh_qp_rx_step(qp))
+			;
+		busy |= qp->rx.dest != SH_RX_IDLE || sh_qp_rx_ready(qp);
+	}
+	if (ctx->tx_work || ctx->jobs) {
+		card_drain(ctx);
+		return -1;
+	}
+	return busy;
 }
 
 /* The card's work after a post or poll; called with ctx->lock held. */
 static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
 		     bool only_ops, bool post)
 {
+	int busy;
+
 	if (post)
 		ctx->post_seq++;
 	if (ctx->in_progress)
 		return;
+	busy = -1;
 	ctx->in_progress = true;
 	ctx->read_limited = ctx->sched == SOFTHCA_SCHED_AUTO;
 	ctx->read_decided = false;
@@ -422,6 +464,8 @@ static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
 		else if (only_ops)
 			while (op_step(ctx))
 				;
+		else if (!post)
+			busy = card_poll(ctx);
 		else
 			card_drain(ctx);
 		break;
@@ -434,7 +478,8 @@ static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
 	/* (cleared too: a packet taken in this run may have left work, a
 	 * read job say, that no ring shows any more) */
 	if (ctx->sched != SOFTHCA_SCHED_MANUAL)
-		atomic_store_explicit(&ctx->quiet, !card_has_work(ctx),
+		atomic_store_explicit(&ctx->quiet,
+				      busy >= 0 ? !busy : !card_has_work(ctx),
 				      memory_order_release);
 	ctx->read_limited = false;
 	ctx->in_progress = false;

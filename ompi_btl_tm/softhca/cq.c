@@ -5,7 +5,9 @@
  * reserved before its contents are known (an unexpected message whose last
  * packet has not arrived yet); polling stops at the first entry that is not
  * ready, which is what keeps unexpected arrivals and matches in decision
- * order.  The queue grows instead of overrunning.
+ * order.  The queue grows instead of overrunning.  The entry a poll
+ * returns is read where it lies (lock-free contexts) while it is held, so
+ * a push counts its slot as taken (struct sh_cq, cur).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -20,13 +22,17 @@ static struct sh_cqe *cq_at(struct sh_cq *cq, uint64_t seq)
 		      (cq->cap - 1)];
 }
 
-static int cq_grow(struct sh_cq *cq)
+int sh_cq_grow(struct sh_cq *cq)
 {
 	uint32_t cap = cq->cap ? cq->cap * 2 : 64;
 	struct sh_cqe *q = malloc(sizeof(*q) * cap);
 
 	if (!q)
 		return ENOMEM;
+	if (cq->held && cq->cur != &cq->cur_copy) {
+		cq->cur_copy = *cq->cur;
+		cq->cur = &cq->cur_copy;
+	}
 	for (uint32_t i = 0; i < cq->count; i++)
 		q[i] = cq->q[(cq->first + i) & (cq->cap - 1)];
 	free(cq->q);
@@ -38,7 +44,7 @@ static int cq_grow(struct sh_cq *cq)
 
 int sh_cq_reserve(struct sh_cq *cq, uint64_t *seq)
 {
-	if (cq->count == cq->cap && cq_grow(cq))
+	if (cq->count + cq->held == cq->cap && sh_cq_grow(cq))
 		return ENOMEM;
 	*seq = cq->first_seq + cq->count++;
 	cq_at(cq, *seq)->ready = false;
@@ -57,7 +63,7 @@ int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe)
 {
 	struct sh_cqe *e;
 
-	if (cq->count == cq->cap && cq_grow(cq))
+	if (cq->count + cq->held == cq->cap && sh_cq_grow(cq))
 		return ENOMEM;
 	e = &cq->q[(cq->first + cq->count++) & (cq->cap - 1)];
 	*e = *cqe;
@@ -65,7 +71,8 @@ int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe)
 	return 0;
 }
 
-/* Takes the oldest ready entry into cq->cur; the caller holds ctx->lock. */
+/* Takes the oldest ready entry (cq->cur, held until the next pop or
+ * end_poll); the caller holds ctx->lock. */
 static int cq_pop(struct sh_cq *cq)
 {
 	struct sh_cqe *e;
@@ -75,7 +82,14 @@ static int cq_pop(struct sh_cq *cq)
 	e = &cq->q[cq->first];
 	if (!e->ready)
 		return ENOENT;
-	cq->cur = *e;
+	if (cq->ctx->locking) {
+		/* another thread may grow the queue while this one reads */
+		cq->cur_copy = *e;
+		cq->cur = &cq->cur_copy;
+	} else {
+		cq->cur = e;
+		cq->held = true;
+	}
 	cq->first = (cq->first + 1) & (cq->cap - 1);
 	cq->first_seq++;
 	cq->count--;
@@ -84,18 +98,12 @@ static int cq_pop(struct sh_cq *cq)
 	return 0;
 }
 
-static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
+static __attribute__((noinline)) int cq_start_poll_run(struct sh_cq *cq,
+							bool quiet)
 {
-	struct sh_cq *cq = (struct sh_cq *)ibcq;
-	bool quiet;
+	struct ibv_cq_ex *ibcq = &cq->cq_ex;
 	int err;
 
-	if (attr && attr->comp_mask)
-		return EINVAL;
-	/* a quiet card: only the queue to look at */
-	quiet = sh_card_quiet(cq->ctx);
-	if (quiet && !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE))
-		return ENOENT;
 	if (cq->ctx->locking)
 		pthread_mutex_lock(&cq->poll_lock);
 	sh_lock(cq->ctx);
@@ -108,9 +116,24 @@ static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 			pthread_mutex_unlock(&cq->poll_lock);
 		return err;
 	}
-	ibcq->wr_id = cq->cur.wr_id;
-	ibcq->status = cq->cur.status;
+	ibcq->wr_id = cq->cur->wr_id;
+	ibcq->status = cq->cur->status;
 	return 0;
+}
+
+/* (the idle poll returns from here: no frame for the rest) */
+static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
+{
+	struct sh_cq *cq = (struct sh_cq *)ibcq;
+	bool quiet;
+
+	if (attr && attr->comp_mask)
+		return EINVAL;
+	/* a quiet card: only the queue to look at */
+	quiet = sh_card_quiet(cq->ctx);
+	if (quiet && !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE))
+		return ENOENT;
+	return cq_start_poll_run(cq, quiet);
 }
 
 static int cq_next_poll(struct ibv_cq_ex *ibcq)
@@ -122,8 +145,8 @@ static int cq_next_poll(struct ibv_cq_ex *ibcq)
 	err = cq_pop(cq);
 	sh_unlock(cq->ctx);
 	if (!err) {
-		ibcq->wr_id = cq->cur.wr_id;
-		ibcq->status = cq->cur.status;
+		ibcq->wr_id = cq->cur->wr_id;
+		ibcq->status = cq->cur->status;
 	}
 	return err;
 }
@@ -132,11 +155,12 @@ static void cq_end_poll(struct ibv_cq_ex *ibcq)
 {
 	struct sh_cq *cq = (struct sh_cq *)ibcq;
 
+	cq->held = false;
 	if (cq->ctx->locking)
 		pthread_mutex_unlock(&cq->poll_lock);
 }
 
-#define CUR(ibcq) (((struct sh_cq *)(ibcq))->cur)
+#define CUR(ibcq) (*((struct sh_cq *)(ibcq))->cur)
 
 static enum ibv_wc_opcode cq_read_opcode(struct ibv_cq_ex *c)
 {
@@ -272,7 +296,7 @@ struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,
 	cq->cq_ex.read_tm_info = cq_read_tm_info;
 
 	pthread_mutex_lock(&ctx->lock);
-	if (cq_grow(cq)) {
+	if (sh_cq_grow(cq)) {
 		pthread_mutex_unlock(&ctx->lock);
 		free(cq);
 		errno = ENOMEM;
@@ -342,16 +366,17 @@ int sh_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		sh_card_progress(cq->ctx);
 	for (i = 0; i < n && !cq_pop(cq); i++) {
 		memset(&wc[i], 0, sizeof(wc[i]));
-		wc[i].wr_id = cq->cur.wr_id;
-		wc[i].status = cq->cur.status;
-		wc[i].opcode = cq->cur.opcode;
-		wc[i].vendor_err = cq->cur.vendor_err;
-		wc[i].byte_len = cq->cur.byte_len;
-		wc[i].qp_num = cq->cur.qp_num;
-		wc[i].src_qp = cq->cur.src_qp;
-		wc[i].wc_flags = cq->cur.wc_flags;
+		wc[i].wr_id = cq->cur->wr_id;
+		wc[i].status = cq->cur->status;
+		wc[i].opcode = cq->cur->opcode;
+		wc[i].vendor_err = cq->cur->vendor_err;
+		wc[i].byte_len = cq->cur->byte_len;
+		wc[i].qp_num = cq->cur->qp_num;
+		wc[i].src_qp = cq->cur->src_qp;
+		wc[i].wc_flags = cq->cur->wc_flags;
 		wc[i].slid = 1;
 	}
+	cq->held = false;
 	sh_unlock(cq->ctx);
 	if (cq->ctx->locking)
 		pthread_mutex_unlock(&cq->poll_lock);

@@ -160,14 +160,6 @@ struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp)
 	return NULL;
 }
 
-/* Publishes pkt (the slot sh_qp_out_slot gave): its seq goes last. */
-void sh_qp_out_commit(struct sh_qp *qp, struct sh_pkt *pkt)
-{
-	atomic_store_explicit(&pkt->seq, ++qp->out_head, memory_order_release);
-	if (++qp->out_idx == qp->peer->lay.ring_depth)
-		qp->out_idx = 0;
-}
-
 /* A READ_REQ for len bytes at va/rkey; false when the ring has no room. */
 bool sh_qp_out_read_req(struct sh_qp *qp, uint32_t len, uint64_t va,
 			uint32_t rkey, uint64_t *req_id)
@@ -405,17 +397,31 @@ static bool post_send_now(struct sh_qp *qp, const struct ibv_send_wr *wr,
 		pkt->len = len;
 		pkt->msg_len = len;
 		pkt->src_qpn = qp->qp.qp_num;
-		if (wr->num_sge == 1)   /* what MPI sends: no SGE walk */
+		if (wr->num_sge == 1) {  /* what MPI sends: no SGE walk */
 			memcpy(pkt->data,
 			       (const void *)(uintptr_t)wr->sg_list[0].addr,
 			       len);
-		else
+		} else if (wr->num_sge == 2 && len <= 64) {
+			/* an inline TMH + small payload */
+			const struct ibv_sge *sg = wr->sg_list;
+
+			sh_copy_small(pkt->data,
+				      (const uint8_t *)(uintptr_t)sg[0].addr,
+				      sg[0].length);
+			sh_copy_small(pkt->data + sg[0].length,
+				      (const uint8_t *)(uintptr_t)sg[1].addr,
+				      sg[1].length);
+		} else {
 			sh_gather(wr->sg_list, (uint32_t)wr->num_sge, 0,
 				  pkt->data, len);
+		}
 		sh_qp_out_commit(qp, pkt);
 		qp->stall_since = 0;
 	}
-	send_cqe(qp, wr->wr_id, wr->send_flags, st, IBV_WC_SEND, 0);
+	/* (the test send_cqe makes, without the call for a silent WR) */
+	if (st != IBV_WC_SUCCESS || qp->sq_sig_all ||
+	    (wr->send_flags & IBV_SEND_SIGNALED))
+		send_cqe(qp, wr->wr_id, wr->send_flags, st, IBV_WC_SEND, 0);
 	return true;
 }
 

@@ -130,26 +130,6 @@ void sh_rx_unwatch(struct sh_qp *qp)
 	qp->rxw = -1;
 }
 
-/*
- * Lock-free: does no watched ring have its next packet?  A stale answer
- * only delays the poll that follows: the card, under the lock, looks again.
- */
-bool sh_rx_quiet(struct sh_context *ctx)
-{
-	uint32_t n = atomic_load_explicit(&ctx->rxw_n, memory_order_acquire);
-
-	for (uint32_t i = 0; i < n; i++) {
-		struct sh_rx_watch *w = &ctx->rxw[i];
-		_Atomic uint32_t *seq = atomic_load_explicit(
-			&w->seq, memory_order_relaxed);
-
-		if (atomic_load_explicit(seq, memory_order_relaxed) !=
-		    atomic_load_explicit(&w->empty, memory_order_relaxed))
-			return false;
-	}
-	return true;
-}
-
 /* Is this header one the protocol allows here?  (pkt is our copy.) */
 static bool pkt_valid(const struct sh_qp *qp, const struct sh_pkt *pkt)
 {

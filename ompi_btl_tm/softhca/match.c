@@ -199,7 +199,8 @@ static void rx_eager_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
 /*
  * A matched eager message in one packet, the common small case: what
  * rx_eager_matched + rx_start + rx_data + rx_finish do for it, without
- * the per-QP message state (one completion, MATCH|DATA_VALID).
+ * the per-QP message state: one check, one copy, and the one completion
+ * (MATCH|DATA_VALID) written straight into the CQ.
  */
 static void rx_eager_one(struct sh_qp *qp, const struct sh_pkt *pkt,
 			 const uint8_t *data, int32_t h)
@@ -208,8 +209,10 @@ static void rx_eager_one(struct sh_qp *qp, const struct sh_pkt *pkt,
 	struct sh_tag *t = &srq->tags[h];
 	const struct ibv_tmh *tmh = (const void *)pkt->data;
 	uint32_t len = pkt->msg_len - SH_TMH_LEN;
-	uint32_t room = sge_total(t->sge, t->num_sge);
-	struct sh_cqe cqe;
+	bool one = t->num_sge == 1;
+	uint32_t room = one ? t->sge[0].length : sge_total(t->sge, t->num_sge);
+	enum ibv_wc_status st;
+	struct sh_cqe *e;
 
 	if (len > room && qp->ctx->cfg.strict) {
 		rx_eager_overflow(qp, pkt, h);
@@ -217,31 +220,41 @@ static void rx_eager_one(struct sh_qp *qp, const struct sh_pkt *pkt,
 	}
 	sh_list_remove(srq, h);
 	srq->matched++;
-	cqe = (struct sh_cqe){
-		.wr_id = t->recv_wr_id,
-		.tag = be64toh(tmh->tag),
-		.srq = srq,
-		.release_handle = h,
-		.priv = be32toh(tmh->app_ctx),
-		.byte_len = len,
-		.qp_num = qp->qp.qp_num,
-		.src_qp = qp->dest_qpn,
-		.wc_flags = IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID,
-		.opcode = IBV_WC_TM_RECV,
-	};
-	cqe.status = sh_local_check(qp->ctx, t->sge, t->num_sge,
-				    IBV_ACCESS_LOCAL_WRITE);
-	if (cqe.status == IBV_WC_SUCCESS && len > room)
-		cqe.status = IBV_WC_LOC_LEN_ERR;
+	st = one && (!room || sh_lkey_cached(qp->ctx, t->sge,
+					     IBV_ACCESS_LOCAL_WRITE))
+		     ? IBV_WC_SUCCESS
+		     : sh_local_check(qp->ctx, t->sge, t->num_sge,
+				      IBV_ACCESS_LOCAL_WRITE);
+	if (st == IBV_WC_SUCCESS && len > room)
+		st = IBV_WC_LOC_LEN_ERR;
 	/* as rx_data: a too-long payload still fills the buffer */
-	if (cqe.status == IBV_WC_LOC_PROT_ERR)
+	if (st == IBV_WC_LOC_PROT_ERR)
 		;
-	else if (t->num_sge == 1)
+	else if (one && len <= 32)
+		sh_copy_small((uint8_t *)(uintptr_t)t->sge[0].addr,
+			      data + SH_TMH_LEN, len < room ? len : room);
+	else if (one)
 		memcpy((void *)(uintptr_t)t->sge[0].addr, data + SH_TMH_LEN,
 		       len < room ? len : room);
 	else
 		sh_scatter(t->sge, t->num_sge, 0, data + SH_TMH_LEN, len);
-	sh_cq_push(srq->cq, &cqe);
+	e = sh_cq_next(srq->cq);
+	if (!e)
+		return;
+	e->wr_id = t->recv_wr_id;
+	e->tag = be64toh(tmh->tag);
+	e->retire_seq = 0;
+	e->srq = srq;
+	e->release_handle = h;
+	e->priv = be32toh(tmh->app_ctx);
+	e->byte_len = len;
+	e->qp_num = qp->qp.qp_num;
+	e->src_qp = qp->dest_qpn;
+	e->wc_flags = IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID;
+	e->vendor_err = 0;
+	e->status = st;
+	e->opcode = IBV_WC_TM_RECV;
+	e->ready = true;
 }
 
 static void rx_rndv_matched(struct sh_qp *qp, const struct sh_pkt *pkt,

@@ -46,6 +46,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <infiniband/verbs.h>
 #include <infiniband/tm_types.h>
@@ -250,7 +251,17 @@ struct sh_cq {
 	struct sh_cqe *q;            /* circular, grows */
 	uint32_t cap, first, count;
 	uint64_t first_seq;          /* sequence number of q[first] */
-	struct sh_cqe cur;           /* the entry start/next_poll returned */
+	/*
+	 * The entry start/next_poll returned, read in place: its slot stays
+	 * out of use while held (until end_poll or the next pop), so a
+	 * completion pushed meanwhile grows the queue instead of landing on
+	 * it, and a growth that frees the slot moves it to cur_copy first.
+	 * A locking context copies the entry to cur_copy at once instead
+	 * (another thread may grow the queue while this one reads).
+	 */
+	const struct sh_cqe *cur;
+	struct sh_cqe cur_copy;
+	bool held;
 	int users;                   /* QPs and SRQs that complete here */
 	bool extended;               /* made by create_cq_ex: a TM-SRQ's CQ
 				      * must be (mlx5 reads TM info from it) */
@@ -523,6 +534,9 @@ struct sh_context {
 	/* send-queue entries plus active read responses over all QPs: while
 	 * 0 the card has no send work to look for */
 	uint32_t tx_work;
+	/* list ops queued over all SRQs (their ops_count): while 0 the card
+	 * has no list op to run */
+	uint32_t ops_queued;
 	uint32_t qp_hwm;             /* indexes in use are below this */
 	uint32_t rr_rx, rr_tx;       /* round-robin cursors */
 	struct sh_peer *peers;
@@ -651,6 +665,7 @@ uint32_t sh_gather(const struct ibv_sge *sge, uint32_t n, uint32_t off,
 
 /* cq.c */
 int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe);
+int sh_cq_grow(struct sh_cq *cq);
 int sh_cq_reserve(struct sh_cq *cq, uint64_t *seq);
 void sh_cq_fill(struct sh_cq *cq, uint64_t seq, const struct sh_cqe *cqe);
 struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,
@@ -675,9 +690,6 @@ int sh_rq_post(struct sh_rq *rq, uint32_t max_wr, uint32_t max_sge,
 	       struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 void sh_rq_free(struct sh_rq *rq);
 bool sh_srq_op_step(struct sh_srq *srq);
-void sh_srq_retire(struct sh_srq *srq, int32_t handle, uint64_t retire_seq);
-void sh_tag_put(struct sh_srq *srq, int32_t h);
-void sh_list_remove(struct sh_srq *srq, int32_t h);
 /*
  * pkt: the header and the first SH_PKT_PEEK payload bytes, copied out of
  * the ring and checked; data: the payload, still in the ring.
@@ -693,7 +705,7 @@ int sh_tl_init(struct sh_srq *srq);
 void sh_tl_fini(struct sh_srq *srq);
 int sh_tl_insert(struct sh_srq *srq, int32_t h);
 void sh_tl_remove(struct sh_srq *srq, int32_t h);
-int32_t sh_tl_match(struct sh_srq *srq, uint64_t tag);
+int32_t sh_tl_match_indexed(struct sh_srq *srq, uint64_t tag);
 
 /* qp.c, egress.c (the send side), ingress.c (the receive side) */
 struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
@@ -718,7 +730,6 @@ static inline bool sh_qp_rx_ready(struct sh_qp *qp)
 	       atomic_load_explicit(&qp->in_slot->seq, memory_order_relaxed) !=
 		       qp->in_empty;
 }
-bool sh_rx_quiet(struct sh_context *ctx);
 void sh_rx_watch(struct sh_qp *qp);
 void sh_rx_unwatch(struct sh_qp *qp);
 void sh_ring_clear(const struct sh_layout *l, struct sh_ring *ring);
@@ -726,7 +737,6 @@ int sh_qp_queue_fin(struct sh_qp *qp, const uint8_t *hdr);
 void sh_qp_error(struct sh_qp *qp, enum ibv_wc_status why);
 void sh_qp_check_peer(struct sh_qp *qp);
 struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp);
-void sh_qp_out_commit(struct sh_qp *qp, struct sh_pkt *pkt);
 bool sh_qp_out_read_req(struct sh_qp *qp, uint32_t len, uint64_t va,
 			uint32_t rkey, uint64_t *req_id);
 void sh_qp_bad_packet(struct sh_qp *qp);
@@ -758,15 +768,6 @@ static inline void sh_card_kick(struct sh_context *ctx)
 	atomic_store_explicit(&ctx->quiet, false, memory_order_relaxed);
 }
 
-/*
- * The card has nothing to do but wait for packets, and none arrived
- * (lock-free; a stale answer only delays the poll that follows).
- */
-static inline bool sh_card_quiet(struct sh_context *ctx)
-{
-	return atomic_load_explicit(&ctx->quiet, memory_order_acquire) &&
-	       sh_rx_quiet(ctx);
-}
 bool sh_card_read_step(struct sh_context *ctx);
 uint32_t sh_card_read_allow(struct sh_context *ctx);
 void sh_card_read_used(struct sh_context *ctx, uint32_t n);
@@ -777,5 +778,7 @@ void sh_card_read_done(struct sh_context *ctx, uint64_t req_id,
 void sh_card_queue_read(struct sh_context *ctx, struct sh_read_job *job);
 void sh_card_drop_jobs(struct sh_context *ctx, struct sh_qp *qp);
 
+
+#include "softhca_fast.h"
 
 #endif /* SOFTHCA_PRIV_H */

@@ -50,17 +50,8 @@ void sh_rq_free(struct sh_rq *rq)
 
 /* ---- tag list -------------------------------------------------------- */
 
-void sh_tag_put(struct sh_srq *srq, int32_t h)
-{
-	struct sh_tag *t = &srq->tags[h];
-
-	if (--t->refs)
-		return;
-	t->next = srq->free_head;
-	srq->free_head = h;
-}
-
-static void list_append(struct sh_srq *srq, int32_t h, bool active)
+static inline void list_append(struct sh_srq *srq, int32_t h,
+			       bool active)
 {
 	struct sh_tag *t = &srq->tags[h];
 
@@ -74,29 +65,15 @@ static void list_append(struct sh_srq *srq, int32_t h, bool active)
 	t->on_list = true;
 	t->active = active;
 	srq->list_len++;
-	sh_tl_insert(srq, h);
+	/* a short list is scanned: only its order to keep (see taglist.c) */
+	if (!srq->indexed && srq->list_len < SH_INDEX_FROM)
+		t->seq = srq->list_seq++;
+	else
+		sh_tl_insert(srq, h);
 	if (!active)
 		srq->list_inactive++;
 }
 
-void sh_list_remove(struct sh_srq *srq, int32_t h)
-{
-	struct sh_tag *t = &srq->tags[h];
-
-	if (t->prev >= 0)
-		srq->tags[t->prev].next = t->next;
-	else
-		srq->list_head = t->next;
-	if (t->next >= 0)
-		srq->tags[t->next].prev = t->prev;
-	else
-		srq->list_tail = t->prev;
-	t->on_list = false;
-	srq->list_len--;
-	sh_tl_remove(srq, h);
-	if (!t->active)
-		srq->list_inactive--;
-}
 
 static void list_activate_all(struct sh_srq *srq)
 {
@@ -107,14 +84,6 @@ static void list_activate_all(struct sh_srq *srq)
 			srq->list_inactive--;
 		}
 	}
-}
-
-void sh_srq_retire(struct sh_srq *srq, int32_t handle, uint64_t retire_seq)
-{
-	if (handle >= 0)
-		sh_tag_put(srq, handle);
-	if (retire_seq > srq->ops_retired)
-		srq->ops_retired = retire_seq;
 }
 
 /* ---- SRQ objects ----------------------------------------------------- */
@@ -241,6 +210,7 @@ int sh_destroy_srq(struct ibv_srq *ibsrq)
 				cq->q[(cq->first + i) % cq->cap].srq = NULL;
 	if (srq->cq)
 		srq->cq->users--;
+	ctx->ops_queued -= srq->ops_count;
 	sh_obj_detach(ctx, srq->lockfree);
 	pthread_mutex_unlock(&ctx->lock);
 	sh_rq_free(&srq->rq);
@@ -322,9 +292,11 @@ static void op_post(struct sh_srq *srq, struct ibv_ops_wr *wr, bool now)
 	} else if (wr->opcode == IBV_WR_TAG_DEL) {
 		srq->tags[wr->tm.handle].refs++;
 	}
-	if (!op)
+	if (!op) {
+		srq->ctx->ops_queued++;
 		op = &srq->ops[(srq->ops_first + srq->ops_count++) %
 			       srq->max_ops];
+	}
 	op->seq = srq->ops_posted++;
 	op->wr_id = wr->wr_id;
 	op->opcode = wr->opcode;
@@ -335,6 +307,61 @@ static void op_post(struct sh_srq *srq, struct ibv_ops_wr *wr, bool now)
 		    srq->tags[wr->tm.handle].phase;
 	if (now)
 		op_run(srq, op);
+}
+
+/*
+ * An ADD the card runs as it is posted (nothing queued ahead of it): what
+ * op_post + op_run do for it, without the queue entry.  The posted count
+ * and the card's count take the ADD's unexpected_cnt together, since the
+ * card sees the op at once.
+ */
+static void add_now(struct sh_srq *srq, struct ibv_ops_wr *wr)
+{
+	int32_t h = srq->free_head;
+	struct sh_tag *t = &srq->tags[h];
+	bool signaled = wr->flags & IBV_OPS_SIGNALED, insync;
+	struct sh_cqe *e;
+
+	if (wr->flags & IBV_OPS_TM_SYNC)
+		srq->posted_cnt = srq->sw_cnt =
+			(uint16_t)wr->tm.unexpected_cnt;
+	srq->free_head = t->next;
+	t->tag = wr->tm.add.tag;
+	t->mask = wr->tm.add.mask;
+	t->recv_wr_id = wr->tm.add.recv_wr_id;
+	t->num_sge = (uint32_t)wr->tm.add.num_sge;
+	if (t->num_sge == 1)
+		t->sge[0] = wr->tm.add.sg_list[0];
+	else
+		memcpy(t->sge, wr->tm.add.sg_list,
+		       sizeof(*t->sge) * t->num_sge);
+	/* the list's reference, and the completion's until it is polled */
+	t->refs = signaled ? 2 : 1;
+	t->phase = srq->posted_cnt;
+	wr->tm.handle = (uint32_t)h;
+	insync = srq->sw_cnt == srq->hw_cnt;
+	list_append(srq, h, insync);
+	if (insync && srq->list_inactive)
+		list_activate_all(srq);
+	if (!signaled) {
+		srq->ops_posted++;
+		return;
+	}
+	e = sh_cq_next(srq->cq);
+	if (!e) {
+		srq->ops_posted++;
+		return;
+	}
+	e->wr_id = wr->wr_id;
+	e->tag = 0;
+	e->retire_seq = ++srq->ops_posted;
+	e->srq = srq;
+	e->release_handle = h;
+	e->priv = e->byte_len = e->qp_num = e->src_qp = e->vendor_err = 0;
+	e->wc_flags = srq->hw_cnt != t->phase ? IBV_WC_TM_SYNC_REQ : 0;
+	e->status = IBV_WC_SUCCESS;
+	e->opcode = IBV_WC_TM_ADD;
+	e->ready = true;
 }
 
 int sh_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
@@ -368,7 +395,10 @@ int sh_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
 			*bad = wr;
 			break;
 		}
-		op_post(srq, wr, now);
+		if (now && wr->opcode == IBV_WR_TAG_ADD)
+			add_now(srq, wr);
+		else
+			op_post(srq, wr, now);
 	}
 	if (now) {
 		/* what sh_card_progress_ops notes for read pacing */
@@ -391,6 +421,7 @@ bool sh_srq_op_step(struct sh_srq *srq)
 	op = srq->ops[srq->ops_first];
 	srq->ops_first = (srq->ops_first + 1) % srq->max_ops;
 	srq->ops_count--;
+	srq->ctx->ops_queued--;
 	op_run(srq, &op);
 	return true;
 }

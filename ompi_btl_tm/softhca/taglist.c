@@ -187,24 +187,10 @@ static int32_t earlier(struct sh_srq *srq, int32_t a, int32_t b)
 	return srq->tags[a].seq < srq->tags[b].seq ? a : b;
 }
 
-static int32_t scan_list(struct sh_srq *srq, uint64_t tag)
+/* sh_tl_match of an indexed list (a short one is scanned inline) */
+int32_t sh_tl_match_indexed(struct sh_srq *srq, uint64_t tag)
 {
-	for (int32_t h = srq->list_head; h >= 0; h = srq->tags[h].next) {
-		struct sh_tag *t = &srq->tags[h];
-
-		if (t->active && !((t->tag ^ tag) & t->mask))
-			return h;
-	}
-	return -1;
-}
-
-int32_t sh_tl_match(struct sh_srq *srq, uint64_t tag)
-{
-	int32_t best;
-
-	if (!srq->indexed)
-		return scan_list(srq, tag);
-	best = chain_first(srq, srq->over_head, tag, true);
+	int32_t best = chain_first(srq, srq->over_head, tag, true);
 
 	for (int i = 0; i < SH_MASK_GROUPS; i++) {
 		struct sh_mask_group *g = &srq->groups[i];

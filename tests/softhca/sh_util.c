@@ -178,7 +178,7 @@ struct ibv_qp *sh_qp_create(struct sh_side *s, struct ibv_cq_ex *scq,
 	qa.srq = srq;
 	qa.qp_type = IBV_QPT_RC;
 	qa.cap.max_send_wr = wr;
-	qa.cap.max_send_sge = 1;
+	qa.cap.max_send_sge = 2; /* TMH + payload, as the engine posts */
 	qa.cap.max_recv_wr = srq ? 0 : wr;
 	qa.cap.max_recv_sge = srq ? 0 : 1;
 	qa.cap.max_inline_data = 0;

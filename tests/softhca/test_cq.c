@@ -1,6 +1,6 @@
 /*
  * test_cq.c - soft HCA: extended CQ poll API, legacy ibv_poll_cq, send
- * completions, CQ growth, inline sends, QP receive queues and basic SRQs.
+ * completions, CQ growth, an entry held while more are pushed, inline sends, QP receive queues and basic SRQs.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -266,6 +266,64 @@ static void test_cq_growth(void)
 	sh_cq_destroy(bscq);
 }
 
+/*
+ * An entry start_poll returned is read in place: a completion pushed while
+ * it is held (here by a post between start_poll and end_poll, on a full
+ * queue whose next free slot is the held one) must not land on it.
+ */
+static void test_held_entry(void)
+{
+	const struct tm_verbs *v = softhca_verbs();
+	struct ibv_cq_ex *cq = sh_cq_ex(env.a.ctx, 64);
+	struct ibv_cq_ex *bscq = sh_cq_ex(env.b.ctx, 64);
+	struct ibv_qp *q1, *q2, *b1, *b2;
+	struct ibv_poll_cq_attr pa = { .comp_mask = 0 };
+	char *rbuf = sh_alloc(&env.b, 64 * 65), msg[16];
+	uint32_t held_qp;
+	int i, n, inorder, ok;
+
+	if (!cq || !bscq ||
+	    make_pair(ibv_cq_ex_to_cq(cq), ibv_cq_ex_to_cq(bscq), NULL,
+		      env.b.srq, &q1, &b1, 0) ||
+	    make_pair(ibv_cq_ex_to_cq(cq), ibv_cq_ex_to_cq(bscq), NULL,
+		      env.b.srq, &q2, &b2, 0))
+		tap_bail("held pair");
+	for (i = 0; i < 65; i++)
+		if (sh_post_plain(&env.b, 3000 + i, rbuf + 64 * i, 64))
+			tap_bail("post plain");
+	sh_put_tmh(msg, IBV_TMH_NO_TAG, 0, 0);
+	/* 64 completions: the queue (64 entries to start with) is full */
+	for (i = 0; i < 64; i++)
+		if (sh_qp_send(&env.a, q1, msg, 16, 6000 + i, IBV_SEND_SIGNALED))
+			tap_bail("send");
+	sh_flush(&env);
+	if (ibv_start_poll(cq, &pa))
+		tap_bail("start_poll");
+	if (sh_qp_send(&env.a, q2, msg, 16, 6064, IBV_SEND_SIGNALED))
+		tap_bail("send 64");
+	sh_flush(&env);
+	held_qp = ibv_wc_read_qp_num(cq);
+	ok = cq->wr_id == 6000 && held_qp == q1->qp_num &&
+	     ibv_wc_read_opcode(cq) == IBV_WC_SEND;
+	inorder = 1;
+	for (n = 1; !ibv_next_poll(cq); n++)
+		inorder &= cq->wr_id == (uint64_t)(6000 + n) &&
+			   ibv_wc_read_qp_num(cq) ==
+				   (n < 64 ? q1 : q2)->qp_num;
+	ibv_end_poll(cq);
+	tap_check(ok, "a held entry survives a completion pushed meanwhile "
+		  "onto a full queue (qp %u, want %u)", held_qp, q1->qp_num);
+	tap_check(n == 65 && inorder,
+		  "... and the rest follow it, in order (got %d)", n);
+	sh_cq_discard(env.b.cq);
+	v->destroy_qp(q1);
+	v->destroy_qp(q2);
+	v->destroy_qp(b1);
+	v->destroy_qp(b2);
+	sh_cq_destroy(cq);
+	sh_cq_destroy(bscq);
+}
+
 static void test_inline(void)
 {
 	struct ibv_cq_ex *ascq = sh_cq_ex(env.a.ctx, 16);
@@ -385,6 +443,7 @@ int main(void)
 	test_legacy_poll();
 	test_legacy_cq_and_unsignalled();
 	test_cq_growth();
+	test_held_entry();
 	test_inline();
 	test_rq_and_basic_srq();
 	sh_env_close(&env);

@@ -6,12 +6,15 @@
  *    signalled or not, with and without TM_SYNC, matched and unexpected
  *    arrivals, inactive entries, SYNC_REQ) under AUTO and under MANUAL
  *    stepped op by op: the same completions, flags and counts;
- *    ops queued ahead (MANUAL, then AUTO) keep their order;
+ *    ops queued ahead (MANUAL, then AUTO) keep their order, and a
+ *    poll's card runs them;
  *  - a send held back by the peer's full ring still goes with polls only
  *    (the card that took it is not quiet);
  *  - the one-packet matched eager path: every completion field, the
- *    length error, the lkey error, and an lkey whose MR was deregistered
+ *    length error, the lkey error, a cached lkey with a buffer past its
+ *    MR, and an lkey whose MR was deregistered
  *    after a good receive (the lkey cache must notice);
+ *  - two-SGE sends (TMH + payload) of every small length and cut;
  *  - thread domains: which objects leave a context lock-free, what is
  *    refused, and tm_dev's choice (TD by default, locked if concurrent).
  */
@@ -160,6 +163,12 @@ static void scenario(enum softhca_sched sched, struct transcript *t)
 	send_tag(5, 5);
 	drain_cq(t);
 	stats_note(t);
+	send_tag(77, 7);                 /* unexpected: card count 3 */
+	drain_cq(t);
+	add(9, 9, 3, TSYNC, &h4);        /* the ADD itself syncs: active */
+	send_tag(9, 8);
+	drain_cq(t);
+	stats_note(t);
 	sh_env_close(&env);
 }
 
@@ -181,7 +190,9 @@ static void test_ops_differential(void)
 	tap_check(strstr(aut.text, "SYNC_REQ") != NULL &&
 		  strstr(aut.text, "inactive=1") != NULL &&
 		  strstr(aut.text, "(TM error)") != NULL &&
-		  strstr(aut.text, "matched=4 unexp=2") != NULL,
+		  strstr(aut.text, "matched=4 unexp=2") != NULL &&
+		  strstr(aut.text, "hw=3 sw=3 list=0 inactive=0 ops=1 "
+			 "matched=5 unexp=3") != NULL,
 		  "... the scenario reaches SYNC_REQ, an inactive entry, a "
 		  "failed DEL, matches and unexpected arrivals");
 }
@@ -221,6 +232,41 @@ static void test_ops_queued_ahead(void)
 	n = sh_poll_all(env.b.cq, wc, 8);
 	tap_check(n == 1 && wc[0].wr_id == 101 && wc[0].wc_flags == MD,
 		  "... and the list is in post order: the first ADD matches");
+	sh_env_close(&env);
+}
+
+/*
+ * Ops queued while MANUAL, then AUTO and polls only, with a packet waiting
+ * too: a poll's card must run the queued ops, not only step the rings.
+ */
+static void test_ops_queued_then_poll(void)
+{
+	struct softhca_config cfg;
+	struct sh_wc wc[8];
+	uint32_t h;
+	int n = 0;
+
+	mode = SOFTHCA_SCHED_MANUAL;
+	sh_config(&cfg);
+	if (sh_env_open(&env, &cfg, SOFTHCA_SCHED_MANUAL, 1))
+		tap_bail("sh_env_open");
+	if (sh_add(&env.b, 1, 101, sh_alloc(&env.b, 64), 64, 7, ~0ULL, 0,
+		   SIG, &h) ||
+	    sh_add(&env.b, 2, 102, sh_alloc(&env.b, 64), 64, 8, ~0ULL, 0,
+		   SIG, &h))
+		tap_bail("ADD");
+	softhca_set_sched(env.b.ctx, SOFTHCA_SCHED_AUTO, 0);
+	softhca_set_sched(env.a.ctx, SOFTHCA_SCHED_AUTO, 0);
+	mode = SOFTHCA_SCHED_AUTO;
+	for (int i = 0; i < 100 && n < 2; i++)
+		n += sh_poll_all(env.b.cq, wc + n, 8 - n);
+	tap_check(n == 2 && wc[0].wr_id == 1 && wc[1].wr_id == 2,
+		  "ops queued before AUTO complete with polls only (got %d)",
+		  n);
+	send_tag(8, 3);
+	n = sh_poll_all(env.b.cq, wc, 8);
+	tap_check(n == 1 && wc[0].wr_id == 102 && wc[0].wc_flags == MD,
+		  "... and the entries they added match");
 	sh_env_close(&env);
 }
 
@@ -308,6 +354,17 @@ static void test_eager_one(void)
 		  "too long for the buffer: LOC_LEN_ERR, byte_len the "
 		  "message, the buffer filled to its length only");
 
+	/* the arena's key is cached now: a buffer that runs past its MR */
+	buf = env.b.mem + env.b.mem_size - 16;
+	memset(buf, 0xEE, 16);
+	sh_add(&env.b, 3, 13, buf, 64, 44, ~0ULL, 0, 0, &h);
+	n = recv_one(44, 81, 8, wc);
+	tap_check(n == 1 && wc[0].status == IBV_WC_LOC_PROT_ERR &&
+		  wc[0].wr_id == 13 && sh_all(buf, 16, 0xEE),
+		  "a cached lkey, the buffer past the end of its MR: "
+		  "LOC_PROT_ERR, nothing written (%s)",
+		  n ? sh_wc_str(&wc[0]) : "none");
+
 	/* a buffer in an MR of its own, deregistered after a good receive */
 	own = aligned_alloc(64, 128);
 	mr = own ? v->reg_mr(env.b.pd, own, 128, IBV_ACCESS_LOCAL_WRITE)
@@ -346,6 +403,76 @@ static void test_eager_one(void)
 			  n ? sh_wc_str(&wc[0]) : "none");
 	}
 	free(own);
+	sh_env_close(&env);
+}
+
+/*
+ * The post fast path copies a two-SGE send (TMH + payload, what the engine
+ * posts) with small fixed-size moves: every length up to 48 payload bytes,
+ * cut at several points, arrives whole, and nothing past it is written.
+ */
+static void test_two_sge_sizes(void)
+{
+	static const uint32_t cuts[] = { 0, 1, 5, 8, 16, 19, 33 };
+	struct softhca_config cfg;
+	int bad = 0, tried = 0;
+
+	mode = SOFTHCA_SCHED_AUTO;
+	sh_config(&cfg);
+	if (sh_env_open(&env, &cfg, SOFTHCA_SCHED_AUTO, 1))
+		tap_bail("sh_env_open");
+	for (uint32_t len = 0; len <= 48; len++) {
+		for (size_t c = 0; c < sizeof(cuts) / sizeof(cuts[0]); c++) {
+			uint32_t cut = cuts[c], total = SH_TMH_LEN + len, h;
+			size_t mark = sh_mem_mark(&env.a);
+			size_t mark_b = sh_mem_mark(&env.b);
+			char *msg = sh_alloc(&env.a, total + 64);
+			char *rx = sh_alloc(&env.b, 64);
+			struct ibv_sge sge[2];
+			struct ibv_send_wr wr, *badwr;
+			struct sh_wc wc[4];
+			int n;
+
+			if (cut > total)
+				continue;
+			tried++;
+			sh_put_tmh(msg, IBV_TMH_EAGER, len, 1000 + len);
+			sh_fill(msg + SH_TMH_LEN, len, len * 7 + (uint32_t)c);
+			/* the second SGE elsewhere: a copy that runs on from
+			 * the first would show */
+			memcpy(msg + total + 32, msg + cut, total - cut);
+			memset(rx, 0xEE, 64);
+			sh_add(&env.b, 1, 2000 + len, rx, 64, 1000 + len,
+			       ~0ULL, 0, 0, &h);
+			sge[0] = (struct ibv_sge){ (uintptr_t)msg, cut,
+						   env.a.mr->lkey };
+			sge[1] = (struct ibv_sge){
+				(uintptr_t)(msg + total + 32), total - cut,
+				env.a.mr->lkey };
+			memset(&wr, 0, sizeof(wr));
+			wr.wr_id = 3;
+			wr.sg_list = sge;
+			wr.num_sge = 2;
+			wr.opcode = IBV_WR_SEND;
+			if (ibv_post_send(env.p[0].sqp, &wr, &badwr))
+				tap_bail("post_send");
+			n = sh_poll_all(env.b.cq, wc, 4);
+			if (n != 1 || wc[0].status != IBV_WC_SUCCESS ||
+			    wc[0].byte_len != len || wc[0].wr_id != 2000 + len ||
+			    !sh_check(rx, len, len * 7 + (uint32_t)c) ||
+			    !sh_all(rx + len, 64 - len, 0xEE)) {
+				if (!bad++)
+					tap_diag("payload %u cut at %u: %s", len,
+						 cut, n ? sh_wc_str(&wc[0])
+							: "none");
+			}
+			sh_mem_reset(&env.a, mark);
+			sh_mem_reset(&env.b, mark_b);
+		}
+	}
+	tap_check(!bad && tried > 300,
+		  "two-SGE sends, payload 0..48 B cut at 7 places: %d of %d "
+		  "arrive wrong", bad, tried);
 	sh_env_close(&env);
 }
 
@@ -484,8 +611,10 @@ int main(void)
 	unsetenv("SOFTHCA_SINGLE_THREADED");
 	test_ops_differential();
 	test_ops_queued_ahead();
+	test_ops_queued_then_poll();
 	test_send_behind_full_ring();
 	test_eager_one();
+	test_two_sge_sizes();
 	test_thread_domains();
 	test_dev_td();
 	return tap_done();

@@ -1,0 +1,168 @@
+/*
+ * softhca_fast.h - the soft HCA's data-path helpers, inline: what a post,
+ * a poll or an arrival does per message, kept out of calls (included by
+ * softhca_priv.h, after the objects and prototypes they use).
+ */
+#ifndef SOFTHCA_FAST_H
+#define SOFTHCA_FAST_H
+
+#include <string.h>
+
+/*
+ * Copies n bytes, n small (a TMH, a short payload), with at most two
+ * fixed-size moves that may overlap and never reach outside [0, n): a
+ * libc call per SGE costs more than the bytes.
+ */
+static inline __attribute__((always_inline)) void
+sh_copy_small(uint8_t *dst, const uint8_t *src, uint32_t n)
+{
+	uint64_t a, b;
+
+	if (n >= 16 && n <= 32) {
+		uint8_t x[16], y[16];
+
+		__builtin_memcpy(x, src, 16);
+		__builtin_memcpy(y, src + n - 16, 16);
+		__builtin_memcpy(dst, x, 16);
+		__builtin_memcpy(dst + n - 16, y, 16);
+	} else if (n >= 8 && n < 16) {
+		__builtin_memcpy(&a, src, 8);
+		__builtin_memcpy(&b, src + n - 8, 8);
+		__builtin_memcpy(dst, &a, 8);
+		__builtin_memcpy(dst + n - 8, &b, 8);
+	} else if (n >= 4 && n < 8) {
+		uint32_t c, d;
+
+		__builtin_memcpy(&c, src, 4);
+		__builtin_memcpy(&d, src + n - 4, 4);
+		__builtin_memcpy(dst, &c, 4);
+		__builtin_memcpy(dst + n - 4, &d, 4);
+	} else if (n < 4) {
+		for (uint32_t i = 0; i < n; i++)
+			dst[i] = src[i];
+	} else {
+		memcpy(dst, src, n);
+	}
+}
+
+/*
+ * One SGE the lkey cache already vouches for (a key seen valid, no MR
+ * deregistered since, the range and access inside its grant): the common
+ * case of sh_local_check without the call.  False: ask sh_local_check.
+ */
+static inline bool sh_lkey_cached(struct sh_context *ctx,
+				  const struct ibv_sge *sge, uint32_t access)
+{
+	const struct sh_mr_grant *g =
+		&ctx->lkey_seen[sge->lkey == ctx->lkey_seen[1].key];
+
+	return sge->lkey == g->key && (g->access & access) == access &&
+	       sge->addr >= g->base && sge->length <= g->size &&
+	       sge->addr - g->base <= g->size - sge->length &&
+	       ctx->lkey_gen == atomic_load_explicit(&ctx->mr_dereg,
+						     memory_order_acquire);
+}
+
+/* the next entry, for the caller to fill and mark ready; NULL: ENOMEM */
+static inline struct sh_cqe *sh_cq_next(struct sh_cq *cq)
+{
+	if (cq->count + cq->held == cq->cap && sh_cq_grow(cq))
+		return NULL;
+	return &cq->q[(cq->first + cq->count++) & (cq->cap - 1)];
+}
+
+/* A tag slot reference dropped: the last one frees the slot. */
+static inline void sh_tag_put(struct sh_srq *srq, int32_t h)
+{
+	struct sh_tag *t = &srq->tags[h];
+
+	if (--t->refs)
+		return;
+	t->next = srq->free_head;
+	srq->free_head = h;
+}
+
+/* A polled completion releases what it held (cq.c, when popped). */
+static inline void sh_srq_retire(struct sh_srq *srq, int32_t handle,
+				 uint64_t retire_seq)
+{
+	if (handle >= 0)
+		sh_tag_put(srq, handle);
+	if (retire_seq > srq->ops_retired)
+		srq->ops_retired = retire_seq;
+}
+
+/* Entry h leaves the tag list (matched, deleted). */
+static inline void sh_list_remove(struct sh_srq *srq, int32_t h)
+{
+	struct sh_tag *t = &srq->tags[h];
+
+	if (t->prev >= 0)
+		srq->tags[t->prev].next = t->next;
+	else
+		srq->list_head = t->next;
+	if (t->next >= 0)
+		srq->tags[t->next].prev = t->prev;
+	else
+		srq->list_tail = t->prev;
+	t->on_list = false;
+	srq->list_len--;
+	if (srq->indexed)
+		sh_tl_remove(srq, h);
+	if (!t->active)
+		srq->list_inactive--;
+}
+
+/* The first active entry, in list order, whose tag & mask accept tag, or
+ * -1; a short list (not indexed) is scanned here, without a call. */
+static inline int32_t sh_tl_match(struct sh_srq *srq, uint64_t tag)
+{
+	if (srq->indexed)
+		return sh_tl_match_indexed(srq, tag);
+	for (int32_t h = srq->list_head; h >= 0; h = srq->tags[h].next) {
+		const struct sh_tag *t = &srq->tags[h];
+
+		if (t->active && !((t->tag ^ tag) & t->mask))
+			return h;
+	}
+	return -1;
+}
+
+/* Publishes pkt (the slot sh_qp_out_slot gave): its seq goes last. */
+static inline void sh_qp_out_commit(struct sh_qp *qp, struct sh_pkt *pkt)
+{
+	atomic_store_explicit(&pkt->seq, ++qp->out_head, memory_order_release);
+	if (++qp->out_idx == qp->peer->lay.ring_depth)
+		qp->out_idx = 0;
+}
+
+/*
+ * Lock-free: does no watched ring have its next packet?  A stale answer
+ * only delays the poll that follows: the card, under the lock, looks again.
+ * (Inline: an idle poll is this loop and little else.)
+ */
+static inline bool sh_rx_quiet(struct sh_context *ctx)
+{
+	uint32_t n = atomic_load_explicit(&ctx->rxw_n, memory_order_acquire);
+	const struct sh_rx_watch *w = ctx->rxw, *end = w + n;
+
+	for (; w < end; w++)
+		if (atomic_load_explicit(atomic_load_explicit(
+				&w->seq, memory_order_relaxed),
+				memory_order_relaxed) !=
+		    atomic_load_explicit(&w->empty, memory_order_relaxed))
+			return false;
+	return true;
+}
+
+/*
+ * The card has nothing to do but wait for packets, and none arrived
+ * (lock-free; a stale answer only delays the poll that follows).
+ */
+static inline bool sh_card_quiet(struct sh_context *ctx)
+{
+	return atomic_load_explicit(&ctx->quiet, memory_order_acquire) &&
+	       sh_rx_quiet(ctx);
+}
+
+#endif /* SOFTHCA_FAST_H */
