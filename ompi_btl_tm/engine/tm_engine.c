@@ -54,6 +54,7 @@ static void on_plain(struct tm_engine *eng, const struct tm_cqe *c)
 		 * leaves every later ADD inactive, for good, on every peer. */
 		if (c->opcode == IBV_WC_TM_RECV) {
 			eng->uq_count++;
+			tme_pend(eng, TM_PEND_WORK);
 			eng->st.unexpected++;
 		}
 		if (tme_qp_failed(c->status))
@@ -192,6 +193,14 @@ int tme_flush_work_slow(struct tm_engine *eng)
 		n += tme_cancel_pay_owed(eng);
 	if (eng->tx_queued)
 		n += tme_flush_tx(eng);
+	/* the handlers above may have queued more, or left some: look at
+	 * what is really there */
+	if (ucs_list_is_empty(&eng->opq) &&
+	    ucs_list_is_empty(&eng->promo_ready) &&
+	    tme_count_now(eng) == eng->reported &&
+	    ucs_list_is_empty(&eng->owed) &&
+	    eng->cancel_owed_head == eng->cancel_owed_tail && !eng->tx_queued)
+		eng->pending &= ~TM_PEND_WORK;
 	return n;
 }
 
@@ -274,6 +283,8 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 	eng->cfg = *cfg;
 	if (cfg->test)
 		eng->test = *cfg->test;
+	/* TM_FAULT_SYNC_AHEAD: a count to report before any arrival */
+	tme_pend(eng, TM_PEND_WORK);
 	eng->cfg.test = NULL; /* the caller's copy need not outlive create */
 	eng->n_plain = cfg->n_plain;
 	eng->n_slots = cfg->n_send_slots;
@@ -439,9 +450,9 @@ int tm_engine_progress(struct tm_engine *eng)
 	if (eng->fatal)
 		return eng->fatal;
 	n = tme_drain(eng);
-
-	if (!ucs_list_is_empty(&eng->wait_peers) ||
-	    !ucs_list_is_empty(&eng->rwait_peers))
+	if (!eng->pending)
+		return n;
+	if (eng->pending & TM_PEND_WAIT)
 		tme_keepalive_scan(eng);
 	n += tme_flush_work(eng);
 	tme_fire_done(eng);

@@ -143,6 +143,7 @@ void tme_op_decide(struct tm_engine *eng, int type, struct tm_recv *r)
 	op->r = r;
 	op->count = eng->reported;
 	ucs_list_add_tail(&eng->opq, &op->link);
+	tme_pend(eng, TM_PEND_WORK);
 	eng->opq_len++;
 	eng->st.ops_queued++;
 }

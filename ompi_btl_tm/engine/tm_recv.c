@@ -52,6 +52,7 @@ static void recv_try_done(struct tm_engine *eng, struct tm_recv *r)
 		r->mr = NULL;
 	}
 	ucs_list_add_tail(&eng->done_recv, &r->done_link);
+	tme_pend(eng, TM_PEND_DONE);
 }
 
 void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r, int status)
@@ -83,6 +84,7 @@ static void reply(struct tm_engine *eng, struct tm_recv *r, int type)
 	r->flags |= type == TX_ACK ? RF_OWE_ACK : RF_OWE_FIN;
 	r->ops_pending++;
 	ucs_list_add_tail(&eng->owed, &r->owed_link);
+	tme_pend(eng, TM_PEND_WORK);
 	eng->st.replies_owed++;
 }
 
@@ -256,6 +258,7 @@ static void recv_watch(struct tm_engine *eng, struct tm_recv *r)
 	r->wait_ns = tme_now_ns();
 	if (ucs_list_is_empty(&p->recvq))
 		ucs_list_add_tail(&eng->rwait_peers, &p->rwait_link);
+	tme_pend(eng, TM_PEND_WAIT);
 	ucs_list_add_tail(&p->recvq, &r->peer_link);
 	r->flags |= RF_WATCHED;
 }
@@ -354,6 +357,7 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	int rndv = tmh->opcode == IBV_TMH_RNDV, held;
 
 	eng->uq_count++;
+	tme_pend(eng, TM_PEND_WORK);
 	eng->st.unexpected++;
 	if (!rndv && c->byte_len >= TMH_LEN)
 		plen = c->byte_len - TMH_LEN;

@@ -91,6 +91,7 @@ void tme_tx_queue(struct tm_engine *eng, struct tm_tx *tx)
 	ucs_list_add_tail(&eng->peers[tx->peer]->txq, &tx->link);
 	tx->queued = 1;
 	eng->tx_queued++;
+	tme_pend(eng, TM_PEND_WORK);
 }
 
 /*
