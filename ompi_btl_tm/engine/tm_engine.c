@@ -112,28 +112,35 @@ static void on_tm_cqe(struct tm_engine *eng, const struct tm_cqe *c)
 static __attribute__((noinline)) int tm_batch(struct tm_engine *eng,
 					      struct ibv_cq_ex *cq)
 {
-	struct tm_cqe c[CQE_BATCH];
+	struct tm_cqe c[CQE_BATCH], *e;
 	int i, n = 0, type;
 
 	do {
-		c[n].wr_id = cq->wr_id;
-		c[n].status = cq->status;
-		c[n].flags = ibv_wc_read_wc_flags(cq);
-		type = (int)(c[n].wr_id & WR_TYPE_MASK);
-		if (type == WR_RECV || type == WR_PLAIN) {
-			c[n].opcode = ibv_wc_read_opcode(cq);
-			c[n].byte_len = ibv_wc_read_byte_len(cq);
-			c[n].qp_num = ibv_wc_read_qp_num(cq);
-		} else { /* list ops: status and flags only */
-			c[n].opcode = 0;
-			c[n].byte_len = 0;
-			c[n].qp_num = 0;
+		e = &c[n++];
+		e->wr_id = cq->wr_id;
+		e->status = cq->status;
+		e->flags = ibv_wc_read_wc_flags(cq);
+		type = (int)(e->wr_id & WR_TYPE_MASK);
+		if (type != WR_RECV && type != WR_PLAIN) {
+			/* list ops: status and flags only */
+			e->opcode = 0;
+			e->byte_len = 0;
+			e->qp_num = 0;
+			memset(&e->tm, 0, sizeof(e->tm));
+			continue;
 		}
-		if (c[n].opcode == IBV_WC_TM_RECV)
-			ibv_wc_read_tm_info(cq, &c[n].tm);
+		e->byte_len = ibv_wc_read_byte_len(cq);
+		e->qp_num = ibv_wc_read_qp_num(cq);
+		/* MATCH comes only on a TM_RECV completion: the opcode
+		 * need not be asked for (tm_recv.c never looks at it) */
+		if (type == WR_RECV && (e->flags & IBV_WC_TM_MATCH))
+			e->opcode = IBV_WC_TM_RECV;
 		else
-			memset(&c[n].tm, 0, sizeof(c[n].tm));
-		n++;
+			e->opcode = ibv_wc_read_opcode(cq);
+		if (e->opcode == IBV_WC_TM_RECV)
+			ibv_wc_read_tm_info(cq, &e->tm);
+		else
+			memset(&e->tm, 0, sizeof(e->tm));
 	} while (n < CQE_BATCH && ibv_next_poll(cq) == 0);
 	ibv_end_poll(cq);
 	for (i = 0; i < n; i++)
