@@ -478,7 +478,9 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
  * The common case in one pass: a small eager message, neither
  * synchronous nor rendezvous, matched and delivered by one successful
  * MATCH|DATA_VALID completion to a card-held receive with nothing else
- * going on (no peer watch, no FIFO, no cancel or DEL, no test hook).  Does
+ * going on (no peer watch, no FIFO, no cancel or DEL, no op pending: a
+ * signalled ADD completed before its entry could match, in the same CQ;
+ * no test hook).  Does
  * exactly what on_card_match + on_card_data + tme_recv_finish do for it,
  * without their tests for the cases excluded here.  0: not that case.
  */
@@ -493,7 +495,7 @@ static int recv_fast(struct tm_engine *eng, struct tm_recv *r,
 	    (c->flags & (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID)) !=
 	    (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID) ||
 	    (app & (TM_APP_RNDV | TM_APP_SYNC)) || (r->flags & ~RF_FAST_OK) ||
-	    r->state != R_CARD || eng->test.arrival_hook)
+	    r->state != R_CARD || r->ops_pending || eng->test.arrival_hook)
 		return 0;
 	/* the match (on_card_match) */
 	r->on_card = 1;
@@ -518,10 +520,6 @@ static int recv_fast(struct tm_engine *eng, struct tm_recv *r,
 	/* the end (tme_recv_finish, recv_try_done) */
 	r->status = status;
 	r->flags |= RF_MATCH_SEEN | RF_FINISHED;
-	if (r->ops_pending) {
-		r->state = R_WAIT_DATA; /* its signalled ADD completes it */
-		return 1;
-	}
 	r->state = R_DONE;
 	if (r->own_mr) {
 		tm_dev_mem_put(eng->dev, r->mr);
