@@ -473,6 +473,7 @@ int tme_poll_send(struct tm_engine *eng)
 
 	eng->poll_skip = 0;
 	n = ibv_poll_cq(eng->dev->send_cq, CQE_BATCH, wc);
+	eng->st.send_cqes += n > 0 ? (uint64_t)n : 0;
 	for (i = 0; i < n; i++)
 		on_send_cqe(eng, &wc[i]);
 	return n > 0 ? n : 0;
