@@ -159,6 +159,7 @@ static void owe_rep(struct tm_engine *eng, uint32_t peer, uint32_t seq,
 	}
 	eng->cancel_owed[eng->cancel_owed_tail++ % TM_CANCEL_OWED_MAX] =
 		((uint64_t)peer << 32) | (outcome << 24) | seq;
+	tme_pend(eng, TM_PEND_WORK);
 }
 
 int tme_cancel_pay_owed(struct tm_engine *eng)

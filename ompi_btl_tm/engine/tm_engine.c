@@ -54,6 +54,7 @@ static void on_plain(struct tm_engine *eng, const struct tm_cqe *c)
 		 * leaves every later ADD inactive, for good, on every peer. */
 		if (c->opcode == IBV_WC_TM_RECV) {
 			eng->uq_count++;
+			tme_pend(eng, TM_PEND_WORK);
 			eng->st.unexpected++;
 		}
 		if (tme_qp_failed(c->status))
@@ -111,28 +112,35 @@ static void on_tm_cqe(struct tm_engine *eng, const struct tm_cqe *c)
 static __attribute__((noinline)) int tm_batch(struct tm_engine *eng,
 					      struct ibv_cq_ex *cq)
 {
-	struct tm_cqe c[CQE_BATCH];
+	struct tm_cqe c[CQE_BATCH], *e;
 	int i, n = 0, type;
 
 	do {
-		c[n].wr_id = cq->wr_id;
-		c[n].status = cq->status;
-		c[n].flags = ibv_wc_read_wc_flags(cq);
-		type = (int)(c[n].wr_id & WR_TYPE_MASK);
-		if (type == WR_RECV || type == WR_PLAIN) {
-			c[n].opcode = ibv_wc_read_opcode(cq);
-			c[n].byte_len = ibv_wc_read_byte_len(cq);
-			c[n].qp_num = ibv_wc_read_qp_num(cq);
-		} else { /* list ops: status and flags only */
-			c[n].opcode = 0;
-			c[n].byte_len = 0;
-			c[n].qp_num = 0;
+		e = &c[n++];
+		e->wr_id = cq->wr_id;
+		e->status = cq->status;
+		e->flags = ibv_wc_read_wc_flags(cq);
+		type = (int)(e->wr_id & WR_TYPE_MASK);
+		if (type != WR_RECV && type != WR_PLAIN) {
+			/* list ops: status and flags only */
+			e->opcode = 0;
+			e->byte_len = 0;
+			e->qp_num = 0;
+			memset(&e->tm, 0, sizeof(e->tm));
+			continue;
 		}
-		if (c[n].opcode == IBV_WC_TM_RECV)
-			ibv_wc_read_tm_info(cq, &c[n].tm);
+		e->byte_len = ibv_wc_read_byte_len(cq);
+		e->qp_num = ibv_wc_read_qp_num(cq);
+		/* MATCH comes only on a TM_RECV completion: the opcode
+		 * need not be asked for (tm_recv.c never looks at it) */
+		if (type == WR_RECV && (e->flags & IBV_WC_TM_MATCH))
+			e->opcode = IBV_WC_TM_RECV;
 		else
-			memset(&c[n].tm, 0, sizeof(c[n].tm));
-		n++;
+			e->opcode = ibv_wc_read_opcode(cq);
+		if (e->opcode == IBV_WC_TM_RECV)
+			ibv_wc_read_tm_info(cq, &e->tm);
+		else
+			memset(&e->tm, 0, sizeof(e->tm));
 	} while (n < CQE_BATCH && ibv_next_poll(cq) == 0);
 	ibv_end_poll(cq);
 	for (i = 0; i < n; i++)
@@ -192,6 +200,14 @@ int tme_flush_work_slow(struct tm_engine *eng)
 		n += tme_cancel_pay_owed(eng);
 	if (eng->tx_queued)
 		n += tme_flush_tx(eng);
+	/* the handlers above may have queued more, or left some: look at
+	 * what is really there */
+	if (ucs_list_is_empty(&eng->opq) &&
+	    ucs_list_is_empty(&eng->promo_ready) &&
+	    tme_count_now(eng) == eng->reported &&
+	    ucs_list_is_empty(&eng->owed) &&
+	    eng->cancel_owed_head == eng->cancel_owed_tail && !eng->tx_queued)
+		eng->pending &= ~TM_PEND_WORK;
 	return n;
 }
 
@@ -274,6 +290,8 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 	eng->cfg = *cfg;
 	if (cfg->test)
 		eng->test = *cfg->test;
+	/* TM_FAULT_SYNC_AHEAD: a count to report before any arrival */
+	tme_pend(eng, TM_PEND_WORK);
 	eng->cfg.test = NULL; /* the caller's copy need not outlive create */
 	eng->n_plain = cfg->n_plain;
 	eng->n_slots = cfg->n_send_slots;
@@ -439,9 +457,9 @@ int tm_engine_progress(struct tm_engine *eng)
 	if (eng->fatal)
 		return eng->fatal;
 	n = tme_drain(eng);
-
-	if (!ucs_list_is_empty(&eng->wait_peers) ||
-	    !ucs_list_is_empty(&eng->rwait_peers))
+	if (!eng->pending)
+		return n;
+	if (eng->pending & TM_PEND_WAIT)
 		tme_keepalive_scan(eng);
 	n += tme_flush_work(eng);
 	tme_fire_done(eng);

@@ -142,6 +142,7 @@ struct tm_engine_stats {
 	uint64_t acks_sent;
 	uint64_t fins_sent;
 	uint64_t sends_inline;     /* send WRs posted inline (no slot) */
+	uint64_t send_cqes;        /* send-CQ completions (signalled WRs) */
 	uint64_t fins_recv;
 	uint64_t fin_unknown;      /* FIN/ACK naming no outstanding send */
 	uint64_t malformed;

@@ -235,6 +235,8 @@ struct tm_engine {
 	struct tm_msg *msg_pool; /* [n_plain]: unexpected messages that
 				  * could not be copied keep their buffer */
 	int fatal;           /* 0, or the TM_ERR_* that stopped the engine */
+	/* TM_PEND_*: which kinds of deferred work may exist (see tme_pend) */
+	uint32_t pending;
 
 	/* tm_offload.c: staging buffers, so that a receive smaller than the
 	 * largest eager message can go to the card (doc/mlx5-rules.md 17) */
@@ -300,6 +302,27 @@ struct tm_engine {
 
 
 /* ---- small helpers shared by the modules (hot: kept inline) ---------- */
+
+/*
+ * The summary of deferred work, so that an entry point with nothing
+ * deferred pays one load instead of a dozen list and counter tests.  A bit
+ * may be set with nothing behind it (its handler looks, finds nothing and
+ * clears it); it must never be clear while its work exists, so every site
+ * that queues such work calls tme_pend.  Cleared only by the code that
+ * looks at the real state: tme_flush_work_slow (WORK), tme_keepalive_scan
+ * (WAIT), tme_fire_done (DONE).
+ */
+enum {
+	TM_PEND_WORK = 1 << 0, /* opq, promo_ready, an unreported count, owed
+				* replies, owed CANCEL_REPs, queued tx */
+	TM_PEND_WAIT = 1 << 1, /* wait_peers or rwait_peers (keepalive) */
+	TM_PEND_DONE = 1 << 2, /* done_recv or done_send */
+};
+
+static inline void tme_pend(struct tm_engine *eng, uint32_t what)
+{
+	eng->pending |= what;
+}
 
 static inline uint32_t tme_count_now(const struct tm_engine *eng)
 {
@@ -369,6 +392,7 @@ static inline void tme_send_try_done(struct tm_engine *eng, struct tm_send *s)
 		eng->st.sends_failed++;
 	eng->sends_waiting--;
 	ucs_list_add_tail(&eng->done_send, &s->done_link);
+	tme_pend(eng, TM_PEND_DONE);
 }
 
 /*
@@ -408,6 +432,8 @@ static inline void tme_fire_done(struct tm_engine *eng)
 	struct tm_recv *r;
 	struct tm_send *s;
 
+	if (!(eng->pending & TM_PEND_DONE))
+		return;
 	for (;;) {
 		if (!ucs_list_is_empty(&eng->done_recv)) {
 			r = ucs_list_extract_head(&eng->done_recv,
@@ -420,6 +446,8 @@ static inline void tme_fire_done(struct tm_engine *eng)
 			if (s->cb)
 				s->cb(s);
 		} else {
+			/* both empty now, also after nested calls */
+			eng->pending &= ~TM_PEND_DONE;
 			break;
 		}
 	}
@@ -448,16 +476,11 @@ int tme_flush_work_slow(struct tm_engine *eng);
 /*
  * Moves queued work on (list ops, promotions, the sync count, owed
  * replies, queued sends).  Inline: every entry point calls it, and
- * usually there is nothing to do, which these loads tell.
+ * usually there is nothing to do, which one load tells.
  */
 static inline int tme_flush_work(struct tm_engine *eng)
 {
-	if (ucs_list_is_empty(&eng->opq) &&
-	    ucs_list_is_empty(&eng->promo_ready) &&
-	    tme_count_now(eng) == eng->reported &&
-	    ucs_list_is_empty(&eng->owed) &&
-	    eng->cancel_owed_head == eng->cancel_owed_tail &&
-	    !eng->tx_queued)
+	if (!(eng->pending & TM_PEND_WORK))
 		return 0;
 	return tme_flush_work_slow(eng);
 }

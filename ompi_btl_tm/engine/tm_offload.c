@@ -117,9 +117,10 @@ static void swq_update(struct tm_engine *eng, struct tm_swq *q)
 	if (ready == q->ready)
 		return;
 	q->ready = ready;
-	if (ready)
+	if (ready) {
 		ucs_list_add_tail(&eng->promo_ready, &q->ready_link);
-	else
+		tme_pend(eng, TM_PEND_WORK);
+	} else
 		ucs_list_del(&q->ready_link);
 }
 

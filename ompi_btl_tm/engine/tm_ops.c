@@ -49,59 +49,10 @@ static int op_refused(struct tm_engine *eng, int ret)
 	return ret;
 }
 
-static int op_post(struct tm_engine *eng, int type, struct tm_recv *r,
-		   uint32_t count)
+/* The card took an op: its place in post order and its op slot. */
+static inline void op_account(struct tm_engine *eng, uint32_t count, int sig)
 {
-	struct ibv_ops_wr wr, *bad;
-	struct ibv_sge sge;
-	int ret, sig;
-
-	sig = type != WR_ADD || eng->ops_unsig + 1 >= TM_ADD_SIG_EVERY ||
-	      eng->ops_out + 1 >= eng->max_ops;
-	memset(&wr, 0, sizeof(wr));
-	wr.flags = (sig ? IBV_OPS_SIGNALED : 0) | IBV_OPS_TM_SYNC;
-	wr.tm.unexpected_cnt = count;
-	wr.wr_id = (uintptr_t)r | (uint64_t)type;
-	switch (type) {
-	case WR_ADD:
-		wr.opcode = IBV_WR_TAG_ADD;
-		sge.addr = (uintptr_t)tme_card_buf(eng, r);
-		if (r->stage >= 0) {
-			sge.length = eng->stage_size;
-			sge.lkey = eng->stage_mr->lkey;
-		} else {
-			sge.length = (uint32_t)r->len;
-			sge.lkey = r->mr->lkey;
-		}
-		wr.tm.add.recv_wr_id = (uintptr_t)r | WR_RECV;
-		wr.tm.add.sg_list = &sge;
-		wr.tm.add.num_sge = 1;
-		wr.tm.add.tag = r->mq.tag;
-		wr.tm.add.mask = r->mq.mask;
-		break;
-	case WR_DEL:
-		wr.opcode = IBV_WR_TAG_DEL;
-		wr.tm.handle = r->handle;
-		break;
-	default:
-		wr.opcode = IBV_WR_TAG_SYNC;
-		break;
-	}
-	ret = tme_fault(eng, TM_SITE_POST_OPS);
-	if (!ret)
-		ret = ibv_post_srq_ops(eng->dev->srq, &wr, &bad);
-	if (ret)
-		return op_refused(eng, ret);
-	if (type == WR_ADD) {
-		r->handle = wr.tm.handle;
-		if (!sig)
-			r->flags |= RF_ADD_UNSIG;
-	}
-	if (type == WR_SYNC)
-		eng->st.syncs++;
 	eng->op_seq++;
-	if (type == WR_ADD)
-		r->add_seq = eng->op_seq;
 	eng->ops_out++;
 	eng->st.ops_posted++;
 	if (sig) {
@@ -116,6 +67,81 @@ static int op_post(struct tm_engine *eng, int type, struct tm_recv *r,
 	} else {
 		eng->ops_unsig++;
 	}
+}
+
+/* A DEL or a SYNC (always signalled); 0 if the card took it. */
+static int op_post(struct tm_engine *eng, int type, struct tm_recv *r,
+		   uint32_t count)
+{
+	struct ibv_ops_wr wr, *bad;
+	int ret;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.flags = IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC;
+	wr.tm.unexpected_cnt = count;
+	wr.wr_id = (uintptr_t)r | (uint64_t)type;
+	if (type == WR_DEL) {
+		wr.opcode = IBV_WR_TAG_DEL;
+		wr.tm.handle = r->handle;
+	} else {
+		wr.opcode = IBV_WR_TAG_SYNC;
+	}
+	ret = tme_fault(eng, TM_SITE_POST_OPS);
+	if (!ret)
+		ret = ibv_post_srq_ops(eng->dev->srq, &wr, &bad);
+	if (ret)
+		return op_refused(eng, ret);
+	if (type == WR_SYNC)
+		eng->st.syncs++;
+	op_account(eng, count, 1);
+	return 0;
+}
+
+/*
+ * An ADD, the op of every receive posted to the card: its own function,
+ * since it is on the path of every such receive.  Every field of the WR
+ * is stored once (no memset first); the SGE is the staging buffer or the
+ * receive's own.
+ */
+static int op_post_add(struct tm_engine *eng, struct tm_recv *r,
+		       uint32_t count)
+{
+	struct ibv_ops_wr wr, *bad;
+	struct ibv_sge sge;
+	int ret, sig = eng->ops_unsig + 1 >= TM_ADD_SIG_EVERY ||
+		       eng->ops_out + 1 >= eng->max_ops;
+
+	if (r->stage >= 0) {
+		sge.addr = (uintptr_t)eng->stage +
+			   (size_t)r->stage * eng->stage_size;
+		sge.length = eng->stage_size;
+		sge.lkey = eng->stage_mr->lkey;
+	} else {
+		sge.addr = (uintptr_t)r->buf;
+		sge.length = (uint32_t)r->len;
+		sge.lkey = r->mr->lkey;
+	}
+	wr.wr_id = (uintptr_t)r | WR_ADD;
+	wr.next = NULL;
+	wr.opcode = IBV_WR_TAG_ADD;
+	wr.flags = (sig ? IBV_OPS_SIGNALED : 0) | IBV_OPS_TM_SYNC;
+	wr.tm.unexpected_cnt = count;
+	wr.tm.handle = 0;
+	wr.tm.add.recv_wr_id = (uintptr_t)r | WR_RECV;
+	wr.tm.add.sg_list = &sge;
+	wr.tm.add.num_sge = 1;
+	wr.tm.add.tag = r->mq.tag;
+	wr.tm.add.mask = r->mq.mask;
+	ret = tme_fault(eng, TM_SITE_POST_OPS);
+	if (!ret)
+		ret = ibv_post_srq_ops(eng->dev->srq, &wr, &bad);
+	if (ret)
+		return op_refused(eng, ret);
+	r->handle = wr.tm.handle;
+	op_account(eng, count, sig);
+	r->add_seq = eng->op_seq;
+	if (!sig)
+		r->flags |= RF_ADD_UNSIG;
 	return 0;
 }
 
@@ -143,6 +169,7 @@ void tme_op_decide(struct tm_engine *eng, int type, struct tm_recv *r)
 	op->r = r;
 	op->count = eng->reported;
 	ucs_list_add_tail(&eng->opq, &op->link);
+	tme_pend(eng, TM_PEND_WORK);
 	eng->opq_len++;
 	eng->st.ops_queued++;
 }
@@ -240,7 +267,7 @@ void tme_entry_gone(struct tm_engine *eng, struct tm_recv *r)
 int tme_card_add(struct tm_engine *eng, struct tm_recv *r)
 {
 	eng->reported = tme_count_now(eng);
-	if (op_post(eng, WR_ADD, r, eng->reported))
+	if (op_post_add(eng, r, eng->reported))
 		return -1;
 	if (!(r->flags & RF_ADD_UNSIG))
 		r->ops_pending++;

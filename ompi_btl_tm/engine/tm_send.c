@@ -61,6 +61,7 @@ int tme_wait_reply_start(struct tm_engine *eng, struct tm_send *s)
 	s->wait_ns = tme_now_ns();
 	if (ucs_list_is_empty(&p->waitq))
 		ucs_list_add_tail(&eng->wait_peers, &p->wait_link);
+	tme_pend(eng, TM_PEND_WAIT);
 	ucs_list_add_tail(&p->waitq, &s->wait_link);
 	return TM_OK;
 }
@@ -185,8 +186,10 @@ void tme_keepalive_scan(struct tm_engine *eng)
 	uint64_t now;
 
 	if (ucs_list_is_empty(&eng->wait_peers) &&
-	    ucs_list_is_empty(&eng->rwait_peers))
+	    ucs_list_is_empty(&eng->rwait_peers)) {
+		eng->pending &= ~TM_PEND_WAIT;
 		return;
+	}
 	now = tme_now_ns();
 	if (now < eng->ka_next_ns)
 		return;

@@ -176,7 +176,18 @@ static void test_truncation(void)
 		  r1.r.msg_len == 200 && r1.r.recv_len == 64 &&
 		  check(A(0, 0), 64, 5) && guard_ok,
 		  "eager truncated on the card: full length, no overrun");
+	tap_check(stats(0).truncated == 1,
+		  "the card-matched truncation is counted (%llu)",
+		  (unsigned long long)stats(0).truncated);
 	post_recv(&r2, 0, 1, 1, 2, 1000, 100);
+	/* the match is a linearisation point: its own stamp, between the
+	 * receive's post and the next post */
+	tap_check(r1.r.post_stamp < r1.r.match_stamp &&
+		  r1.r.match_stamp < r2.r.post_stamp,
+		  "a card match takes its own stamp (%llu < %llu < %llu)",
+		  (unsigned long long)r1.r.post_stamp,
+		  (unsigned long long)r1.r.match_stamp,
+		  (unsigned long long)r2.r.post_stamp);
 	send_msg(&s2, 1, 0, 1, 2, 10000, 20000, 6, 0);
 	eu_pump(&W);
 	tap_check(r2.done && r2.r.status == TM_REQ_TRUNCATED &&

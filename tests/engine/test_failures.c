@@ -268,6 +268,32 @@ static void test_ack_no_memory(void)
 	eu_world_fini(&W);
 }
 
+/*
+ * The only deferred work is the owed ACK: a card-matched synchronous
+ * message on an otherwise quiet engine.  The owed reply alone must keep
+ * the engine coming back to it (eng->pending).
+ */
+static void test_ack_owed_alone(void)
+{
+	struct eu_recv r;
+	struct eu_send s;
+
+	open_world(0);
+	post_recv(&r, 0, 11, 0, 1024);
+	eu_pump(&W);
+	fault_set(TM_SITE_ALLOC_TX_ACK, ENOMEM, 1);
+	send_msg(&s, 11, 0, 64, 3, TM_SEND_SYNC);
+	eu_pump(&W);
+	tap_check(r.done == 1 && r.r.on_card && s.done == 1 &&
+		  s.s.status == TM_REQ_OK && stats(0).replies_owed == 1 &&
+		  eu_quiet(&W),
+		  "one ACK owed with nothing else pending: paid from progress, "
+		  "both complete (owed %llu)",
+		  (unsigned long long)stats(0).replies_owed);
+	fault_clear();
+	eu_world_fini(&W);
+}
+
 static void test_fin_no_memory(void)
 {
 	struct eu_recv r;
@@ -461,6 +487,7 @@ int main(void)
 	test_config();
 	test_unexpected_no_memory();
 	test_ack_no_memory();
+	test_ack_owed_alone();
 	test_fin_no_memory();
 	test_read_no_memory();
 	test_queued_dels();
