@@ -10,11 +10,12 @@
  * `valgrind --tool=callgrind` for instruction counts that do not depend on
  * the machine's noise: the count per message is total / (2 * iters).
  *
- *   bench/engine_pingpong [-n ITERS] [-s SIZE,...] [-S]
+ *   bench/engine_pingpong [-n ITERS] [-s SIZE,...] [-S] [-d DEPTH]
  *
  * -S: no receive goes to the card (the engine's offload switch off), so
  * every message arrives unexpected at the card and is matched in software:
- * the cost of the path UCX takes below its TM threshold.
+ * the cost of the path UCX takes below its TM threshold.  -d D: D receives
+ * that never match stay posted on each node (see park()).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -53,6 +54,29 @@ static int one_way(struct eu_world *w, int from, int to, uint8_t *sbuf,
 	return fr.r.status == TM_REQ_OK ? 0 : -1;
 }
 
+/*
+ * -d D: each node keeps D receives posted from its peer with a tag nobody
+ * sends (the depth benchmark's "posted" kind); past the card's list size
+ * they and the ping-pong receives wait in software.
+ */
+static struct eu_recv *park(struct eu_world *w, long depth)
+{
+	static uint8_t never[8];
+	struct eu_recv *p = calloc((size_t)(2 * depth + 1), sizeof(*p));
+
+	for (long i = 0; p && i < 2 * depth; i++) {
+		int n = (int)(i & 1);
+
+		p[i].r.cb = eu_recv_cb;
+		if (tm_engine_irecv(w->node[n].eng, &p[i].r, 1, !n, 99, never,
+				    sizeof(never), NULL)) {
+			free(p);
+			return NULL;
+		}
+	}
+	return p;
+}
+
 static int run_size(struct eu_world *w, size_t len, long iters)
 {
 	uint8_t *s = calloc(1, len + 1), *r = calloc(1, len + 1);
@@ -84,17 +108,20 @@ int main(int argc, char **argv)
 	long iters = 20000;
 	char *list, *tok;
 	int c, sw = 0;
+	long depth = 0;
 
-	while ((c = getopt(argc, argv, "n:s:S")) != -1) {
+	while ((c = getopt(argc, argv, "n:s:Sd:")) != -1) {
 		if (c == 'n')
 			iters = atol(optarg);
 		else if (c == 's')
 			sizes = optarg;
 		else if (c == 'S')
 			sw = 1;
+		else if (c == 'd')
+			depth = atol(optarg);
 		else {
 			fprintf(stderr,
-				"usage: %s [-n ITERS] [-s SIZE,...] [-S]\n",
+				"usage: %s [-n ITERS] [-s SIZE,...] [-S] [-d DEPTH]\n",
 				argv[0]);
 			return 2;
 		}
@@ -104,6 +131,11 @@ int main(int argc, char **argv)
 	o.sched = SOFTHCA_SCHED_AUTO;
 	if (eu_world_init(&w, 2, &o)) {
 		fprintf(stderr, "engine_pingpong: set-up failed\n");
+		return 1;
+	}
+	if (depth > 0 && !park(&w, depth)) {
+		fprintf(stderr, "engine_pingpong: cannot post %ld receives\n",
+			depth);
 		return 1;
 	}
 	list = strdup(sizes);
