@@ -203,8 +203,8 @@ int tme_flush_work_slow(struct tm_engine *eng)
 	/* the handlers above may have queued more, or left some: look at
 	 * what is really there */
 	if (ucs_list_is_empty(&eng->opq) &&
-	    ucs_list_is_empty(&eng->promo_ready) &&
-	    tme_count_now(eng) == eng->reported &&
+	    (ucs_list_is_empty(&eng->promo_ready) || eng->promo_stuck) &&
+	    !tme_sync_wanted(eng) &&
 	    ucs_list_is_empty(&eng->owed) &&
 	    eng->cancel_owed_head == eng->cancel_owed_tail && !eng->tx_queued)
 		eng->pending &= ~TM_PEND_WORK;

@@ -274,6 +274,9 @@ struct tm_engine {
 	/* tm_offload.c */
 	khash_t(tm_swq) *swq;       /* context id -> its software-held FIFO */
 	ucs_list_link_t promo_ready; /* FIFOs whose head may be promoted */
+	/* promotion stopped for want of a card entry, op slot or staging
+	 * buffer: not retried (nor TM_PEND_WORK kept) until one frees */
+	uint8_t promo_stuck;
 
 	ucs_list_link_t done_recv;
 	ucs_list_link_t done_send;
@@ -474,6 +477,19 @@ void tme_post_plain(struct tm_engine *eng, uint32_t idx);
 int tme_flush_work_slow(struct tm_engine *eng);
 
 /*
+ * Would tme_maybe_sync post a SYNC now?  An unreported count is work only
+ * then: while no live entry may be inactive (eng->unconf) it can wait for
+ * the next ADD, which carries it, so idle progress does not keep looking.
+ */
+static inline int tme_sync_wanted(struct tm_engine *eng)
+{
+	uint32_t lag = tme_count_now(eng) - eng->reported;
+
+	return lag && !eng->sync_out &&
+	       (!ucs_list_is_empty(&eng->unconf) || lag >= TM_SYNC_LAG_MAX);
+}
+
+/*
  * Moves queued work on (list ops, promotions, the sync count, owed
  * replies, queued sends).  Inline: every entry point calls it, and
  * usually there is nothing to do, which one load tells.
@@ -497,12 +513,22 @@ static inline void *tme_card_buf(struct tm_engine *eng,
 }
 
 /* Gives r's staging buffer back, if it has one (tm_offload.c's). */
+/* Something promotion waits for (an entry, an op slot, a stage) freed. */
+static inline void tme_promo_unstick(struct tm_engine *eng)
+{
+	if (eng->promo_stuck) {
+		eng->promo_stuck = 0;
+		tme_pend(eng, TM_PEND_WORK);
+	}
+}
+
 static inline void tme_stage_put(struct tm_engine *eng, struct tm_recv *r)
 {
 	if (r->stage < 0)
 		return;
 	eng->free_stage[eng->n_free_stage++] = (uint32_t)r->stage;
 	r->stage = -1;
+	tme_promo_unstick(eng);
 }
 int tme_stage_setup(struct tm_engine *eng);
 void tme_stage_cleanup(struct tm_engine *eng);

@@ -6,6 +6,7 @@
  */
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 #include <ucs/datastruct/khash.h>
 #include "dev/tm_status.h"
 #include "engine/tm_match.h"
@@ -51,6 +52,7 @@ int tm_mq_init(struct tm_mq *mq)
 
 	mq->free_buckets = NULL;
 	mq->nrecvs = mq->nmsgs = mq->nsw_held = mq->nempty = 0;
+	memset(mq->nindexed, 0, sizeof(mq->nindexed));
 	ucs_list_head_init(&mq->lazy);
 	for (k = 0; k < TM_MQ_NKINDS; k++) {
 		mq->last[k] = NULL;
@@ -176,45 +178,68 @@ static void bucket_put(struct tm_mq *mq, struct tm_mq_bucket *b)
 }
 
 /*
- * Adds delta to the software-held counters a receive of this tag/kind
- * contributes to.  Buckets are created on +1 and released on -1.
+ * r (in its bucket own) becomes software-held: counted in own and in the
+ * wider buckets its messages could also match through, which it keeps in
+ * r->acct.  Buckets are created as needed.
  */
-static int sw_account(struct tm_mq *mq, uint64_t tag, int kind, int delta)
+static int sw_add(struct tm_mq *mq, struct tm_mq_recv *r,
+		  struct tm_mq_bucket *own)
 {
-	struct tm_mq_bucket *own, *up1 = NULL, *up2 = NULL, *ctxb = NULL;
+	struct tm_mq_bucket *up1 = NULL, *up2 = NULL, *ctxb = NULL;
+	uint64_t tag = r->tag;
+	int kind = r->kind;
 
-	own = bucket_get(mq, kind, tag & kind_keymask[kind]);
 	if (kind == TM_MQ_EXACT) {
 		up1 = bucket_get(mq, TM_MQ_ANYSRC,
 				 tag & kind_keymask[TM_MQ_ANYSRC]);
 		up2 = bucket_get(mq, TM_MQ_ANYTAG,
 				 tag & kind_keymask[TM_MQ_ANYTAG]);
+		if (!up1 || !up2)
+			return TM_ERR_NO_MEMORY;
 	}
-	if (kind != TM_MQ_ANYANY)
+	if (kind != TM_MQ_ANYANY) {
 		ctxb = bucket_get(mq, TM_MQ_ANYANY, tag & TM_MASK_CTX);
-	if (!own || (kind == TM_MQ_EXACT && (!up1 || !up2)) ||
-	    (kind != TM_MQ_ANYANY && !ctxb))
-		return TM_ERR_NO_MEMORY;
-	own->sw_own += delta;
+		if (!ctxb)
+			return TM_ERR_NO_MEMORY;
+	}
+	own->sw_own++;
 	if (up1)
-		up1->sw_sub += delta;
+		up1->sw_sub++;
 	if (up2)
-		up2->sw_sub += delta;
+		up2->sw_sub++;
 	if (ctxb) {
-		ctxb->sw_sub += delta;
-		if (kind == TM_MQ_ANYSRC)
-			ctxb->sw_anysrc += delta;
-		if (kind == TM_MQ_ANYTAG)
-			ctxb->sw_anytag += delta;
+		ctxb->sw_sub++;
+		ctxb->sw_anysrc += kind == TM_MQ_ANYSRC;
+		ctxb->sw_anytag += kind == TM_MQ_ANYTAG;
 	}
-	mq->nsw_held += delta;
-	if (delta < 0) {
-		bucket_put(mq, up1);
-		bucket_put(mq, up2);
-		bucket_put(mq, ctxb);
-		/* own is released by the caller after unlinking */
-	}
+	r->acct[0] = up1;
+	r->acct[1] = up2;
+	r->acct[2] = ctxb;
+	mq->nsw_held++;
 	return TM_OK;
+}
+
+/* Undoes sw_add (own is released by the caller, after unlinking). */
+static void sw_sub(struct tm_mq *mq, struct tm_mq_recv *r,
+		   struct tm_mq_bucket *own)
+{
+	struct tm_mq_bucket *ctxb = r->acct[2];
+
+	own->sw_own--;
+	if (r->acct[0])
+		r->acct[0]->sw_sub--;
+	if (r->acct[1])
+		r->acct[1]->sw_sub--;
+	if (ctxb) {
+		ctxb->sw_sub--;
+		ctxb->sw_anysrc -= r->kind == TM_MQ_ANYSRC;
+		ctxb->sw_anytag -= r->kind == TM_MQ_ANYTAG;
+	}
+	mq->nsw_held--;
+	bucket_put(mq, r->acct[0]);
+	bucket_put(mq, r->acct[1]);
+	bucket_put(mq, ctxb);
+	r->acct[0] = r->acct[1] = r->acct[2] = NULL;
 }
 
 /* Puts every lazily posted receive in its bucket, oldest first; stops at
@@ -232,6 +257,7 @@ static int lazy_index(struct tm_mq *mq)
 		ucs_list_del(&r->link);
 		r->bucket = b;
 		ucs_list_add_tail(&b->recvs, &r->link);
+		mq->nindexed[r->kind]++;
 	}
 	return TM_OK;
 }
@@ -254,13 +280,14 @@ int tm_mq_post_held(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
 	b = bucket_get(mq, kind, r->tag & kind_keymask[kind]);
 	if (!b)
 		return TM_ERR_NO_MEMORY;
-	if (sw_account(mq, r->tag, kind, +1) != TM_OK) {
+	if (sw_add(mq, r, b) != TM_OK) {
 		bucket_put(mq, b);
 		return TM_ERR_NO_MEMORY;
 	}
 	r->sw_held = 1;
 	r->bucket = b;
 	ucs_list_add_tail(&b->recvs, &r->link);
+	mq->nindexed[kind]++;
 	mq->nrecvs++;
 	return TM_OK;
 }
@@ -270,11 +297,12 @@ void tm_mq_recv_remove_indexed(struct tm_mq *mq, struct tm_mq_recv *r)
 {
 	ucs_list_del(&r->link);
 	if (r->sw_held) {
-		sw_account(mq, r->tag, r->kind, -1);
+		sw_sub(mq, r, r->bucket);
 		r->sw_held = 0;
 	}
 	bucket_put(mq, r->bucket);
 	r->bucket = NULL;
+	mq->nindexed[r->kind]--;
 	mq->nrecvs--;
 }
 
@@ -286,7 +314,9 @@ int tm_mq_set_held(struct tm_mq *mq, struct tm_mq_recv *r, int held)
 	/* a held receive is in its bucket, in post order with the rest */
 	if (!r->bucket && lazy_index(mq) != TM_OK)
 		return TM_ERR_NO_MEMORY;
-	if (sw_account(mq, r->tag, r->kind, held ? +1 : -1) != TM_OK)
+	if (!held)
+		sw_sub(mq, r, r->bucket);
+	else if (sw_add(mq, r, r->bucket) != TM_OK)
 		return TM_ERR_NO_MEMORY;
 	r->sw_held = (uint8_t)held;
 	return TM_OK;
@@ -294,7 +324,11 @@ int tm_mq_set_held(struct tm_mq *mq, struct tm_mq_recv *r, int held)
 
 static struct tm_mq_recv *head_recv(struct tm_mq *mq, int kind, uint64_t key)
 {
-	struct tm_mq_bucket *b = bucket_find(mq, kind, key);
+	struct tm_mq_bucket *b;
+
+	if (!mq->nindexed[kind])
+		return NULL;
+	b = bucket_find(mq, kind, key);
 
 	if (!b || ucs_list_is_empty(&b->recvs))
 		return NULL;

@@ -135,6 +135,9 @@ struct tm_mq_recv {
 	uint64_t mask;
 	uint8_t kind;
 	uint8_t sw_held;
+	/* while sw_held: the wider buckets whose counters it adds to (a
+	 * counted bucket is never swept), so release needs no lookups */
+	struct tm_mq_bucket *acct[3];
 };
 
 /* An unexpected message as the queues see it; embedded in the engine's. */
@@ -157,6 +160,9 @@ struct tm_mq {
 	uint64_t nmsgs;
 	uint64_t nsw_held;
 	uint64_t nempty;  /* bucket_put calls since the last sweep */
+	/* receives in buckets, per kind: an arrival skips the lookup of a
+	 * kind nobody posts (most programs post no wildcards) */
+	uint32_t nindexed[TM_MQ_NKINDS];
 };
 
 int tm_mq_init(struct tm_mq *mq);

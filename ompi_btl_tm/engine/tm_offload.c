@@ -213,11 +213,20 @@ int tme_promote(struct tm_engine *eng)
 	struct tm_swq *q;
 	int n = 0;
 
-	while (!ucs_list_is_empty(&eng->promo_ready) && tme_card_has_room(eng)) {
+	if (eng->promo_stuck)
+		return 0;
+	while (!ucs_list_is_empty(&eng->promo_ready)) {
+		if (!tme_card_has_room(eng)) {
+			eng->promo_stuck = 1; /* until tme_promo_unstick */
+			break;
+		}
 		q = ucs_list_head(&eng->promo_ready, struct tm_swq, ready_link);
 		if (promote_one(eng, q)) {
-			if (q->ready)
-				break; /* the card refused the ADD: later */
+			if (q->ready) {
+				/* no stage, or the card refused the ADD */
+				eng->promo_stuck = 1;
+				break;
+			}
 			continue;      /* pinned now: next context */
 		}
 		n++;

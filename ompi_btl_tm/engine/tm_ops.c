@@ -204,6 +204,8 @@ int tme_flush_ops(struct tm_engine *eng)
 		eng->opq_len--;
 		n++;
 	}
+	if (n)
+		tme_promo_unstick(eng);
 	return n;
 }
 
@@ -217,11 +219,7 @@ int tme_flush_ops(struct tm_engine *eng)
  */
 void tme_maybe_sync(struct tm_engine *eng)
 {
-	uint32_t lag = tme_count_now(eng) - eng->reported;
-
-	if (!lag || eng->sync_out)
-		return;
-	if (!ucs_list_is_empty(&eng->unconf) || lag >= TM_SYNC_LAG_MAX)
+	if (tme_sync_wanted(eng))
 		tme_op_decide(eng, WR_SYNC, NULL);
 }
 
@@ -259,6 +257,7 @@ void tme_entry_gone(struct tm_engine *eng, struct tm_recv *r)
 	if (r->flags & RF_ENTRY_LIVE) {
 		r->flags &= ~RF_ENTRY_LIVE;
 		eng->card_entries--;
+		tme_promo_unstick(eng);
 	}
 	unconf_del(r);
 }
@@ -300,10 +299,13 @@ void tme_on_op_cqe(struct tm_engine *eng, int type, struct tm_recv *r,
 	so = &eng->op_unsig[eng->op_unsig_tail++ % eng->max_ops];
 	eng->ops_out -= 1 + so->unsig;
 	eng->ops_sig_out--;
+	tme_promo_unstick(eng);
 	if (c->status == IBV_WC_SUCCESS)
 		op_seen(eng, so);
-	if (type == WR_SYNC)
+	if (type == WR_SYNC) {
 		eng->sync_out = 0;
+		tme_pend(eng, TM_PEND_WORK); /* the count may have moved */
+	}
 	tme_on_op_result(eng, type, r, c);
 }
 
