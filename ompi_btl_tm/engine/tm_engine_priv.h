@@ -6,8 +6,10 @@
  *   tm_ops.c      card list ops (ADD/DEL/SYNC), their order and count,
  *                 the sync rule, op-slot accounting
  *   tm_offload.c  which receives go to the card: refusals, promotion
- *   tm_recv.c     the receive state machine, software rendezvous,
- *                 matched-probe receives (imrecv)
+ *   tm_recv.c     the receive state machine, matched-probe receives
+ *                 (imrecv)
+ *   tm_reply.c    a receive's ACK and FIN (owed when short of memory),
+ *                 software rendezvous reads
  *   tm_probe.c    probes and matched probes
  *   tm_cancel.c   send cancel (CANCEL_REQ / CANCEL_REP)
  *   tm_send.c     sends, replies (FIN/ACK), keepalive, peer failure
@@ -551,12 +553,19 @@ void tme_on_recv_cqe(struct tm_engine *eng, struct tm_recv *r,
 		     const struct tm_cqe *c);
 int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 		      const struct tm_cqe *c);
-int tme_recv_pay_owed(struct tm_engine *eng);
+void tme_recv_try_done(struct tm_engine *eng, struct tm_recv *r);
 void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
 		      const struct tm_cqe *c);
-void tme_sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status);
 void tme_recv_peer_dead(struct tm_engine *eng, struct tm_peer *p);
 void tme_msg_free(struct tm_engine *eng, struct tm_msg *m);
+
+/* ---- tm_reply.c ------------------------------------------------------ */
+void tme_recv_reply(struct tm_engine *eng, struct tm_recv *r, int type);
+int tme_recv_pay_owed(struct tm_engine *eng);
+void tme_fin_failed(struct tm_recv *r);
+void tme_sw_rndv_start(struct tm_engine *eng, struct tm_recv *r,
+		       uint64_t msg_len);
+void tme_sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status);
 
 /* ---- tm_cancel.c ----------------------------------------------------- */
 void tme_on_cancel_req(struct tm_engine *eng, uint32_t peer, uint32_t app);

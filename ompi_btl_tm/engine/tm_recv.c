@@ -11,7 +11,8 @@
  *  - a cancel of a card-held receive is a DEL too; it completes
  *    TM_REQ_CANCELLED if the DEL succeeded, normally if a message won;
  *  - a rendezvous the card could not finish (or one matched in software)
- *    is read by software and answered with a FIN, whatever the outcome;
+ *    is read by software and answered with a FIN, whatever the outcome
+ *    (tm_reply.c);
  *  - a receive completes (callback queued) once finished and no list op
  *    naming it is still pending.
  * Owns: the tm_recv private fields, unexpected messages (tm_msg), clock.
@@ -40,7 +41,7 @@ static void report_arrival(struct tm_engine *eng, uint64_t tag, uint32_t app,
 
 /* ---- completion of requests ----------------------------------------- */
 
-static void recv_try_done(struct tm_engine *eng, struct tm_recv *r)
+void tme_recv_try_done(struct tm_engine *eng, struct tm_recv *r)
 {
 	if (!(r->flags & RF_FINISHED) || r->ops_pending || r->state == R_DONE)
 		return;
@@ -63,124 +64,7 @@ void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r, int status)
 	if (status == TM_REQ_ERROR)
 		eng->st.errors++;
 	r->flags |= RF_FINISHED;
-	recv_try_done(eng, r);
-}
-
-/* ---- replies (ACK, FIN) --------------------------------------------- */
-
-/*
- * Sends r's ACK or FIN (r->send_seq names the send; a FIN copies r->hdr).
- * With no memory for it, r owes it: r does not complete (ops_pending) and
- * tme_recv_pay_owed() tries again from every engine call, so the sender
- * never waits forever for a reply that was dropped.
- */
-static void reply(struct tm_engine *eng, struct tm_recv *r, int type)
-{
-	int rc = type == TX_ACK ? tme_send_ack(eng, r->peer, r->send_seq) :
-				  tme_send_fin(eng, r->peer, r->hdr);
-
-	if (rc == TM_OK)
-		return;
-	r->flags |= type == TX_ACK ? RF_OWE_ACK : RF_OWE_FIN;
-	r->ops_pending++;
-	ucs_list_add_tail(&eng->owed, &r->owed_link);
-	tme_pend(eng, TM_PEND_WORK);
-	eng->st.replies_owed++;
-}
-
-/* Sends the owed replies, oldest first, until memory runs short again. */
-int tme_recv_pay_owed(struct tm_engine *eng)
-{
-	struct tm_recv *r;
-	int n = 0, rc;
-
-	while (!ucs_list_is_empty(&eng->owed)) {
-		r = ucs_list_head(&eng->owed, struct tm_recv, owed_link);
-		rc = (r->flags & RF_OWE_ACK) ?
-		     tme_send_ack(eng, r->peer, r->send_seq) :
-		     tme_send_fin(eng, r->peer, r->hdr);
-		if (rc != TM_OK)
-			break;
-		ucs_list_del(&r->owed_link);
-		r->flags &= ~(RF_OWE_ACK | RF_OWE_FIN);
-		r->ops_pending--;
-		recv_try_done(eng, r);
-		n++;
-	}
-	return n;
-}
-
-/* ---- software rendezvous -------------------------------------------- */
-
-/* The FIN of a transfer this receive failed says so (TM_APP_FIN_ERR), and
- * the send fails too (doc/DESIGN.md, "Long messages"). */
-static void fin_failed(struct tm_recv *r)
-{
-	struct ibv_tmh *tmh = (struct ibv_tmh *)r->hdr;
-
-	tmh->app_ctx = htobe32(be32toh(tmh->app_ctx) | TM_APP_FIN_ERR);
-}
-
-/*
- * r->hdr holds the request's TMH+RVH, msg_len is the sender's length: reads
- * min(msg_len, buffer), in pieces the device accepts (tm_tx.c), then FINs.
- */
-static void sw_rndv_start(struct tm_engine *eng, struct tm_recv *r,
-			  uint64_t msg_len)
-{
-	const struct ibv_rvh *rvh = (const void *)(r->hdr + TMH_LEN);
-	struct tm_tx *tx;
-
-	r->rd_va = be64toh(rvh->va);
-	r->rd_rkey = be32toh(rvh->rkey);
-	r->rd_len = msg_len;
-	r->msg_len = msg_len;
-	eng->st.rndv_sw++;
-	if (r->rd_len && r->len && !r->mr) {
-		if (tm_dev_mem_get(eng->dev, r->buf, r->len,
-				   IBV_ACCESS_LOCAL_WRITE, &r->mr) == TM_OK)
-			r->own_mr = 1;
-	}
-	if (!r->rd_len || !r->len || !r->mr) {
-		int failed = !r->mr && r->rd_len && r->len;
-
-		r->recv_len = 0;
-		if (failed)
-			fin_failed(r);
-		reply(eng, r, TX_FIN);
-		tme_recv_finish(eng, r, failed ? TM_REQ_ERROR :
-				r->rd_len > r->len ? TM_REQ_TRUNCATED :
-				TM_REQ_OK);
-		return;
-	}
-	tx = tme_tx_new(eng, TX_READ, r->peer);
-	if (!tx || r->peer >= eng->npeers) {
-		if (tx)
-			tme_tx_free(tx);
-		fin_failed(r);
-		reply(eng, r, TX_FIN);
-		tme_recv_finish(eng, r, TM_REQ_ERROR);
-		return;
-	}
-	tx->recv = r;
-	tx->rd_end = r->rd_len < r->len ? r->rd_len : r->len;
-	r->state = R_SW_READ;
-	eng->reads_active++;
-	tme_tx_queue(eng, tx);
-}
-
-void tme_sw_rndv_done(struct tm_engine *eng, struct tm_recv *r, int status)
-{
-	eng->reads_active--;
-	if (status != IBV_WC_SUCCESS)
-		fin_failed(r);
-	reply(eng, r, TX_FIN);
-	r->recv_len = r->rd_len < r->len ? r->rd_len : r->len;
-	if (status != IBV_WC_SUCCESS)
-		tme_recv_finish(eng, r, TM_REQ_ERROR);
-	else
-		tme_recv_finish(eng, r, r->rd_len > r->len ? TM_REQ_TRUNCATED :
-				    TM_REQ_OK);
+	tme_recv_try_done(eng, r);
 }
 
 /* ---- matching in software ------------------------------------------- */
@@ -239,11 +123,11 @@ static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
 	if (m->rndv) {
 		memcpy(r->hdr, m->hdr, sizeof(r->hdr));
 		msg_free(eng, m);
-		sw_rndv_start(eng, r, r->msg_len);
+		tme_sw_rndv_start(eng, r, r->msg_len);
 		return;
 	}
 	if (m->app & TM_APP_SYNC)
-		reply(eng, r, TX_ACK);
+		tme_recv_reply(eng, r, TX_ACK);
 	r->recv_len = m->len < r->len ? m->len : r->len;
 	memcpy(r->buf, m->data, r->recv_len);
 	msg_free(eng, m);
@@ -426,7 +310,7 @@ static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
 	}
 	r->state = R_WAIT_DATA;
 	if ((app & TM_APP_SYNC) && !(app & TM_APP_RNDV))
-		reply(eng, r, TX_ACK);
+		tme_recv_reply(eng, r, TX_ACK);
 	if (lost)
 		handle_unexpected_msg(eng, lost);
 }
@@ -443,7 +327,7 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 		tme_stage_put(eng, r);
 		/* the RVH length is all there is: the metadata did not come,
 		 * and a saturated one still exceeds the buffer (truncated) */
-		sw_rndv_start(eng, r, be32toh(((const struct ibv_rvh *)
+		tme_sw_rndv_start(eng, r, be32toh(((const struct ibv_rvh *)
 					      (r->hdr + TMH_LEN))->len));
 		return;
 	}
@@ -466,8 +350,8 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 			/* the card sends no FIN after a failed read */
 			memset(r->hdr, 0, sizeof(r->hdr));
 			tmh_fill(r->hdr, IBV_TMH_RNDV, c->tm.priv, c->tm.tag);
-			fin_failed(r);
-			reply(eng, r, TX_FIN);
+			tme_fin_failed(r);
+			tme_recv_reply(eng, r, TX_FIN);
 		}
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
 		break;
@@ -582,7 +466,7 @@ void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
 		if (r->flags & RF_CANCEL_REQ)
 			eng->st.cancel_late++;
 	}
-	recv_try_done(eng, r);
+	tme_recv_try_done(eng, r);
 }
 
 static void recv_init(struct tm_recv *r, void *buf, size_t len,

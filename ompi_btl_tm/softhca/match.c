@@ -78,6 +78,61 @@ static void rx_start(struct sh_qp *qp, enum sh_rx_dest dest,
 }
 
 /*
+ * A one-packet message into plain buffer b: what rx_start + rx_data +
+ * rx_finish do for it, without the per-QP message state (an unexpected
+ * small message, the deep-queue case): one check, one copy, the
+ * completion written straight into the CQ.
+ */
+static int rx_plain_one(struct sh_qp *qp, const struct sh_pkt *pkt,
+			const uint8_t *data, const struct sh_rbuf *b,
+			enum ibv_wc_opcode opcode, uint32_t flags,
+			struct sh_cq *cq)
+{
+	bool one = b->num_sge == 1;
+	uint32_t room = one ? b->sge[0].length : sge_total(b->sge, b->num_sge);
+	uint32_t len = pkt->msg_len;
+	enum ibv_wc_status st;
+	struct sh_cqe *e;
+
+	st = one && (!room || sh_lkey_cached(qp->ctx, b->sge,
+					     IBV_ACCESS_LOCAL_WRITE))
+		     ? IBV_WC_SUCCESS
+		     : sh_local_check(qp->ctx, b->sge, b->num_sge,
+				      IBV_ACCESS_LOCAL_WRITE);
+	if (st == IBV_WC_SUCCESS && len > room)
+		st = IBV_WC_LOC_LEN_ERR;
+	/* as rx_data: a too-long message still fills the buffer */
+	if (st == IBV_WC_LOC_PROT_ERR)
+		;
+	else if (one && len <= 32)
+		sh_copy_small((uint8_t *)(uintptr_t)b->sge[0].addr, data,
+			      len < room ? len : room);
+	else if (one)
+		memcpy((void *)(uintptr_t)b->sge[0].addr, data,
+		       len < room ? len : room);
+	else
+		sh_scatter(b->sge, b->num_sge, 0, data, len);
+	e = sh_cq_next(cq);
+	if (!e)
+		return ENOMEM;
+	e->wr_id = b->wr_id;
+	e->tag = 0;
+	e->retire_seq = 0;
+	e->srq = NULL;
+	e->release_handle = -1;
+	e->priv = 0;
+	e->byte_len = len;
+	e->qp_num = qp->qp.qp_num;
+	e->src_qp = qp->dest_qpn;
+	e->wc_flags = flags;
+	e->vendor_err = 0;
+	e->status = st;
+	e->opcode = opcode;
+	e->ready = true;
+	return 0;
+}
+
+/*
  * Delivers the whole message to the next plain buffer.  Returns EAGAIN when
  * there is none: the message stays on the wire (receiver not ready).
  */
@@ -104,6 +159,10 @@ static int rx_plain(struct sh_qp *qp, const struct sh_pkt *pkt,
 		srq->hw_cnt++;
 		srq->unexpected++;
 	}
+	if ((pkt->flags & (SH_PKT_FIRST | SH_PKT_LAST)) ==
+	    (SH_PKT_FIRST | SH_PKT_LAST))
+		return rx_plain_one(qp, pkt, data, &b, opcode,
+				    unexpected ? sync_flag(srq) : 0, cq);
 	rx_start(qp, SH_RX_PLAIN, b.sge, b.num_sge, pkt, 0, cq);
 	qp->rx.cqe.wr_id = b.wr_id;
 	qp->rx.cqe.opcode = opcode;

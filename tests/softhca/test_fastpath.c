@@ -14,6 +14,8 @@
  *    length error, the lkey error, a cached lkey with a buffer past its
  *    MR, and an lkey whose MR was deregistered
  *    after a good receive (the lkey cache must notice);
+ *  - the one-packet unexpected path into a plain buffer: every completion
+ *    field, and the length error with the buffer filled to its end only;
  *  - two-SGE sends (TMH + payload) of every small length and cut;
  *  - thread domains: which objects leave a context lock-free, what is
  *    refused, and tm_dev's choice (TD by default, locked if concurrent).
@@ -407,6 +409,60 @@ static void test_eager_one(void)
 }
 
 /*
+ * The one-packet unexpected path: a message no entry takes lands whole
+ * (TMH included) in the next plain buffer, counted unexpected; a buffer
+ * too short gets LOC_LEN_ERR, byte_len the message, and is filled to its
+ * length only.
+ */
+static void test_plain_one(void)
+{
+	struct softhca_config cfg;
+	struct softhca_stats st;
+	struct sh_wc wc[4];
+	char p[64], *b1, *b2;
+	int n;
+
+	mode = SOFTHCA_SCHED_AUTO;
+	sh_config(&cfg);
+	if (sh_env_open(&env, &cfg, SOFTHCA_SCHED_AUTO, 1))
+		tap_bail("sh_env_open");
+	b1 = sh_alloc(&env.b, 128);
+	b2 = sh_alloc(&env.b, 128);
+	memset(b1, 0xEE, 128);
+	memset(b2, 0xEE, 128);
+	if (sh_post_plain(&env.b, 21, b1, 128) ||
+	    sh_post_plain(&env.b, 22, b2, 24))
+		tap_bail("plain");
+	sh_fill(p, 40, 5);
+	if (sh_send_tm(&env, 0, IBV_TMH_EAGER, 90, 5, p, 40, 1))
+		tap_bail("send");
+	n = sh_poll_all(env.b.cq, wc, 4);
+	tap_check(n == 1 && wc[0].status == IBV_WC_SUCCESS &&
+		  wc[0].opcode == IBV_WC_TM_RECV && wc[0].wc_flags == 0 &&
+		  wc[0].wr_id == 21 && wc[0].byte_len == 16 + 40 &&
+		  wc[0].qp_num == env.p[0].rqp->qp_num &&
+		  sh_check(b1 + 16, 40, 5) && sh_all(b1 + 56, 72, 0xEE),
+		  "one-packet unexpected: the whole message in the plain "
+		  "buffer, every field (%s)", n ? sh_wc_str(&wc[0]) : "none");
+	sh_fill(p, 40, 6);
+	if (sh_send_tm(&env, 0, IBV_TMH_EAGER, 91, 6, p, 40, 2))
+		tap_bail("send");
+	n = sh_poll_all(env.b.cq, wc, 4);
+	tap_check(n == 1 && wc[0].status == IBV_WC_LOC_LEN_ERR &&
+		  wc[0].wr_id == 22 && wc[0].byte_len == 16 + 40 &&
+		  sh_check(b2 + 16, 8, 6) && sh_all(b2 + 24, 104, 0xEE),
+		  "plain buffer too short: LOC_LEN_ERR, byte_len the message, "
+		  "the buffer filled to its length only (%s)",
+		  n ? sh_wc_str(&wc[0]) : "none");
+	if (softhca_query_stats(env.b.ctx, &st))
+		tap_bail("query_stats");
+	tap_check(st.unexpected == 2 && st.hw_unexpected_cnt == 2,
+		  "both counted unexpected by the card (%llu, count %u)",
+		  (unsigned long long)st.unexpected, st.hw_unexpected_cnt);
+	sh_env_close(&env);
+}
+
+/*
  * The post fast path copies a two-SGE send (TMH + payload, what the engine
  * posts) with small fixed-size moves: every length up to 48 payload bytes,
  * cut at several points, arrives whole, and nothing past it is written.
@@ -614,6 +670,7 @@ int main(void)
 	test_ops_queued_then_poll();
 	test_send_behind_full_ring();
 	test_eager_one();
+	test_plain_one();
 	test_two_sge_sizes();
 	test_thread_domains();
 	test_dev_td();

@@ -1,0 +1,133 @@
+/*
+ * softhca_shm.h - what soft HCAs share: the two segments a context
+ * publishes, its rings and the packets in them.
+ *
+ * A context owns two anonymous segments (memfds), found by
+ * peers through pidfd_getfd(2) on the descriptors its GID names, so nothing
+ * has a name, nothing outlives the processes mapping it, and only a process
+ * allowed to ptrace the owner can reach them:
+ *   published: [sh_seg header][rkey table: max_mr x sh_mr_slot]
+ *     sealed against new writable mappings once built, so a peer maps it
+ *     read-only and only the owner writes the table that authorises reads;
+ *   rings:     [sh_rings][max_qp x (sh_ring + ring_depth slots)]
+ *     a QP's inbound packets land in the ring of its own slot; its peer
+ *     maps this segment read-write and produces into that ring.
+ * Each ring has exactly one producer (the peer QP, under the peer context's
+ * lock) and one consumer (this context's card).  Nothing a peer can write
+ * is trusted: the peer's header is copied and checked once at map time
+ * (struct sh_layout), ring positions are kept privately (a slot's seq word
+ * only says whether the packet the consumer expects is there), and every
+ * packet header is copied out of its slot and checked before use.
+ */
+#ifndef SOFTHCA_SHM_H
+#define SOFTHCA_SHM_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define SH_SEG_MAGIC     0x534f46544d484341ull /* "SOFTMHCA" */
+#define SH_SEG_VERSION   3u
+#define SH_RINGS_MAGIC   0x534f46544d52494eull /* "SOFTMRIN" */
+#define SH_RINGS_OFF     4096u   /* first ring in the ring segment */
+/* Largest packet payload length and message a packet may announce. */
+#define SH_MAX_MSG       (1u << 31)
+
+/* ---- shared memory: packets, rings, the segment ---------------------- */
+
+enum sh_pkt_kind {
+	SH_PKT_SEND = 1,
+	SH_PKT_READ_REQ,
+	SH_PKT_READ_RESP,
+};
+
+enum sh_pkt_flags {
+	SH_PKT_FIRST = 1 << 0,
+	SH_PKT_LAST  = 1 << 1,
+};
+
+/*
+ * One ring slot: this header, then up to mtu bytes of payload.  The header
+ * is 40 bytes so that it, a 16-byte TMH and 8 bytes of payload share one
+ * cache line.  seq is the slot's ready mark: the producer writes the rest
+ * of the slot, then stores seq = position + 1 with release; the consumer
+ * polls the seq of its next slot (no shared head, no doorbell), so a small
+ * message costs the receiver one line.  Until then the slot holds the seq
+ * of a lap before (position + 1 - ring_depth, see sh_ring_clear); any
+ * third value was forged, and is a bad packet.  The fields only READ
+ * packets use come last.
+ */
+struct sh_pkt {
+	_Atomic uint32_t seq;
+	uint16_t kind;
+	uint16_t flags;
+	uint32_t len;       /* payload bytes in this packet */
+	uint32_t msg_len;   /* SEND: whole message; READ: bytes asked */
+	uint32_t src_qpn;
+	union {
+		uint32_t rkey;      /* READ_REQ */
+		uint32_t status;    /* READ_RESP: enum ibv_wc_status */
+	};
+	uint64_t req_id;    /* READ_REQ/RESP: requester's read id */
+	uint64_t va;        /* READ_REQ: remote address; RESP: offset */
+	uint8_t data[];
+};
+_Static_assert(sizeof(struct sh_pkt) == 40, "sh_pkt: one line with TMH + 8 B");
+
+/*
+ * A ring's shared words.  tail is the consumer's to publish (the producer
+ * reads it only when its private copy says the ring is full); epoch and
+ * closed are read by the producer before each WR, so they live on a line
+ * the consumer does not write per packet.
+ */
+struct sh_ring {
+	_Atomic uint32_t tail;  /* packets consumed */
+	uint8_t pad0[60];
+	_Atomic uint32_t epoch; /* bumped when the owning QP slot is reused */
+	_Atomic uint32_t closed;/* the owning QP is gone or in error */
+	uint8_t pad1[56];
+};
+
+struct sh_mr_slot {
+	_Atomic uint32_t key;   /* 0: free */
+	uint32_t access;
+	uint64_t addr;
+	uint64_t length;
+	uint64_t pad;
+};
+
+/* The published segment's header; the rkey table follows at mr_off. */
+struct sh_seg {
+	uint64_t magic;
+	uint32_t version;
+	int32_t pid;
+	uint32_t mtu;
+	uint32_t ring_depth;
+	uint32_t max_qp;
+	uint32_t max_mr;
+	uint64_t owner_va;      /* this header's address in the owner: CMA probe */
+	uint64_t mr_off;
+	uint64_t size;          /* of the published segment */
+	uint64_t ring_stride;
+	uint64_t slot_size;
+	uint64_t rings_size;    /* of the ring segment */
+	int32_t rings_fd;       /* the ring segment's descriptor in the owner */
+	uint32_t nonce;         /* also in the GID: this is the segment meant */
+	uint8_t pad[64];
+};
+
+/* The ring segment's header. */
+struct sh_rings {
+	uint64_t magic;
+	uint32_t nonce;
+	uint8_t pad[52];
+};
+
+/* A segment's geometry: computed (own) or copied and checked (peer's). */
+struct sh_layout {
+	uint32_t mtu, ring_depth, max_qp, max_mr;
+	uint64_t slot_size, ring_stride;
+	uint64_t pub_size, rings_size, mr_off;
+	uint64_t owner_va;
+};
+
+#endif /* SOFTHCA_SHM_H */
