@@ -230,8 +230,19 @@ int sh_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 
 	sh_lock(srq->ctx);
 	err = sh_rq_post(&srq->rq, srq->max_wr, srq->max_sge, wr, bad);
-	sh_card_kick(srq->ctx);
-	sh_card_progress_post(srq->ctx);
+	if (srq->ctx->sched == SOFTHCA_SCHED_AUTO) {
+		/*
+		 * A buffer gives the card work only if an arrival waits for
+		 * one, and such an arrival is still in its ring, which keeps
+		 * the next poll from taking the quiet path: that poll takes
+		 * it.  So no card run here (what read pacing counts as a
+		 * post is still counted).
+		 */
+		srq->ctx->post_seq++;
+	} else {
+		sh_card_kick(srq->ctx);
+		sh_card_progress_post(srq->ctx);
+	}
 	sh_unlock(srq->ctx);
 	return err;
 }

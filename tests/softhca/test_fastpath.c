@@ -16,6 +16,8 @@
  *    after a good receive (the lkey cache must notice);
  *  - the one-packet unexpected path into a plain buffer: every completion
  *    field, and the length error with the buffer filled to its end only;
+ *    with no buffer the message waits, and a buffer posted later takes it
+ *    with polls only;
  *  - two-SGE sends (TMH + payload) of every small length and cut;
  *  - thread domains: which objects leave a context lock-free, what is
  *    refused, and tm_dev's choice (TD by default, locked if concurrent).
@@ -459,6 +461,28 @@ static void test_plain_one(void)
 	tap_check(st.unexpected == 2 && st.hw_unexpected_cnt == 2,
 		  "both counted unexpected by the card (%llu, count %u)",
 		  (unsigned long long)st.unexpected, st.hw_unexpected_cnt);
+
+	/* no plain buffer left: the next one waits in its ring; the buffer
+	 * posted later takes it at the next poll (a post runs no card) */
+	sh_fill(p, 8, 7);
+	if (sh_send_tm(&env, 0, IBV_TMH_EAGER, 92, 7, p, 8, 3))
+		tap_bail("send");
+	n = sh_poll_all(env.b.cq, wc, 4);
+	if (softhca_query_stats(env.b.ctx, &st))
+		tap_bail("query_stats");
+	tap_check(n == 0 && st.rnr_waits == 1,
+		  "no plain buffer: the message waits (%d completions, "
+		  "rnr_waits %llu)", n, (unsigned long long)st.rnr_waits);
+	b1 = sh_alloc(&env.b, 64);
+	if (sh_post_plain(&env.b, 23, b1, 64))
+		tap_bail("plain");
+	n = 0;
+	for (int i = 0; i < 1000 && !n; i++)
+		n = sh_poll_all(env.b.cq, wc, 4);
+	tap_check(n == 1 && wc[0].status == IBV_WC_SUCCESS &&
+		  wc[0].wr_id == 23 && sh_check(b1 + 16, 8, 7),
+		  "a buffer posted later takes it at the next polls (%s)",
+		  n ? sh_wc_str(&wc[0]) : "none");
 	sh_env_close(&env);
 }
 
