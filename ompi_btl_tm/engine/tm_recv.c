@@ -41,10 +41,9 @@ static void report_arrival(struct tm_engine *eng, uint64_t tag, uint32_t app,
 
 /* ---- completion of requests ----------------------------------------- */
 
-void tme_recv_try_done(struct tm_engine *eng, struct tm_recv *r)
+/* r is done: its buffers go back, its callback is queued. */
+static inline void recv_done(struct tm_engine *eng, struct tm_recv *r)
 {
-	if (!(r->flags & RF_FINISHED) || r->ops_pending || r->state == R_DONE)
-		return;
 	r->state = R_DONE;
 	tme_stage_put(eng, r);
 	if (r->own_mr) {
@@ -54,6 +53,13 @@ void tme_recv_try_done(struct tm_engine *eng, struct tm_recv *r)
 	}
 	ucs_list_add_tail(&eng->done_recv, &r->done_link);
 	tme_pend(eng, TM_PEND_DONE);
+}
+
+void tme_recv_try_done(struct tm_engine *eng, struct tm_recv *r)
+{
+	if (!(r->flags & RF_FINISHED) || r->ops_pending || r->state == R_DONE)
+		return;
+	recv_done(eng, r);
 }
 
 void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r, int status)
@@ -401,17 +407,10 @@ static int recv_fast(struct tm_engine *eng, struct tm_recv *r,
 		status = TM_REQ_TRUNCATED;
 		eng->st.truncated++;
 	}
-	/* the end (tme_recv_finish, recv_try_done) */
+	/* the end (tme_recv_finish, tme_recv_try_done) */
 	r->status = status;
 	r->flags |= RF_MATCH_SEEN | RF_FINISHED;
-	r->state = R_DONE;
-	if (r->own_mr) {
-		tm_dev_mem_put(eng->dev, r->mr);
-		r->own_mr = 0;
-		r->mr = NULL;
-	}
-	ucs_list_add_tail(&eng->done_recv, &r->done_link);
-	tme_pend(eng, TM_PEND_DONE);
+	recv_done(eng, r);
 	return 1;
 }
 
