@@ -78,6 +78,36 @@ static void rx_start(struct sh_qp *qp, enum sh_rx_dest dest,
 }
 
 /*
+ * The data of a one-packet message into a buffer of room bytes (sge):
+ * the lkey check (from the cache for one SGE), the length check, the copy
+ * (a too-long message still fills the buffer, as rx_data does).
+ */
+static inline __attribute__((always_inline)) enum ibv_wc_status
+rx_one_copy(struct sh_context *ctx, const struct ibv_sge *sge, uint32_t nsge,
+	    uint32_t room, const uint8_t *src, uint32_t len)
+{
+	bool one = nsge == 1;
+	enum ibv_wc_status st;
+
+	st = one && (!room || sh_lkey_cached(ctx, sge, IBV_ACCESS_LOCAL_WRITE))
+		     ? IBV_WC_SUCCESS
+		     : sh_local_check(ctx, sge, nsge, IBV_ACCESS_LOCAL_WRITE);
+	if (st == IBV_WC_SUCCESS && len > room)
+		st = IBV_WC_LOC_LEN_ERR;
+	if (st == IBV_WC_LOC_PROT_ERR)
+		return st;
+	if (one && len <= 32)
+		sh_copy_small((uint8_t *)(uintptr_t)sge[0].addr, src,
+			      len < room ? len : room);
+	else if (one)
+		memcpy((void *)(uintptr_t)sge[0].addr, src,
+		       len < room ? len : room);
+	else
+		sh_scatter(sge, nsge, 0, src, len);
+	return st;
+}
+
+/*
  * A one-packet message into plain buffer b: what rx_start + rx_data +
  * rx_finish do for it, without the per-QP message state (an unexpected
  * small message, the deep-queue case): one check, one copy, the
@@ -88,30 +118,13 @@ static int rx_plain_one(struct sh_qp *qp, const struct sh_pkt *pkt,
 			enum ibv_wc_opcode opcode, uint32_t flags,
 			struct sh_cq *cq)
 {
-	bool one = b->num_sge == 1;
-	uint32_t room = one ? b->sge[0].length : sge_total(b->sge, b->num_sge);
+	uint32_t room = b->num_sge == 1 ? b->sge[0].length
+					: sge_total(b->sge, b->num_sge);
 	uint32_t len = pkt->msg_len;
 	enum ibv_wc_status st;
 	struct sh_cqe *e;
 
-	st = one && (!room || sh_lkey_cached(qp->ctx, b->sge,
-					     IBV_ACCESS_LOCAL_WRITE))
-		     ? IBV_WC_SUCCESS
-		     : sh_local_check(qp->ctx, b->sge, b->num_sge,
-				      IBV_ACCESS_LOCAL_WRITE);
-	if (st == IBV_WC_SUCCESS && len > room)
-		st = IBV_WC_LOC_LEN_ERR;
-	/* as rx_data: a too-long message still fills the buffer */
-	if (st == IBV_WC_LOC_PROT_ERR)
-		;
-	else if (one && len <= 32)
-		sh_copy_small((uint8_t *)(uintptr_t)b->sge[0].addr, data,
-			      len < room ? len : room);
-	else if (one)
-		memcpy((void *)(uintptr_t)b->sge[0].addr, data,
-		       len < room ? len : room);
-	else
-		sh_scatter(b->sge, b->num_sge, 0, data, len);
+	st = rx_one_copy(qp->ctx, b->sge, b->num_sge, room, data, len);
 	e = sh_cq_next(cq);
 	if (!e)
 		return ENOMEM;
@@ -268,8 +281,8 @@ static void rx_eager_one(struct sh_qp *qp, const struct sh_pkt *pkt,
 	struct sh_tag *t = &srq->tags[h];
 	const struct ibv_tmh *tmh = (const void *)pkt->data;
 	uint32_t len = pkt->msg_len - SH_TMH_LEN;
-	bool one = t->num_sge == 1;
-	uint32_t room = one ? t->sge[0].length : sge_total(t->sge, t->num_sge);
+	uint32_t room = t->num_sge == 1 ? t->sge[0].length
+					: sge_total(t->sge, t->num_sge);
 	enum ibv_wc_status st;
 	struct sh_cqe *e;
 
@@ -279,24 +292,8 @@ static void rx_eager_one(struct sh_qp *qp, const struct sh_pkt *pkt,
 	}
 	sh_list_remove(srq, h);
 	srq->matched++;
-	st = one && (!room || sh_lkey_cached(qp->ctx, t->sge,
-					     IBV_ACCESS_LOCAL_WRITE))
-		     ? IBV_WC_SUCCESS
-		     : sh_local_check(qp->ctx, t->sge, t->num_sge,
-				      IBV_ACCESS_LOCAL_WRITE);
-	if (st == IBV_WC_SUCCESS && len > room)
-		st = IBV_WC_LOC_LEN_ERR;
-	/* as rx_data: a too-long payload still fills the buffer */
-	if (st == IBV_WC_LOC_PROT_ERR)
-		;
-	else if (one && len <= 32)
-		sh_copy_small((uint8_t *)(uintptr_t)t->sge[0].addr,
-			      data + SH_TMH_LEN, len < room ? len : room);
-	else if (one)
-		memcpy((void *)(uintptr_t)t->sge[0].addr, data + SH_TMH_LEN,
-		       len < room ? len : room);
-	else
-		sh_scatter(t->sge, t->num_sge, 0, data + SH_TMH_LEN, len);
+	st = rx_one_copy(qp->ctx, t->sge, t->num_sge, room, data + SH_TMH_LEN,
+			 len);
 	e = sh_cq_next(srq->cq);
 	if (!e)
 		return;
