@@ -1,0 +1,150 @@
+#!/bin/bash
+# run-vm-tests.sh - MPI jobs across two QEMU VMs over the kernel's
+# soft-RoCE (rxe), as TAP.  Needs root, QEMU and debootstrap
+# (scripts/vm/host-deps.sh); builds and caches the image, builds this
+# tree in a chroot of it, boots the rig (scripts/vm/rig.sh) and always
+# stops it at the end.
+#
+#   tests/vm/run-vm-tests.sh
+#
+# What runs (mpirun on vm1 over ssh, hostfile vm1 slots=2, vm2 slots=2,
+# --map-by node: rank 0 on vm1, rank 1 on vm2, rank 2 on vm1):
+#   rig      the image, the build, the boot (with their timings); rxe0
+#            active on both VMs; ibv_rc_pingpong between them
+#   MPI      each program under the configurations in VM_CONFIGS
+#            (default "ob1 tm"):
+#              ob1  --mca pml ob1 --mca btl self,vader,tcp (reference)
+#              tm   --mca pml cm --mca mtl tm
+#              ucx  --mca pml ucx, UCX_TLS=rc_verbs,ud_verbs,self on rxe0
+#                   (not by default: Debian 12's UCX 1.13 stops on its
+#                   first message here, "UD endpoint ... unhandled timeout
+#                   error", while ibv_ud_pingpong works between the VMs)
+#            programs: ring 0 B - 4 MiB (tests/mtl/mpi_ring), any-source
+#            from both hosts at 3 ranks (mpi_wildcard), receive and send
+#            cancel (mpi_cancel, mpi_scancel), truncation, probe/mprobe, a
+#            rank on vm2 killed (tests/mtl/mpi_peer_dead: under tm, with
+#            orte_enable_recovery, rank 0's requests must fail in bounded
+#            time; ob1 cannot, so there mpirun must end the job in bounded
+#            time, naming the killed rank), the VM-to-VM cable of
+#            vm2 pulled for VM_FLAP_SECONDS (tests/vm/mpi_linkflap: the
+#            job survives or fails cleanly, never hangs)
+#   nonroot  as user mpiuser at kernel.yama.ptrace_scope 1 and 2: the
+#            ring across the VMs under each configuration, and under tm
+#            with all 4 ranks on vm1 (the soft HCA) and --mca btl self
+#
+# The two switches (set to 1 once the work they wait for is on main):
+tm_required=${VM_TM_REQUIRED:-0}
+#   0: while mtl tm cannot open a device without tag matching (a probe on
+#      vm1 says so: it declines rxe0 for lack of IBV_TM_CAP_RC), the tm
+#      lines are "ok ... # SKIP" naming that; 1: they must pass
+nonroot_tm_required=${VM_NONROOT_TM_REQUIRED:-0}
+#   0: a soft-HCA run as mpiuser that fails to connect its ranks ("cannot
+#      connect to rank") is "# SKIP" naming that; 1: it must pass
+#
+# Other settings: VM_PROGRAMS (names to run, e.g. "ring peerdead nonroot";
+# default all), VM_RIG (the run dir of a rig already up, from
+# "scripts/vm/rig.sh up DIR": used as it is and left running), VM_RUN_DIR (default: a new /tmp/mtl-tm-vm.XXXXXX, kept
+# on failure or with VM_KEEP=1), VM_TEST_TIMEOUT (seconds per mpirun,
+# default 150), VM_SUITE_BUDGET (seconds for the MPI part; tests left when
+# it is spent fail as "not run", default 900), VM_FLAP_SECONDS (4),
+# MPITEST_SEED; and those of scripts/vm/common.sh (VM_CACHE, VM_ACCEL...).
+# The last line is "# N passed, M failed, K skipped ..." (a comment).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+. "$top/scripts/vm/rig.sh"
+. "$here/vm-lib.sh"
+
+timeout_s=${VM_TEST_TIMEOUT:-150}
+budget=${VM_SUITE_BUDGET:-900}
+flap_s=${VM_FLAP_SECONDS:-4}
+seed=${MPITEST_SEED:-$(date +%s)}
+P=/opt/mtl-tm/build/tests
+targets=(tests/mtl/mpi_hello tests/mtl/mpi_ring tests/mtl/mpi_peer_dead
+	 tests/mpi/mpi_wildcard tests/mpi/mpi_cancel tests/mpi/mpi_scancel
+	 tests/mpi/mpi_truncate tests/mpi/mpi_probe tests/vm/mpi_linkflap)
+# name, ranks, program and arguments
+programs=(
+	"ring 2 $P/mtl/mpi_ring"
+	"anysource 3 $P/mpi/mpi_wildcard"
+	"cancel 2 $P/mpi/mpi_cancel"
+	"scancel 2 $P/mpi/mpi_scancel"
+	"truncate 2 $P/mpi/mpi_truncate"
+	"probe 2 $P/mpi/mpi_probe"
+	"peerdead 3 $P/mtl/mpi_peer_dead"
+	"linkflap 2 $P/vm/mpi_linkflap 16"
+)
+read -r -a configs <<< "${VM_CONFIGS:-ob1 tm}"
+
+t_all=$(date +%s%N)
+run=${VM_RIG:-${VM_RUN_DIR:-$(mktemp -d /tmp/mtl-tm-vm.XXXXXX)}}
+mkdir -p "$run/logs"
+run=$(cd "$run" && pwd)
+finish() {
+	if [ -n "${VM_RIG:-}" ]; then
+		echo "# the rig in $run is left running (scripts/vm/rig.sh down $run)"
+		return
+	fi
+	rig_down "$run"
+	if [ "$nfail" -gt 0 ] || [ "${VM_KEEP:-0}" = 1 ]; then
+		echo "# logs kept in $run"
+	else
+		rm -rf "$run"
+	fi
+}
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+echo "# VM rig: run dir $run, seed $seed (MPITEST_SEED), ${timeout_s} s per mpirun"
+
+# ---- the rig --------------------------------------------------------------
+if ! why=$(vm_preflight); then
+	tap_fail "VM rig cannot run here: $why"
+	tap_end
+	exit 0
+fi
+t0=$(date +%s%N)
+if [ -n "${VM_RIG:-}" ]; then
+	echo "vm: using the rig in $run (VM_RIG)" > "$run/rig.log"
+	[ -f "$run/boot-seconds" ] || echo "?" > "$run/boot-seconds"
+elif ! rig_up "$run" "${targets[@]}" > "$run/rig.log" 2>&1; then
+	tap_fail "rig up: image, build in chroot, boot of two VMs (${VM_ACCEL}) failed after $(vm_elapsed "$t0") s"
+	tail -n 40 "$run/rig.log" | sed 's/^/#   | /'
+	tap_end
+	exit 0
+fi
+image=$(vm_image_dir)
+timing "rig up $(vm_elapsed "$t0") s"
+timing "image: $( [ -f "$image/timings" ] && tr '\n' ',' < "$image/timings" | sed 's/,$//')$(grep -q 'image cached' "$run/rig.log" && echo ' (cached)')"
+timing "build in chroot: $(sed -n 's/^vm: built in //p' "$run/rig.log")"
+timing "boot of both VMs: $(cat "$run/boot-seconds") s (${VM_ACCEL})"
+tap_ok "rig up: two VMs on one virtual network, accel ${VM_ACCEL}"
+
+# ---- rxe0 and RC between the VMs --------------------------------------------
+rxe_check
+pingpong_check
+
+# ---- MPI across the VMs -----------------------------------------------------------
+wanted() { [ -z "${VM_PROGRAMS:-}" ] || [[ " $VM_PROGRAMS " == *" $1 "* ]]; }
+tm_probe
+for prog in "${programs[@]}"; do
+	wanted "${prog%% *}" || continue
+	for c in "${configs[@]}"; do
+		mpi_case root "$c" $prog
+	done
+done
+
+# ---- non-root users and Yama ----------------------------------------------------------
+# (the configurations, and tm on one VM: the soft HCA)
+for scope in 1 2; do
+	wanted nonroot || continue
+	yama_set "$scope"
+	for c in "${configs[@]}"; do
+		mpi_case mpiuser "$c" "ring@scope$scope" 2 "$P/mtl/mpi_ring"
+	done
+	mpi_case mpiuser tm1 "ring@scope$scope" 4 "$P/mtl/mpi_ring"
+done
+
+tap_end
+timing "whole suite $(vm_elapsed "$t_all") s"
