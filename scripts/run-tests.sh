@@ -1,11 +1,13 @@
 #!/bin/bash
 # run-tests.sh - configure, build and run the test suite out of tree.
 #
-#   scripts/run-tests.sh [--quick] [--sanitizers] [-j N]
+#   scripts/run-tests.sh [--quick] [--sanitizers] [--vm] [-j N]
 #
 #   (default)     build/normal only
 #   --sanitizers  also build/asan (--enable-sanitizers: ASan + UBSan)
 #   --quick       build/normal only, even with --sanitizers
+#   --vm          also tests/vm/run-vm-tests.sh: MPI across two QEMU VMs
+#                 over soft-RoCE (root; minutes; TAP log in build/vm.tap)
 #   -j N          make parallelism (default 2)
 #
 # Each build directory is configured once (later runs rebuild
@@ -20,14 +22,16 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 jobs=2
 sanitizers=0
 quick=0
+vm=0
 
 while [ $# -gt 0 ]; do
 	case $1 in
 	--sanitizers) sanitizers=1 ;;
 	--quick) quick=1 ;;
+	--vm) vm=1 ;;
 	-j) jobs=$2; shift ;;
 	-j*) jobs=${1#-j} ;;
-	-h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-tests: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -157,6 +161,32 @@ for name in "${builds[@]}"; do
 		build_failed=$((build_failed + 1))
 	fi
 done
+
+# The VM suite's TAP: ok / not ok lines count; a run that ends without its
+# plan, or with fewer lines than planned, counts as one more failure.
+run_vm_suite() {
+	local tap=$top/build/vm.tap rc=0 p f s plan
+	mkdir -p "$top/build"
+	echo "run-tests: [vm] MPI across two QEMU VMs over soft-RoCE (tests/vm/run-vm-tests.sh)"
+	timeout -k 30 "${VM_TIMEOUT:-1200}" "$top/tests/vm/run-vm-tests.sh" \
+		> "$tap" 2>&1 < /dev/null || rc=$?
+	sed 's/^/    | /' "$tap"
+	p=$(grep -c '^ok ' "$tap" | head -n 1)
+	s=$(grep -c '^ok .*# SKIP' "$tap" | head -n 1)
+	f=$(grep -c '^not ok ' "$tap" | head -n 1)
+	p=$((p - s))
+	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$tap" | tail -n 1)
+	if [ $rc -ne 0 ] || [ -z "$plan" ] || [ "$plan" -ne $((p + f + s)) ]; then
+		echo "run-tests: [vm] the suite ended abnormally (exit $rc, plan '${plan:-none}', $((p + f + s)) results)"
+		f=$((f + 1))
+	fi
+	echo "run-tests: [vm] $p passed, $f failed, $s skipped"
+	passed=$((passed + p))
+	failed=$((failed + f))
+}
+if [ $vm = 1 ]; then
+	run_vm_suite
+fi
 
 if [ $build_failed -gt 0 ]; then
 	echo "run-tests: $build_failed build(s) failed"
