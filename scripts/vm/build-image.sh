@@ -54,11 +54,13 @@ root=$tmp/rootfs
 mounted=()
 cleanup() {
 	local m
+	vm_bounded_kill
 	for m in "${mounted[@]}"; do
 		umount -l "$m" 2> /dev/null || true
 	done
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 in_root=(chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin
 	 DEBIAN_FRONTEND=noninteractive LC_ALL=C)
 
@@ -66,14 +68,14 @@ rm -rf "$tmp"
 mkdir -p "$tmp"
 mirror=$(vm_mirror)
 security=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
-	/etc/apt/sources.list.d/*.sources 2>/dev/null |
+	/etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v '^[[:space:]]*#' |
 	grep -o 'https\?://[^ ]*debian-security[^ ]*' | head -n 1 || true)
 security=${security:-http://deb.debian.org/debian-security}
 
 # 1: the minimal system
 vm_say "debootstrap $VM_SUITE from $mirror (log: $tmp/debootstrap.log)"
 t0=$(date +%s%N)
-timeout 1200 debootstrap --variant=minbase --components=main \
+vm_bounded 1200 debootstrap --variant=minbase --components=main \
 	"$VM_SUITE" "$root" "$mirror" > "$tmp/debootstrap.log" 2>&1 || {
 	tail -n 30 "$tmp/debootstrap.log" >&2
 	vm_die "debootstrap failed (mirror $mirror reachable? VM_MIRROR overrides it)"
@@ -93,8 +95,8 @@ chmod +x "$root/usr/sbin/policy-rc.d"
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2> /dev/null || true
 mount -t proc proc "$root/proc" && mounted+=("$root/proc")
 vm_say "apt-get install ${#VM_PACKAGES[@]} packages in the chroot (log: $tmp/apt.log)"
-{ timeout 300 "${in_root[@]}" apt-get update &&
-  timeout 1500 "${in_root[@]}" apt-get install -y --no-install-recommends \
+{ vm_bounded 300 "${in_root[@]}" apt-get update &&
+  vm_bounded 1500 "${in_root[@]}" apt-get install -y --no-install-recommends \
 	"${VM_PACKAGES[@]}" &&
   "${in_root[@]}" apt-get clean; } > "$tmp/apt.log" 2>&1 || {
 	tail -n 30 "$tmp/apt.log" >&2
@@ -110,11 +112,17 @@ ln -sf /etc/systemd/system/mtl-vm-boot.service \
 printf 'UseDNS no\nMaxStartups 64\n' > "$root/etc/ssh/sshd_config.d/mtlvm.conf"
 echo "/dev/vda / ext4 defaults 0 0" > "$root/etc/fstab"
 "${in_root[@]}" useradd -m -s /bin/bash mpiuser
-# nothing periodic or interactive at boot: the VMs live for minutes
+# nothing periodic or interactive at boot: the VMs live for minutes, and
+# under emulation every unit and module costs seconds
 for u in apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer \
-	 fstrim.timer man-db.timer getty@tty1.service; do
+	 e2scrub_reap.service fstrim.timer man-db.timer getty@tty1.service \
+	 getty-static.service; do
 	ln -sf /dev/null "$root/etc/systemd/system/$u"
 done
+# of rdma-core's boot-time modules only the user-space verbs and RDMA CM
+# (no IPoIB, iSER, NFS over RDMA)
+printf 'ib_uverbs\nrdma_ucm\n' > "$root/etc/rdma/modules/rdma.conf"
+: > "$root/etc/rdma/modules/infiniband.conf"
 rm -f "$root/usr/sbin/policy-rc.d"
 cleanup
 mounted=()

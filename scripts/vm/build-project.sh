@@ -32,6 +32,7 @@ mnt=$root/opt/mtl-tm
 mounted=()
 cleanup() {
 	local i
+	vm_bounded_kill
 	for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
 		umount "${mounted[$i]}" 2> /dev/null ||
 			umount -l "${mounted[$i]}" 2> /dev/null || true
@@ -39,6 +40,7 @@ cleanup() {
 	mounted=()
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 rm -rf "$stage"
 mkdir -p "$stage/src" "$stage/build" "$stage/install" "$stage/rig"
@@ -57,7 +59,7 @@ mount --bind "$stage" "$mnt" && mounted+=("$mnt")
 mount -t proc proc "$root/proc" && mounted+=("$root/proc")
 vm_say "building in a chroot of the image: make ${targets[*]} (log: $run/build.log)"
 t0=$(date +%s%N)
-if ! timeout 900 chroot "$root" /usr/bin/env -i \
+if ! vm_bounded 900 chroot "$root" /usr/bin/env -i \
 	PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C HOME=/root \
 	/bin/bash -euc '
 	cd /opt/mtl-tm/src && ./autogen.sh

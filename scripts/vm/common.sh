@@ -9,6 +9,7 @@
 #   VM_ACCEL    tcg (default) or kvm
 #   VM_MEM      MiB of memory per VM (default 1536)
 #   VM_SMP      vCPUs per VM (default 2)
+#   VM_CPU      QEMU CPU model (default qemu64)
 
 set -euo pipefail
 
@@ -17,10 +18,32 @@ VM_CACHE=${VM_CACHE:-/var/cache/mtl-tm-vm}
 VM_ACCEL=${VM_ACCEL:-tcg}
 VM_MEM=${VM_MEM:-1536}
 VM_SMP=${VM_SMP:-2}
+VM_CPU=${VM_CPU:-qemu64}
 VM_SUITE=bookworm
 
 vm_say() { echo "vm: $*" >&2; }
 vm_die() { echo "vm: ERROR: $*" >&2; exit 1; }
+
+# vm_bounded SECS CMD...: CMD under timeout, which puts it in a process
+# group of its own; vm_bounded_kill (in the callers' EXIT traps) ends
+# that group, so that nothing outlives a script that is stopped.
+vm_bounded_pids=()
+vm_bounded() {
+	local secs=$1 pid rc=0
+	shift
+	timeout -k 10 "$secs" "$@" &
+	pid=$!
+	vm_bounded_pids+=("$pid")
+	wait "$pid" || rc=$?
+	return $rc
+}
+vm_bounded_kill() {
+	local p
+	for p in "${vm_bounded_pids[@]}"; do
+		kill -- "-$p" 2> /dev/null || true
+	done
+	vm_bounded_pids=()
+}
 
 # seconds since $1 (date +%s%N), one decimal
 vm_elapsed() {

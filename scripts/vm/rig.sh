@@ -52,9 +52,11 @@ rig_qemu() {
 	*) vm_die "VM_ACCEL=$VM_ACCEL: tcg or kvm" ;;
 	esac
 	qemu-img create -q -f qcow2 -F raw -b "$image/base.img" "$run/vm$n.qcow2"
+	# -nodefaults, qemu64: no VGA, CD-ROM, parallel port or CPU feature
+	# for the guest to load modules for (each costs seconds under TCG)
 	qemu-system-x86_64 -name "vm$n" -machine q35 -accel "$accel" \
-		-cpu max -smp "$VM_SMP" -m "$VM_MEM" \
-		-display none -no-reboot \
+		-cpu "$VM_CPU" -smp "$VM_SMP" -m "$VM_MEM" \
+		-nodefaults -display none -no-reboot \
 		-serial "file:$run/vm$n.console.log" \
 		-monitor "tcp:127.0.0.1:$(cat "$run/vm$n.monport"),server=on,wait=off" \
 		-kernel "$image/vmlinuz" -initrd "$image/initrd.img" \
