@@ -46,6 +46,16 @@ passed=0
 failed=0
 build_failed=0
 
+# The VM image (debootstrap and apt: mostly waiting on the mirror) is
+# built while the builds below compile; the VM suite waits for it.
+vm_image_pid=
+if [ $vm = 1 ] && [ "$(id -u)" -eq 0 ] && command -v debootstrap > /dev/null; then
+	mkdir -p "$top/build"
+	"$top/scripts/vm/build-image.sh" > "$top/build/vm-image.log" 2>&1 < /dev/null &
+	vm_image_pid=$!
+	echo "run-tests: [vm] building the VM image in the background (log: build/vm-image.log)"
+fi
+
 summary() {
 	echo "$passed passed, $failed failed"
 }
@@ -167,6 +177,11 @@ done
 run_vm_suite() {
 	local tap=$top/build/vm.tap rc=0 p f s plan
 	mkdir -p "$top/build"
+	if [ -n "$vm_image_pid" ]; then
+		# its failure shows again, with its log, in the suite's first line
+		wait "$vm_image_pid" || echo "run-tests: [vm] the background image build failed"
+		sed 's/^/    image| /' "$top/build/vm-image.log" | tail -n 8
+	fi
 	echo "run-tests: [vm] MPI across two QEMU VMs over soft-RoCE (tests/vm/run-vm-tests.sh)"
 	timeout -k 30 "${VM_TIMEOUT:-1200}" "$top/tests/vm/run-vm-tests.sh" \
 		> "$tap" 2>&1 < /dev/null || rc=$?
