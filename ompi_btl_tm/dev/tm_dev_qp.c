@@ -248,7 +248,8 @@ int tm_dev_pair_create(struct tm_dev *dev, struct tm_dev_pair *pair)
 
 	pair->rx = pair->tx = NULL;
 	pair->tx_max_inline = 0;
-	rc = qp_create(dev, 0, &pair->rx, &none);
+	/* the plain mode has no card reads to give a QP of their own */
+	rc = dev->tm ? qp_create(dev, 0, &pair->rx, &none) : TM_OK;
 	if (rc == TM_OK)
 		rc = qp_create(dev, dev->qp_max_send_wr, &pair->tx,
 			       &pair->tx_max_inline);
@@ -262,7 +263,7 @@ void tm_dev_pair_addr(struct tm_dev *dev, const struct tm_dev_pair *pair,
 {
 	memset(addr, 0, sizeof(*addr));
 	memcpy(addr->gid, dev->gid.raw, sizeof(addr->gid));
-	addr->rx_qpn = pair->rx->qp_num;
+	addr->rx_qpn = pair->rx ? pair->rx->qp_num : pair->tx->qp_num;
 	addr->tx_qpn = pair->tx->qp_num;
 	addr->lid = dev->lid;
 	addr->mtu = (uint8_t)dev->mtu;
@@ -275,7 +276,7 @@ int tm_dev_pair_connect(struct tm_dev *dev, struct tm_dev_pair *pair,
 
 	rc = connect_qp(dev, pair->tx, remote->gid, remote->lid,
 			remote->rx_qpn, remote->mtu);
-	if (rc == TM_OK)
+	if (rc == TM_OK && pair->rx)
 		rc = connect_qp(dev, pair->rx, remote->gid, remote->lid,
 				remote->tx_qpn, remote->mtu);
 	return rc;
