@@ -12,6 +12,21 @@
  * router.  On InfiniBand the GRH is not needed inside a subnet. */
 #define ROCE_HOP_LIMIT 64
 
+/*
+ * Reliability, as UCX's RC transports set it (UCX_RC_TIMEOUT 1 s,
+ * UCX_RC_RETRY_COUNT 7, UCX_RC_RNR_RETRY_COUNT 7, UCX_RC_RNR_TIMEOUT
+ * 1 ms): an ACK timeout of 4.096 us * 2^18 = 1.07 s, retried 7 times, so
+ * a peer that is gone (or a link down that long) fails the WR with
+ * IBV_WC_RETRY_EXC_ERR after about 8 s, and a link that comes back
+ * sooner loses nothing; receiver-not-ready retried without end (7), as
+ * a full SRQ only means a busy peer, 1.28 ms apart (the IB code 14:
+ * the first step at or above UCX's 1 ms).
+ */
+#define RC_TIMEOUT 18
+#define RC_RETRY_CNT 7
+#define RC_RNR_RETRY 7
+#define RC_MIN_RNR_TIMER 14
+
 static int gid_is_zero(const union ibv_gid *g)
 {
 	static const uint8_t zero[16];
@@ -203,7 +218,7 @@ static int connect_qp(struct tm_dev *dev, struct ibv_qp *qp,
 	attr.dest_qp_num = qpn;
 	attr.rq_psn = 0;
 	attr.max_dest_rd_atomic = dev->max_dest_rd_atomic;
-	attr.min_rnr_timer = 12;
+	attr.min_rnr_timer = RC_MIN_RNR_TIMER;
 	attr.ah_attr.is_global = 1;
 	attr.ah_attr.dlid = roce ? 0 : lid;
 	attr.ah_attr.port_num = dev->port;
@@ -217,9 +232,9 @@ static int connect_qp(struct tm_dev *dev, struct ibv_qp *qp,
 		return TM_ERR_IO;
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_state = IBV_QPS_RTS;
-	attr.timeout = 14;
-	attr.retry_cnt = 7;
-	attr.rnr_retry = 7; /* infinite: receiver-not-ready must never fail */
+	attr.timeout = RC_TIMEOUT;
+	attr.retry_cnt = RC_RETRY_CNT;
+	attr.rnr_retry = RC_RNR_RETRY;
 	attr.sq_psn = 0;
 	attr.max_rd_atomic = dev->max_rd_atomic;
 	if (dev->verbs->modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT |
