@@ -171,6 +171,10 @@ static void destroy_qps(void)
 	mtl_tm.eps = NULL;
 }
 
+/* The key of the second round of addresses (mtl_tm.h, "One provider
+ * for the job"); the first is the component's own. */
+#define MTL_TM_KEY_AGAIN "mtl.tm.again"
+
 /* One QP pair per rank of the job, and their numbers in the modex. */
 static int create_qps_and_publish(void)
 {
@@ -187,7 +191,7 @@ static int create_qps_and_publish(void)
 		free(m);
 		return OMPI_ERR_OUT_OF_RESOURCE;
 	}
-	m->magic = MTL_TM_MODEX_MAGIC;
+	mtl_tm_modex_fill(m, mtl_tm.can, mtl_tm.use);
 	m->nqp = mtl_tm.nprocs;
 	strncpy(m->provider, tm_dev_provider_name(mtl_tm.dev),
 		sizeof(m->provider) - 1);
@@ -207,8 +211,13 @@ static int create_qps_and_publish(void)
 	}
 	m->addr = a;
 	m->addr.rx_qpn = m->addr.tx_qpn = 0;
-	OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL,
-			&mca_mtl_tm_component.mtl_version, m, size);
+	if (mtl_tm.again) {
+		OPAL_MODEX_SEND_STRING(rc, OPAL_PMIX_GLOBAL, MTL_TM_KEY_AGAIN,
+				       m, size);
+	} else {
+		OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL,
+				&mca_mtl_tm_component.mtl_version, m, size);
+	}
 	free(m);
 	if (rc != OPAL_SUCCESS) {
 		opal_output(0, "mtl tm: modex send failed: %d", rc);
@@ -261,11 +270,13 @@ static void show_dev_error(int rc, const struct tm_dev_config *cfg)
 				  tm_dev_open_why() ? tm_dev_open_why() : "");
 }
 
+static int bring_up(const struct tm_dev_config *cfg, size_t eager);
+static void tear_down(void);
+
 int mtl_tm_module_init(bool enable_mpi_threads)
 {
-	const struct mtl_tm_params *p = &mtl_tm_params;
-	struct tm_engine_config ecfg;
 	struct tm_dev_config cfg;
+	char vname[64];
 	size_t eager;
 	int rc;
 
@@ -284,10 +295,57 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 		rc = dev_config(&cfg);
 	if (rc != OMPI_SUCCESS)
 		return rc;
+	mtl_tm.can = mtl_tm_can_local(vname, sizeof(vname));
+	/* the guess: the rule as if every rank were like this one */
+	mtl_tm.use = mtl_tm_choose(mtl_tm.can, mtl_tm_one_node());
+	opal_output_verbose(10, mtl_tm_output,
+			    "mtl tm: rank %u offers 0x%x (libibverbs device %s), %s: opening the %s",
+			    mtl_tm.my_vpid, mtl_tm.can, *vname ? vname : "none",
+			    mtl_tm_one_node() ? "one node" : "several nodes",
+			    mtl_tm_use_name(mtl_tm.use));
+	if (mtl_tm.use == MTL_TM_USE_NONE) {
+		mtl_tm_show_no_local(mtl_tm.can);
+		return OMPI_ERR_NOT_AVAILABLE;
+	}
+	mtl_tm_use_config(mtl_tm.use, &cfg);
+	rc = bring_up(&cfg, eager);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	ucs_list_head_init(&mtl_tm.done);
 
-	rc = tm_dev_open(&cfg, &mtl_tm.dev);
+	OBJ_CONSTRUCT(&mtl_tm.lock, opal_mutex_t);
+	/* pml cm has no progress hook of its own: without this nothing
+	 * would drive the engine while MPI waits. */
+	rc = opal_progress_register(mtl_tm_progress);
+	if (rc != OPAL_SUCCESS) {
+		OBJ_DESTRUCT(&mtl_tm.lock);
+		tear_down();
+		return rc;
+	}
+	mtl_tm.progress_registered = true;
+	return OMPI_SUCCESS;
+}
+
+/* Engine, QPs and device, whichever exist. */
+static void tear_down(void)
+{
+	tm_engine_destroy(mtl_tm.eng);
+	mtl_tm.eng = NULL;
+	destroy_qps();
+	tm_dev_close(mtl_tm.dev);
+	mtl_tm.dev = NULL;
+}
+
+/* Opens the device cfg names, its QPs (published) and the engine. */
+static int bring_up(const struct tm_dev_config *cfg, size_t eager)
+{
+	const struct mtl_tm_params *p = &mtl_tm_params;
+	struct tm_engine_config ecfg;
+	int rc;
+
+	rc = tm_dev_open(cfg, &mtl_tm.dev);
 	if (rc != TM_OK) {
-		show_dev_error(rc, &cfg);
+		show_dev_error(rc, cfg);
 		return OMPI_ERR_NOT_AVAILABLE;
 	}
 	opal_output_verbose(10, mtl_tm_output,
@@ -330,25 +388,42 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 					    OMPI_ERR_OUT_OF_RESOURCE;
 		goto fail;
 	}
-	ucs_list_head_init(&mtl_tm.done);
-
-	OBJ_CONSTRUCT(&mtl_tm.lock, opal_mutex_t);
-	/* pml cm has no progress hook of its own: without this nothing
-	 * would drive the engine while MPI waits. */
-	rc = opal_progress_register(mtl_tm_progress);
-	if (rc != OPAL_SUCCESS) {
-		OBJ_DESTRUCT(&mtl_tm.lock);
-		goto fail;
-	}
-	mtl_tm.progress_registered = true;
 	return OMPI_SUCCESS;
 
 fail:
-	tm_engine_destroy(mtl_tm.eng);
-	mtl_tm.eng = NULL;
-	destroy_qps();
-	tm_dev_close(mtl_tm.dev);
-	mtl_tm.dev = NULL;
+	tear_down();
+	return rc;
+}
+
+/*
+ * The job's choice, at the first add_procs (mtl_tm.h, "One provider for
+ * the job"): what this rank opened, or the chosen device opened again and
+ * its addresses exchanged once more.  Every rank takes the same branch:
+ * the offers it decides from are the same everywhere.
+ */
+static int agree(void)
+{
+	struct tm_dev_config cfg;
+	size_t eager;
+	int rc, use;
+
+	rc = mtl_tm_agree(mtl_tm.use, &use);
+	if (rc != OMPI_ERR_WOULD_BLOCK)
+		return rc;
+	tear_down(); /* no peer yet: nothing in flight */
+	mtl_tm.use = use;
+	mtl_tm.again = true;
+	rc = eager_limit(&eager);
+	if (rc == OMPI_SUCCESS)
+		rc = dev_config(&cfg);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	mtl_tm_use_config(use, &cfg);
+	rc = bring_up(&cfg, eager);
+	if (rc == OMPI_SUCCESS)
+		rc = opal_pmix.commit();
+	if (rc == OMPI_SUCCESS)
+		rc = opal_pmix.fence(NULL, 1);
 	return rc;
 }
 
@@ -365,8 +440,13 @@ static int connect_peer(struct mtl_tm_endpoint *ep,
 		/* loopback: our pair for ourselves talks to itself */
 		tm_dev_pair_addr(mtl_tm.dev, &ep->qps, &addr);
 	} else {
-		OPAL_MODEX_RECV(rc, &mca_mtl_tm_component.mtl_version, name,
-				(void **)&m, &size);
+		if (mtl_tm.again) {
+			OPAL_MODEX_RECV_STRING(rc, MTL_TM_KEY_AGAIN, name,
+					       (void **)&m, &size);
+		} else {
+			OPAL_MODEX_RECV(rc, &mca_mtl_tm_component.mtl_version,
+					name, (void **)&m, &size);
+		}
 		if (rc != OPAL_SUCCESS || !m) {
 			opal_output(0, "mtl tm: no modex data from rank %u: %d",
 				    ep->vpid, rc);
@@ -409,7 +489,8 @@ static int connect_peer(struct mtl_tm_endpoint *ep,
 	ep->connected = true;
 	opal_output_verbose(20, mtl_tm_output,
 			    "mtl tm: rank %u: QPs %u/%u connected to rank %u QPs %u/%u",
-			    mtl_tm.my_vpid, ep->qps.rx->qp_num,
+			    mtl_tm.my_vpid,
+			    (ep->qps.rx ? ep->qps.rx : ep->qps.tx)->qp_num,
 			    ep->qps.tx->qp_num, ep->vpid, addr.rx_qpn,
 			    addr.tx_qpn);
 	return OMPI_SUCCESS;
@@ -424,6 +505,14 @@ int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 	size_t i;
 
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	if (!mtl_tm.agreed) {
+		rc = agree();
+		if (rc != OMPI_SUCCESS) {
+			OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+			return rc;
+		}
+		mtl_tm.agreed = true;
+	}
 	for (i = 0; i < nprocs; i++) {
 		name = &procs[i]->super.proc_name;
 		if (name->jobid != OMPI_PROC_MY_NAME->jobid ||
@@ -479,7 +568,7 @@ static void log_stats(uint64_t errors_run)
 		return;
 	tm_engine_get_stats(mtl_tm.eng, &st);
 	opal_output(mtl_tm_output,
-		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu, long buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, send cancels asked %llu ok %llu late %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown)",
+		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu, long buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, send cancels asked %llu ok %llu late %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown); mode: %s on %s",
 		    mtl_tm.my_vpid, (unsigned long long)st.recv_posted,
 		    (unsigned long long)st.recv_to_card,
 		    (unsigned long long)st.sw_matched_uq,
@@ -500,7 +589,10 @@ static void log_stats(uint64_t errors_run)
 		    (unsigned long long)st.syncs,
 		    (unsigned long long)st.promoted,
 		    (unsigned long long)errors_run,
-		    (unsigned long long)(st.errors - errors_run));
+		    (unsigned long long)(st.errors - errors_run),
+		    mtl_tm.dev->tm ? "tag matching on the card" :
+				     "no tag matching (all matched in software)",
+		    mtl_tm.dev->name);
 }
 
 /* How long finalize keeps driving the engine for work still in flight. */
