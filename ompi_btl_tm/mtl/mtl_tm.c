@@ -405,7 +405,7 @@ static int agree(void)
 {
 	struct tm_dev_config cfg;
 	size_t eager;
-	int rc, use;
+	int rc, use, fence;
 
 	rc = mtl_tm_agree(mtl_tm.use, &use);
 	if (rc != OMPI_ERR_WOULD_BLOCK)
@@ -413,18 +413,16 @@ static int agree(void)
 	tear_down(); /* no peer yet: nothing in flight */
 	mtl_tm.use = use;
 	mtl_tm.again = true;
-	rc = eager_limit(&eager);
-	if (rc == OMPI_SUCCESS)
-		rc = dev_config(&cfg);
-	if (rc != OMPI_SUCCESS)
-		return rc;
+	/* both were accepted at init: the same values again */
+	eager_limit(&eager);
+	dev_config(&cfg);
 	mtl_tm_use_config(use, &cfg);
 	rc = bring_up(&cfg, eager);
-	if (rc == OMPI_SUCCESS)
-		rc = opal_pmix.commit();
-	if (rc == OMPI_SUCCESS)
-		rc = opal_pmix.fence(NULL, 1);
-	return rc;
+	/* into the fence even after a failure: the others wait there */
+	fence = opal_pmix.commit();
+	if (fence == OPAL_SUCCESS)
+		fence = opal_pmix.fence(NULL, 1);
+	return rc != OMPI_SUCCESS ? rc : fence;
 }
 
 /* Connects our QP for rank vpid to that rank's QP for us. */
