@@ -1,6 +1,6 @@
 /*
  * mtl_tm.c - the control path of mtl tm: device, QPs and modex at init,
- * add/del procs, add/del comm, progress, finalize.  See mtl_tm.h for the
+ * add/del procs, add/del comm, progress and completion, finalize.  See mtl_tm.h for the
  * addressing scheme.
  *
  * The matching engine (engine/tm_engine.h) is created at init, learns
@@ -445,6 +445,34 @@ int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 	return rc;
 }
 
+struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
+				       int rank)
+{
+	ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
+	struct mtl_tm_endpoint *ep;
+
+	if (!proc)
+		return NULL;
+	ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+	if (!ep) {
+		/* a proc pml cm has not handed us yet: connect it now */
+		if (mtl_tm_add_procs(&mtl_tm.super, 1, &proc) != OMPI_SUCCESS)
+			return NULL;
+		ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+	}
+	return ep && ep->connected ? ep : NULL;
+}
+
+uint32_t mtl_tm_src_peer(struct ompi_communicator_t *comm, int src)
+{
+	struct mtl_tm_endpoint *ep;
+
+	if (src == MPI_ANY_SOURCE)
+		return TM_PEER_ANY;
+	ep = mtl_tm_peer_ep(comm, src);
+	return ep ? ep->peer : TM_PEER_ANY;
+}
+
 /* QPs stay until finalize: a proc leaving a communicator is not gone. */
 int mtl_tm_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 		     struct ompi_proc_t **procs)
@@ -586,6 +614,29 @@ int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm)
 {
 	return OMPI_SUCCESS;
+}
+
+/* mtl_tm_unlock_and_complete() (mtl_tm.h) once the engine finished some. */
+int mtl_tm_complete_done(void)
+{
+	struct mtl_tm_request *req;
+	UCS_LIST_HEAD(list);
+	int n = 0;
+
+	ucs_list_splice_tail(&list, &mtl_tm.done);
+	ucs_list_head_init(&mtl_tm.done);
+	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+	while (!ucs_list_is_empty(&list)) {
+		/* off the list first: completion may free or reuse req */
+		req = ucs_list_extract_head(&list, struct mtl_tm_request,
+					    done_link);
+		if (req->kind != MTL_TM_REQ_RECV) /* SEND, BSEND */
+			mtl_tm_send_complete(req);
+		else
+			mtl_tm_recv_complete(req);
+		n++;
+	}
+	return n;
 }
 
 /*
