@@ -38,23 +38,6 @@ struct tm_dev_region {
  */
 #define RCACHE_MAX_UNRELEASED (64UL << 20)
 
-const char *tm_status_str(int status)
-{
-	switch (status) {
-	case TM_OK: return "ok";
-	case TM_ERR_NO_DEVICE: return "no device";
-	case TM_ERR_NO_MEMORY: return "out of memory";
-	case TM_ERR_INVALID: return "invalid argument";
-	case TM_ERR_RANGE: return "value outside the tag layout";
-	case TM_ERR_IO: return "verbs call failed";
-	case TM_ERR_NOT_FOUND: return "not found";
-	case TM_ERR_BUSY: return "busy";
-	case TM_ERR_UNSUPPORTED: return "unsupported";
-	case TM_ERR_PEER_DEAD: return "peer died";
-	}
-	return "unknown status";
-}
-
 void tm_dev_config_default(struct tm_dev_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -436,50 +419,104 @@ void tm_dev_mem_put(struct tm_dev *dev, struct ibv_mr *mr)
 	ucs_rcache_region_put(dev->rcache, &reg->super);
 }
 
-static __thread const char *open_why;
+/* ---- port and GID, chosen at open ------------------------------------ */
+
+static int gid_is_zero(const union ibv_gid *g)
+{
+	static const uint8_t zero[16];
+
+	return !memcmp(g->raw, zero, sizeof(zero));
+}
+
+static int gid_is_ipv4(const union ibv_gid *g)
+{
+	static const uint8_t prefix[12] = { [10] = 0xff, [11] = 0xff };
+
+	return !memcmp(g->raw, prefix, sizeof(prefix));
+}
+
+static int gid_is_link_local(const union ibv_gid *g)
+{
+	return g->raw[0] == 0xfe && (g->raw[1] & 0xc0) == 0x80;
+}
 
 /*
- * Table v's device for cfg->tm ("Provider and mode"); dev->tm says which
- * mode it got.  A plain device is tried only where tag matching is not
- * required, and for "auto" only on the soft HCA.
+ * Rank of a GID for RoCE, lower is better, -1 unusable: v2 before v1
+ * (v1 is not routable), and within a version IPv4, then global IPv6,
+ * then link-local IPv6.
  */
-static struct ibv_context *open_in(struct tm_dev *dev, const struct tm_verbs *v,
-				   int tm, int plain_ok,
-				   struct ibv_device_attr_ex *attr,
-				   const char **devname)
+static int roce_rank(const struct ibv_gid_entry *e)
 {
-	struct ibv_context *ctx = NULL;
+	int base;
 
-	dev->verbs = v;
-	dev->tm = 0;
-	if (tm != TM_DEV_TM_OFF)
-		ctx = tm_dev_pick(v, TM_DEV_HAS_TM, attr, devname);
-	if (ctx) {
-		dev->tm = 1;
-		return ctx;
+	if (gid_is_zero(&e->gid))
+		return -1;
+	if (e->gid_type == IBV_GID_TYPE_ROCE_V2)
+		base = 0;
+	else if (e->gid_type == IBV_GID_TYPE_ROCE_V1)
+		base = 3;
+	else
+		return -1;
+	if (gid_is_ipv4(&e->gid))
+		return base;
+	return base + (gid_is_link_local(&e->gid) ? 2 : 1);
+}
+
+static int select_roce_gid(struct tm_dev *dev, int tbl_len)
+{
+	struct ibv_gid_entry e, best;
+	int i, r, best_rank = -1;
+
+	if (!dev->verbs->query_gid_ex)
+		return TM_ERR_UNSUPPORTED;
+	for (i = 0; i < tbl_len; i++) {
+		/* empty slots fail (ENODATA) or read as zero */
+		if (dev->verbs->query_gid_ex(dev->ctx, dev->port, (uint32_t)i,
+					     &e, 0))
+			continue;
+		r = roce_rank(&e);
+		if (r >= 0 && (best_rank < 0 || r < best_rank)) {
+			best_rank = r;
+			best = e;
+		}
 	}
-	if (tm == TM_DEV_TM_ON || !plain_ok)
-		return NULL;
-	return tm_dev_pick(v, TM_DEV_HAS_RC, attr, devname);
+	if (best_rank < 0)
+		return TM_ERR_NOT_FOUND;
+	dev->gid_index = (int)best.gid_index;
+	dev->gid = best.gid;
+	return TM_OK;
 }
 
-static struct ibv_context *open_by_mode(struct tm_dev *dev,
-					const struct tm_dev_config *cfg,
-					const char *prov,
-					struct ibv_device_attr_ex *attr,
-					const char **devname)
+/* The first active port; its MTU, LID, size limits and GID. */
+static int select_port(struct tm_dev *dev, const struct ibv_device_attr_ex *a)
 {
-	struct ibv_context *ctx = NULL;
-	int any = strcmp(prov, "auto") != 0;
+	struct ibv_port_attr pattr;
+	int p, nports = a->orig_attr.phys_port_cnt;
 
-	if (cfg->verbs)
-		return open_in(dev, cfg->verbs, cfg->tm, 1, attr, devname);
-	if (strcmp(prov, "soft"))
-		ctx = open_in(dev, &tm_verbs_ibv, cfg->tm, any, attr, devname);
-	if (!ctx && strcmp(prov, "verbs"))
-		ctx = open_in(dev, softhca_verbs(), cfg->tm, 1, attr, devname);
-	return ctx;
+	for (p = 1; p <= nports && p <= 255; p++) {
+		memset(&pattr, 0, sizeof(pattr));
+		if (!ibv_query_port(dev->ctx, (uint8_t)p, &pattr) &&
+		    pattr.state == IBV_PORT_ACTIVE)
+			break;
+	}
+	if (p > nports || p > 255)
+		return TM_ERR_NO_DEVICE;
+	dev->port = (uint8_t)p;
+	dev->link_layer = pattr.link_layer;
+	dev->lid = pattr.lid;
+	dev->mtu = pattr.active_mtu;
+	dev->max_msg_sz = pattr.max_msg_sz;
+	if (dev->link_layer == IBV_LINK_LAYER_ETHERNET)
+		return select_roce_gid(dev, pattr.gid_tbl_len);
+	dev->gid_index = 0;
+	if (dev->verbs->query_gid(dev->ctx, dev->port, 0, &dev->gid))
+		return TM_ERR_IO;
+	return TM_OK;
 }
+
+/* ---- open and close ---------------------------------------------------- */
+
+static __thread const char *open_why;
 
 const char *tm_dev_open_why(void)
 {
@@ -503,7 +540,7 @@ int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out)
 	dev = calloc(1, sizeof(*dev));
 	if (!dev)
 		return TM_ERR_NO_MEMORY;
-	dev->ctx = open_by_mode(dev, cfg, prov, &attr, &devname);
+	dev->ctx = tm_dev_pick_open(dev, cfg, prov, &attr, &devname);
 	if (!dev->ctx) {
 		open_why = cfg->tm == TM_DEV_TM_ON ?
 			   "no device with tag matching (IBV_TM_CAP_RC)" :
@@ -524,7 +561,7 @@ int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out)
 		tm_dev_close(dev);
 		return TM_ERR_UNSUPPORTED;
 	}
-	rc = tm_dev_select_port(dev, &attr);
+	rc = select_port(dev, &attr);
 	if (rc != TM_OK) {
 		open_why = rc == TM_ERR_NO_DEVICE ? "no active port" :
 			   "no usable GID (RoCE v2/v1) on the port";

@@ -102,7 +102,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <infiniband/verbs.h>
-#include "dev/tm_status.h"
+#include "tm_status.h"
 
 /* verbs/tm_verbs.h: only the device layer calls through the table. */
 struct tm_verbs;

@@ -67,9 +67,9 @@ static int dev_offers(const struct tm_verbs *v, struct ibv_device *d)
  * machine's topology).  attr: the device's, queried again on the context
  * returned.
  */
-struct ibv_context *tm_dev_pick(const struct tm_verbs *v, int need,
-				struct ibv_device_attr_ex *attr,
-				const char **devname)
+static struct ibv_context *tm_dev_pick(const struct tm_verbs *v, int need,
+				       struct ibv_device_attr_ex *attr,
+				       const char **devname)
 {
 	struct ibv_device **list, **cand;
 	struct ibv_context *ctx = NULL;
@@ -95,6 +95,49 @@ struct ibv_context *tm_dev_pick(const struct tm_verbs *v, int need,
 	}
 	free(cand);
 	v->free_device_list(list);
+	return ctx;
+}
+
+/*
+ * Table v's device for cfg->tm ("Provider and mode"); dev->tm says which
+ * mode it got.  A plain device is tried only where tag matching is not
+ * required, and for "auto" only on the soft HCA.
+ */
+static struct ibv_context *open_in(struct tm_dev *dev, const struct tm_verbs *v,
+				   int tm, int plain_ok,
+				   struct ibv_device_attr_ex *attr,
+				   const char **devname)
+{
+	struct ibv_context *ctx = NULL;
+
+	dev->verbs = v;
+	dev->tm = 0;
+	if (tm != TM_DEV_TM_OFF)
+		ctx = tm_dev_pick(v, TM_DEV_HAS_TM, attr, devname);
+	if (ctx) {
+		dev->tm = 1;
+		return ctx;
+	}
+	if (tm == TM_DEV_TM_ON || !plain_ok)
+		return NULL;
+	return tm_dev_pick(v, TM_DEV_HAS_RC, attr, devname);
+}
+
+struct ibv_context *tm_dev_pick_open(struct tm_dev *dev,
+				     const struct tm_dev_config *cfg,
+				     const char *prov,
+				     struct ibv_device_attr_ex *attr,
+				     const char **devname)
+{
+	struct ibv_context *ctx = NULL;
+	int any = strcmp(prov, "auto") != 0;
+
+	if (cfg->verbs)
+		return open_in(dev, cfg->verbs, cfg->tm, 1, attr, devname);
+	if (strcmp(prov, "soft"))
+		ctx = open_in(dev, &tm_verbs_ibv, cfg->tm, any, attr, devname);
+	if (!ctx && strcmp(prov, "verbs"))
+		ctx = open_in(dev, softhca_verbs(), cfg->tm, 1, attr, devname);
 	return ctx;
 }
 

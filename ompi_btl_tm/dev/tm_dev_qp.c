@@ -1,11 +1,11 @@
 /*
- * tm_dev_qp.c - port and GID choice, RC QPs and their connection (see
- * tm_dev.h; the rules and their sources are in doc/mlx5-rules.md).
+ * tm_dev_qp.c - RC QPs and their connection (see tm_dev.h; the rules and
+ * their sources are in doc/mlx5-rules.md).  The port and GID they use are
+ * chosen when the device opens (tm_dev.c).
  */
 #include <errno.h>
 #include <string.h>
 #include "dev/tm_dev.h"
-#include "dev/tm_dev_priv.h"
 #include "verbs/tm_verbs.h"
 
 /* RoCE v2 packets are routed: a hop limit of 1 would stop at the first
@@ -26,99 +26,6 @@
 #define RC_RETRY_CNT 7
 #define RC_RNR_RETRY 7
 #define RC_MIN_RNR_TIMER 14
-
-static int gid_is_zero(const union ibv_gid *g)
-{
-	static const uint8_t zero[16];
-
-	return !memcmp(g->raw, zero, sizeof(zero));
-}
-
-static int gid_is_ipv4(const union ibv_gid *g)
-{
-	static const uint8_t prefix[12] = { [10] = 0xff, [11] = 0xff };
-
-	return !memcmp(g->raw, prefix, sizeof(prefix));
-}
-
-static int gid_is_link_local(const union ibv_gid *g)
-{
-	return g->raw[0] == 0xfe && (g->raw[1] & 0xc0) == 0x80;
-}
-
-/*
- * Rank of a GID for RoCE, lower is better, -1 unusable: v2 before v1
- * (v1 is not routable), and within a version IPv4, then global IPv6,
- * then link-local IPv6.
- */
-static int roce_rank(const struct ibv_gid_entry *e)
-{
-	int base;
-
-	if (gid_is_zero(&e->gid))
-		return -1;
-	if (e->gid_type == IBV_GID_TYPE_ROCE_V2)
-		base = 0;
-	else if (e->gid_type == IBV_GID_TYPE_ROCE_V1)
-		base = 3;
-	else
-		return -1;
-	if (gid_is_ipv4(&e->gid))
-		return base;
-	return base + (gid_is_link_local(&e->gid) ? 2 : 1);
-}
-
-static int select_roce_gid(struct tm_dev *dev, int tbl_len)
-{
-	struct ibv_gid_entry e, best;
-	int i, r, best_rank = -1;
-
-	if (!dev->verbs->query_gid_ex)
-		return TM_ERR_UNSUPPORTED;
-	for (i = 0; i < tbl_len; i++) {
-		/* empty slots fail (ENODATA) or read as zero */
-		if (dev->verbs->query_gid_ex(dev->ctx, dev->port, (uint32_t)i,
-					     &e, 0))
-			continue;
-		r = roce_rank(&e);
-		if (r >= 0 && (best_rank < 0 || r < best_rank)) {
-			best_rank = r;
-			best = e;
-		}
-	}
-	if (best_rank < 0)
-		return TM_ERR_NOT_FOUND;
-	dev->gid_index = (int)best.gid_index;
-	dev->gid = best.gid;
-	return TM_OK;
-}
-
-/* The first active port; its MTU, LID, size limits and GID. */
-int tm_dev_select_port(struct tm_dev *dev, const struct ibv_device_attr_ex *a)
-{
-	struct ibv_port_attr pattr;
-	int p, nports = a->orig_attr.phys_port_cnt;
-
-	for (p = 1; p <= nports && p <= 255; p++) {
-		memset(&pattr, 0, sizeof(pattr));
-		if (!ibv_query_port(dev->ctx, (uint8_t)p, &pattr) &&
-		    pattr.state == IBV_PORT_ACTIVE)
-			break;
-	}
-	if (p > nports || p > 255)
-		return TM_ERR_NO_DEVICE;
-	dev->port = (uint8_t)p;
-	dev->link_layer = pattr.link_layer;
-	dev->lid = pattr.lid;
-	dev->mtu = pattr.active_mtu;
-	dev->max_msg_sz = pattr.max_msg_sz;
-	if (dev->link_layer == IBV_LINK_LAYER_ETHERNET)
-		return select_roce_gid(dev, pattr.gid_tbl_len);
-	dev->gid_index = 0;
-	if (dev->verbs->query_gid(dev->ctx, dev->port, 0, &dev->gid))
-		return TM_ERR_IO;
-	return TM_OK;
-}
 
 /*
  * The send queue's shape.  Two SGEs, so that an inline send gathers its

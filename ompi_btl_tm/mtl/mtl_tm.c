@@ -1,6 +1,6 @@
 /*
  * mtl_tm.c - the control path of mtl tm: device, QPs and modex at init,
- * add/del procs, add/del comm, progress, finalize.  See mtl_tm.h for the
+ * add/del procs, add/del comm, progress and completion, finalize.  See mtl_tm.h for the
  * addressing scheme.
  *
  * The matching engine (engine/tm_engine.h) is created at init, learns
@@ -159,73 +159,6 @@ static int dev_config(struct tm_dev_config *cfg)
 	return OMPI_SUCCESS;
 }
 
-static void destroy_qps(void)
-{
-	uint32_t r;
-
-	if (!mtl_tm.eps)
-		return;
-	for (r = 0; r < mtl_tm.nprocs; r++)
-		tm_dev_pair_destroy(mtl_tm.dev, &mtl_tm.eps[r].qps);
-	free(mtl_tm.eps);
-	mtl_tm.eps = NULL;
-}
-
-/* The key of the second round of addresses (mtl_tm.h, "One provider
- * for the job"); the first is the component's own. */
-#define MTL_TM_KEY_AGAIN "mtl.tm.again"
-
-/* One QP pair per rank of the job, and their numbers in the modex. */
-static int create_qps_and_publish(void)
-{
-	struct mtl_tm_modex *m;
-	struct tm_dev_pair_addr a;
-	size_t size;
-	uint32_t r;
-	int rc;
-
-	mtl_tm.eps = calloc(mtl_tm.nprocs, sizeof(*mtl_tm.eps));
-	size = sizeof(*m) + mtl_tm.nprocs * sizeof(m->qpn[0]);
-	m = calloc(1, size);
-	if (!mtl_tm.eps || !m) {
-		free(m);
-		return OMPI_ERR_OUT_OF_RESOURCE;
-	}
-	mtl_tm_modex_fill(m, mtl_tm.can, mtl_tm.use);
-	m->nqp = mtl_tm.nprocs;
-	strncpy(m->provider, tm_dev_provider_name(mtl_tm.dev),
-		sizeof(m->provider) - 1);
-	for (r = 0; r < mtl_tm.nprocs; r++) {
-		rc = tm_dev_pair_create(mtl_tm.dev, &mtl_tm.eps[r].qps);
-		if (rc != TM_OK) {
-			opal_output(0, "mtl tm: %s: cannot create QP pair %u of %u: %s (%s)",
-				    mtl_tm.dev->name, r, mtl_tm.nprocs,
-				    tm_status_str(rc), strerror(errno));
-			free(m);
-			return OMPI_ERR_OUT_OF_RESOURCE;
-		}
-		mtl_tm.eps[r].vpid = r;
-		tm_dev_pair_addr(mtl_tm.dev, &mtl_tm.eps[r].qps, &a);
-		m->qpn[r].rx = a.rx_qpn;
-		m->qpn[r].tx = a.tx_qpn;
-	}
-	m->addr = a;
-	m->addr.rx_qpn = m->addr.tx_qpn = 0;
-	if (mtl_tm.again) {
-		OPAL_MODEX_SEND_STRING(rc, OPAL_PMIX_GLOBAL, MTL_TM_KEY_AGAIN,
-				       m, size);
-	} else {
-		OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL,
-				&mca_mtl_tm_component.mtl_version, m, size);
-	}
-	free(m);
-	if (rc != OPAL_SUCCESS) {
-		opal_output(0, "mtl tm: modex send failed: %d", rc);
-		return rc;
-	}
-	return OMPI_SUCCESS;
-}
-
 /* Why the engine could not be created, naming what the user can change. */
 static void show_engine_error(int rc, const struct tm_engine_config *e)
 {
@@ -331,7 +264,7 @@ static void tear_down(void)
 {
 	tm_engine_destroy(mtl_tm.eng);
 	mtl_tm.eng = NULL;
-	destroy_qps();
+	mtl_tm_qps_destroy();
 	tm_dev_close(mtl_tm.dev);
 	mtl_tm.dev = NULL;
 }
@@ -370,7 +303,7 @@ static int bring_up(const struct tm_dev_config *cfg, size_t eager)
 		goto fail;
 	}
 
-	rc = create_qps_and_publish();
+	rc = mtl_tm_qps_publish();
 	if (rc != OMPI_SUCCESS)
 		goto fail;
 
@@ -425,75 +358,6 @@ static int agree(void)
 	return rc != OMPI_SUCCESS ? rc : fence;
 }
 
-/* Connects our QP for rank vpid to that rank's QP for us. */
-static int connect_peer(struct mtl_tm_endpoint *ep,
-			const opal_process_name_t *name)
-{
-	struct mtl_tm_modex *m = NULL;
-	struct tm_dev_pair_addr addr;
-	int32_t size = 0;
-	int rc;
-
-	if (ep->vpid == mtl_tm.my_vpid) {
-		/* loopback: our pair for ourselves talks to itself */
-		tm_dev_pair_addr(mtl_tm.dev, &ep->qps, &addr);
-	} else {
-		if (mtl_tm.again) {
-			OPAL_MODEX_RECV_STRING(rc, MTL_TM_KEY_AGAIN, name,
-					       (void **)&m, &size);
-		} else {
-			OPAL_MODEX_RECV(rc, &mca_mtl_tm_component.mtl_version,
-					name, (void **)&m, &size);
-		}
-		if (rc != OPAL_SUCCESS || !m) {
-			opal_output(0, "mtl tm: no modex data from rank %u: %d",
-				    ep->vpid, rc);
-			return OMPI_ERR_UNREACH;
-		}
-		if ((size_t)size < sizeof(*m) || m->magic != MTL_TM_MODEX_MAGIC ||
-		    m->nqp != mtl_tm.nprocs ||
-		    (size_t)size < sizeof(*m) + m->nqp * sizeof(m->qpn[0])) {
-			opal_output(0, "mtl tm: bad modex data from rank %u (size %d)",
-				    ep->vpid, (int)size);
-			free(m);
-			return OMPI_ERR_UNREACH;
-		}
-		if (strncmp(m->provider, tm_dev_provider_name(mtl_tm.dev),
-			    sizeof(m->provider))) {
-			opal_output(0, "mtl tm: rank %u uses provider %.8s, this rank %s: they cannot talk (set mtl_tm_provider alike everywhere)",
-				    ep->vpid, m->provider,
-				    tm_dev_provider_name(mtl_tm.dev));
-			free(m);
-			return OMPI_ERR_UNREACH;
-		}
-		addr = m->addr;
-		addr.rx_qpn = m->qpn[mtl_tm.my_vpid].rx;
-		addr.tx_qpn = m->qpn[mtl_tm.my_vpid].tx;
-		free(m);
-	}
-	rc = tm_dev_pair_connect(mtl_tm.dev, &ep->qps, &addr);
-	if (rc != TM_OK) {
-		opal_output(0, "mtl tm: cannot connect to rank %u (QPs %u/%u): %s",
-			    ep->vpid, addr.rx_qpn, addr.tx_qpn,
-			    tm_status_str(rc));
-		return OMPI_ERR_UNREACH;
-	}
-	rc = tm_engine_add_peer(mtl_tm.eng, &ep->qps, &ep->peer);
-	if (rc != TM_OK) {
-		opal_output(0, "mtl tm: cannot add rank %u to the engine: %s",
-			    ep->vpid, tm_status_str(rc));
-		return OMPI_ERR_OUT_OF_RESOURCE;
-	}
-	ep->connected = true;
-	opal_output_verbose(20, mtl_tm_output,
-			    "mtl tm: rank %u: QPs %u/%u connected to rank %u QPs %u/%u",
-			    mtl_tm.my_vpid,
-			    (ep->qps.rx ? ep->qps.rx : ep->qps.tx)->qp_num,
-			    ep->qps.tx->qp_num, ep->vpid, addr.rx_qpn,
-			    addr.tx_qpn);
-	return OMPI_SUCCESS;
-}
-
 int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 		     struct ompi_proc_t **procs)
 {
@@ -522,7 +386,7 @@ int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 		}
 		ep = &mtl_tm.eps[name->vpid];
 		if (!ep->connected) {
-			rc = connect_peer(ep, name);
+			rc = mtl_tm_connect(ep, name);
 			if (rc != OMPI_SUCCESS)
 				break;
 		}
@@ -530,6 +394,34 @@ int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 	}
 	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
 	return rc;
+}
+
+struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
+				       int rank)
+{
+	ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
+	struct mtl_tm_endpoint *ep;
+
+	if (!proc)
+		return NULL;
+	ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+	if (!ep) {
+		/* a proc pml cm has not handed us yet: connect it now */
+		if (mtl_tm_add_procs(&mtl_tm.super, 1, &proc) != OMPI_SUCCESS)
+			return NULL;
+		ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+	}
+	return ep && ep->connected ? ep : NULL;
+}
+
+uint32_t mtl_tm_src_peer(struct ompi_communicator_t *comm, int src)
+{
+	struct mtl_tm_endpoint *ep;
+
+	if (src == MPI_ANY_SOURCE)
+		return TM_PEER_ANY;
+	ep = mtl_tm_peer_ep(comm, src);
+	return ep ? ep->peer : TM_PEER_ANY;
 }
 
 /* QPs stay until finalize: a proc leaving a communicator is not gone. */
@@ -632,7 +524,7 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 		mtl_tm.eng = NULL;
 		OBJ_DESTRUCT(&mtl_tm.lock);
 	}
-	destroy_qps();
+	mtl_tm_qps_destroy();
 	tm_dev_close(mtl_tm.dev);
 	mtl_tm.dev = NULL;
 	return OMPI_SUCCESS;
@@ -676,6 +568,29 @@ int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm)
 {
 	return OMPI_SUCCESS;
+}
+
+/* mtl_tm_unlock_and_complete() (mtl_tm.h) once the engine finished some. */
+int mtl_tm_complete_done(void)
+{
+	struct mtl_tm_request *req;
+	UCS_LIST_HEAD(list);
+	int n = 0;
+
+	ucs_list_splice_tail(&list, &mtl_tm.done);
+	ucs_list_head_init(&mtl_tm.done);
+	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+	while (!ucs_list_is_empty(&list)) {
+		/* off the list first: completion may free or reuse req */
+		req = ucs_list_extract_head(&list, struct mtl_tm_request,
+					    done_link);
+		if (req->kind != MTL_TM_REQ_RECV) /* SEND, BSEND */
+			mtl_tm_send_complete(req);
+		else
+			mtl_tm_recv_complete(req);
+		n++;
+	}
+	return n;
 }
 
 /*
