@@ -15,6 +15,7 @@
  * that peer fails within the keepalive bound, the message it had sent
  * cannot be read and fails its receive, and the other peer goes on.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,8 +74,12 @@ static int same(const uint8_t *p, size_t len, uint8_t seed)
 
 static void test_device(void)
 {
+	struct ibv_context *ctx = W.node[0].dev->ctx;
+	struct ibv_srq_init_attr_ex sa = { 0 };
+	struct ibv_device_attr_ex attr;
 	struct tm_dev_config dc;
 	struct tm_dev *dev = NULL;
+	struct ibv_srq *srq;
 	int rc;
 
 	tap_check(!W.node[0].dev->tm && !W.node[0].dev->caps.max_num_tags &&
@@ -82,6 +87,26 @@ static void test_device(void)
 		  W.node[0].qp[1].tx,
 		  "plain mode: no tag list, no ops, one QP per peer (tm %d)",
 		  W.node[0].dev->tm);
+	/* the soft HCA as a card without tag matching, as mlx5 answers */
+	memset(&attr, 0, sizeof(attr));
+	ibv_query_device_ex(ctx, NULL, &attr);
+	sa.attr.max_wr = 64;
+	sa.attr.max_sge = 1;
+	sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+		       IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+	sa.srq_type = IBV_SRQT_TM;
+	sa.pd = W.node[0].dev->pd;
+	sa.cq = ibv_cq_ex_to_cq(W.node[0].dev->tm_cq);
+	sa.tm_cap.max_num_tags = 1;
+	sa.tm_cap.max_ops = 2;
+	errno = 0;
+	srq = ibv_create_srq_ex(ctx, &sa);
+	tap_check(!attr.tm_caps.flags && !attr.tm_caps.max_num_tags &&
+		  !attr.tm_caps.max_ops && !srq && errno == EINVAL,
+		  "no_tm: tm_caps zero, a TM-SRQ refused with EINVAL (errno %d)",
+		  errno);
+	if (srq)
+		W.node[0].dev->verbs->destroy_srq(srq);
 	tm_dev_config_default(&dc);
 	dc.provider = "soft";
 	rc = tm_dev_open(&dc, &dev);
