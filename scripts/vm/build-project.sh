@@ -8,8 +8,9 @@
 # IMAGE_DIR is what build-image.sh printed.  Makes RUN_DIR/proj.img, an
 # ext4 file system with
 #   src/       the tree (tracked and untracked files, not ignored ones)
-#   build/     its build (configure; make MAKE_TARGETs, default: the
-#              component and the MPI test programs)
+#   build/     its build (configure; make MAKE_TARGETs, default: every
+#              MPI program of tests/mtl, tests/mpi, tests/vm; and the
+#              component)
 #   install/   the component, installed with DESTDIR (the VMs copy it
 #              into / at boot: Open MPI's component directory)
 #   rig/       scripts/vm/guest-setup.sh, which the VMs run at boot
@@ -22,7 +23,6 @@ image=$1
 run=$2
 shift 2
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(check TESTS=)
 root=$image/rootfs
 [ -d "$root/usr/bin" ] || vm_die "no image tree in $root (run build-image.sh)"
 [ "$(id -u)" -eq 0 ] || vm_die "build-project.sh needs root (chroot, mount)"
@@ -53,6 +53,12 @@ else
 		tar -xf - -C "$stage/src"
 fi
 install -m 755 "$vm_top/scripts/vm/guest-setup.sh" "$stage/rig/guest-setup.sh"
+if [ ${#targets[@]} -eq 0 ]; then	# every MPI program of the tests
+	for f in "$stage"/src/tests/{mtl,mpi,vm}/mpi_*.c; do
+		f=${f#"$stage/src/"}
+		targets+=("${f%.c}")
+	done
+fi
 
 mkdir -p "$mnt"
 mount --bind "$stage" "$mnt" && mounted+=("$mnt")
