@@ -111,7 +111,8 @@ config_mca() {
 	case $1 in
 	ob1) echo "--hostfile /etc/mtlvm/hostfile --map-by node --mca pml ob1 --mca btl self,vader,tcp --mca btl_vader_single_copy_mechanism none" ;;
 	ucx) echo "--hostfile /etc/mtlvm/hostfile --map-by node --mca pml ucx --mca btl self -x UCX_TLS=rc_verbs,ud_verbs,self -x UCX_NET_DEVICES=rxe0:1" ;;
-	tm) echo "--hostfile /etc/mtlvm/hostfile --map-by node --mca pml cm --mca mtl tm" ;;
+	# verbose 10: each rank's statistics line names its mode and device
+	tm) echo "--hostfile /etc/mtlvm/hostfile --map-by node --mca pml cm --mca mtl tm --mca mtl_tm_verbose 10" ;;
 	# every rank on vm1: the soft HCA; no vader, whose PR_SET_PTRACER
 	# would hide what Yama does to the soft HCA
 	tm1) echo "--host vm1:4 --mca pml cm --mca mtl tm --mca btl self" ;;
@@ -141,9 +142,9 @@ flap_job() {
 	return $rc
 }
 
-# judge NAME CONFIG RC LOG SECONDS: sets verdict (ok/fail/skip) and why
+# judge NAME CONFIG RC LOG SECONDS NP: sets verdict (ok/fail/skip) and why
 judge() {
-	local name=$1 c=$2 rc=$3 log=$4 secs=${5%.*}
+	local name=$1 c=$2 rc=$3 log=$4 secs=${5%.*} np=$6 modes
 	verdict=fail why="exit status $rc"
 	# 124/137 from timeout, or mpirun's own 137 (a rank killed) in time
 	if { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && [ "$secs" -ge "$timeout_s" ]; then
@@ -170,6 +171,15 @@ judge() {
 		;;
 	*)
 		[ "$rc" = 0 ] && verdict=ok why=
+		# across the VMs, tm must have run on rxe0, matching in software
+		if [ $verdict = ok ] && [ "$c" = tm ]; then
+			modes=$(grep -c 'mode: no tag matching.* on verbs:rxe0' "$log")
+			if [ "$modes" != "$np" ]; then
+				verdict=fail why="$modes of $np ranks say \"mode: no tag matching ... on verbs:rxe0\" (mtl_tm_verbose 10): $(grep -m1 -o 'mode: .*' "$log")"
+			else
+				why="every rank: $(grep -m1 -o 'mode: .*' "$log")"
+			fi
+		fi
 		;;
 	esac
 	if [ $verdict = fail ] && [ "$c" = tm1 ] && [ "$nonroot_tm_required" = 0 ] &&
@@ -210,7 +220,7 @@ mpi_case() {
 	[ -f "$log.flap" ] && cat "$log.flap" >> "$log"
 	local secs
 	secs=$(vm_elapsed "$t0")
-	judge "${name%%@*}" "$c" "$rc" "$log" "$secs"
+	judge "${name%%@*}" "$c" "$rc" "$log" "$secs" "$np"
 	case $verdict in
 	ok)
 		tap_ok "$label (${secs} s)${why:+: $why}"
