@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # common.sh - sourced by the scripts in scripts/vm/: settings, messages
 # and the image key.
 #

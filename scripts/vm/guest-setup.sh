@@ -38,7 +38,7 @@ hostname "$name"
 echo "$name" > /etc/hostname
 
 # the NICs may still be probing: wait for them (20 s)
-mgmt= data=
+mgmt='' data=''
 for _ in $(seq 40); do
 	mgmt=$(nic_by_mac "52:54:00:00:00:0$n")
 	data=$(nic_by_mac "52:54:00:00:01:0$n")

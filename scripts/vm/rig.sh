@@ -74,11 +74,11 @@ rig_qemu() {
 rig_alive() { kill -0 "$(cat "$1/vm$2.pid" 2> /dev/null)" 2> /dev/null; }
 
 rig_down() {
-	local run=$1 n pid i
+	local run=$1 n pid
 	for n in 1 2; do
 		pid=$(cat "$run/vm$n.pid" 2> /dev/null) || continue
 		kill "$pid" 2> /dev/null || true
-		for i in $(seq 20); do
+		for _ in $(seq 20); do
 			kill -0 "$pid" 2> /dev/null || break
 			sleep 0.25
 		done
@@ -111,7 +111,7 @@ rig_wait_ready() {
 }
 
 rig_boot() {
-	local run=$1 image=$2 n port i t0
+	local run=$1 image=$2 n port t0
 	[ -f "$run/proj.img" ] || vm_die "no $run/proj.img (build-project.sh makes it)"
 	command -v qemu-system-x86_64 > /dev/null ||
 		vm_die "qemu-system-x86_64 not found (scripts/vm/host-deps.sh installs it)"
@@ -144,7 +144,7 @@ CFG
 	vm_say "booting vm1 and vm2 (accel $VM_ACCEL, ${VM_SMP} vCPUs, ${VM_MEM} MiB each; consoles in $run)"
 	rig_qemu "$run" "$image" 1 "listen=127.0.0.1:$port"
 	# vm2 connects at start-up: vm1 must be listening first
-	for i in $(seq 40); do
+	for _ in $(seq 40); do
 		ss -Htln "sport = :$port" | grep -q . && break
 		rig_alive "$run" 1 || break
 		sleep 0.25
@@ -190,12 +190,12 @@ rig_up() {
 # rig_link RUN vmN on|off: QEMU's set_link on the VM-to-VM NIC (the guest
 # sees its carrier go)
 rig_link() {
-	local run=$1 vm=$2 state=$3 port fd line
+	local run=$1 vm=$2 state=$3 port fd
 	port=$(cat "$run/$vm.monport")
 	exec {fd}<> "/dev/tcp/127.0.0.1/$port" || return 1
 	printf 'set_link link %s\n' "$state" >&"$fd"
 	# read the monitor's answer (its prompt twice) for at most 2 s
-	while IFS= read -r -t 2 line <&"$fd"; do :; done
+	while IFS= read -r -t 2 _ <&"$fd"; do :; done
 	exec {fd}>&-
 }
 

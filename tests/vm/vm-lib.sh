@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # vm-lib.sh - sourced by tests/vm/run-vm-tests.sh: TAP output, the rig's
 # checks (rxe0, RC ping-pong, the mtl tm probe, Yama) and one MPI case
 # (mpi_case), each judged by what its program prints.
