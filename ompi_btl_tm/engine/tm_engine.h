@@ -48,6 +48,7 @@
 #include "dev/tm_dev.h"
 #include "tm_status.h"
 #include "engine/tm_match.h"
+#include "engine/tm_engine_param.h"
 
 /* The longest keepalive_ms: a dead peer must fail its waiting requests
  * within about a minute, whatever the configuration. */
@@ -70,8 +71,9 @@ struct tm_env {
 };
 
 /*
- * Settings.  tm_engine_config_default() holds the one default of each;
- * tm_engine_create() refuses a value outside the bounds below with
+ * Settings.  Each one's name, default and bounds are declared once, in the
+ * table of tm_engine_param.h (tm_engine_config_default() writes the
+ * defaults); tm_engine_create() refuses a value outside the bounds with
  * TM_ERR_INVALID, and tm_engine_config_check() says which setting it was.
  */
 struct tm_engine_config {
@@ -99,14 +101,6 @@ struct tm_engine_config {
 /* Slot numbers are signed 32-bit in the send-queue ring. */
 #define TM_ENGINE_N_SEND_SLOTS_MIN 1u
 #define TM_ENGINE_N_SEND_SLOTS_MAX ((uint32_t)INT32_MAX)
-
-enum tm_engine_setting {
-	TM_SETTING_NONE = 0,
-	TM_SETTING_EAGER_LIMIT,
-	TM_SETTING_N_PLAIN,
-	TM_SETTING_N_SEND_SLOTS,
-	TM_SETTING_KEEPALIVE_MS,  /* above TM_KEEPALIVE_MAX_MS */
-};
 
 struct tm_engine_stats {
 	uint64_t recv_posted;
@@ -258,11 +252,6 @@ struct tm_probe_info {
 	uint64_t stamp;
 };
 
-void tm_engine_config_default(struct tm_engine_config *cfg);
-/* TM_OK, or TM_ERR_INVALID with *bad (if bad is not NULL) the first
- * setting out of its bounds (TM_SETTING_NONE when all are in). */
-int tm_engine_config_check(const struct tm_engine_config *cfg,
-			   enum tm_engine_setting *bad);
 /* Refuses a bad config with TM_ERR_INVALID (tm_engine_config_check). */
 int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 		     struct tm_engine **out);

@@ -52,6 +52,40 @@ struct mtl_tm_module mtl_tm = {
 	},
 };
 
+/* Setting i (mtl_tm_setting) that its layer refused, by its MCA name. */
+static void show_setting_error(unsigned i, uint64_t value, const char *why)
+{
+	const struct tm_param *d = mtl_tm_setting(i);
+	char val[96];
+
+	if (d->type == TM_PARAM_ENUM)
+		snprintf(val, sizeof(val), "%d", mtl_tm_params.store[i].e);
+	else
+		snprintf(val, sizeof(val), "%llu", (unsigned long long)value);
+	if (d->env)
+		snprintf(val + strlen(val), sizeof(val) - strlen(val),
+			 ", or the environment variable %s", d->env);
+	mtl_tm_show_error("bad-parameter", "mtl_tm_%s (%s) %s.\n%s.",
+			  d->name, val, why, d->help);
+}
+
+/* An engine setting out of its bounds (tm_engine_config_check's bad). */
+static void show_engine_setting_error(const struct tm_engine_config *e,
+				      enum tm_engine_setting bad)
+{
+	const struct tm_param *d = tm_engine_param(bad);
+	char why[96];
+
+	if (!d) {
+		mtl_tm_show_error("bad-parameter",
+				  "the matching engine refuses its configuration (see mtl_tm(7)).");
+		return;
+	}
+	snprintf(why, sizeof(why), "is out of range: %llu to %llu",
+		 (unsigned long long)d->min, (unsigned long long)d->max);
+	show_setting_error(bad, tm_engine_param_get(e, bad), why);
+}
+
 /*
  * The boundary between eager and rendezvous, from mtl_tm_eager_limit or
  * the deprecated mtl_tm_rndv_threshold (which meant eager_limit + 1); the
@@ -60,8 +94,9 @@ struct mtl_tm_module mtl_tm = {
 static int eager_limit(size_t *eager)
 {
 	const struct mtl_tm_params *p = &mtl_tm_params;
+	int eager_var = p->var[TM_SETTING_EAGER_LIMIT];
 
-	*eager = p->eager_limit;
+	*eager = mtl_tm_setting_value(TM_SETTING_EAGER_LIMIT);
 	if (!mtl_tm_var_set(p->rndv_var))
 		return OMPI_SUCCESS;
 	if (p->rndv_threshold == 0) {
@@ -70,65 +105,40 @@ static int eager_limit(size_t *eager)
 				  "set mtl_tm_eager_limit (the largest eager payload) instead.");
 		return OMPI_ERR_BAD_PARAM;
 	}
-	if (mtl_tm_var_set(p->eager_var) &&
-	    p->eager_limit != p->rndv_threshold - 1) {
+	if (mtl_tm_var_set(eager_var) && *eager != p->rndv_threshold - 1) {
 		mtl_tm_show_error("bad-parameter",
 				  "mtl_tm_eager_limit (%zu) and the deprecated mtl_tm_rndv_threshold\n"
 				  "(%zu) disagree: set only mtl_tm_eager_limit.",
-				  p->eager_limit, p->rndv_threshold);
+				  *eager, p->rndv_threshold);
 		return OMPI_ERR_BAD_PARAM;
 	}
 	*eager = p->rndv_threshold - 1;
 	return OMPI_SUCCESS;
 }
 
-/* Counts that cannot be zero, and the keepalive's bound, before any
- * set-up. */
-static int check_counts(void)
+/*
+ * The engine's settings as the MCA system resolved them, judged by the
+ * engine's own bounds (tm_engine_config_check names the first one out of
+ * them) before anything is set up.
+ */
+static int engine_config(struct tm_engine_config *ecfg)
 {
-	const struct mtl_tm_params *p = &mtl_tm_params;
+	enum tm_engine_setting bad;
+	size_t eager;
+	unsigned i;
+	int rc;
 
-	if (p->n_plain < TM_ENGINE_N_PLAIN_MIN) {
-		mtl_tm_show_error("bad-parameter",
-				  "mtl_tm_plain_buffers must be at least %u (is %u): unexpected and\n"
-				  "control messages land in those buffers, and a tag-matching card\n"
-				  "needs at least %u of them posted.",
-				  TM_ENGINE_N_PLAIN_MIN, p->n_plain,
-				  TM_ENGINE_N_PLAIN_MIN);
-		return OMPI_ERR_BAD_PARAM;
-	}
-	if (p->send_slots == 0) {
-		mtl_tm_show_error("bad-parameter",
-				  "mtl_tm_send_slots must be at least 1 (is 0): every eager send and\n"
-				  "control message goes out of a send slot.");
-		return OMPI_ERR_BAD_PARAM;
-	}
-	if (p->keepalive_ms > TM_KEEPALIVE_MAX_MS) {
-		mtl_tm_show_error("bad-parameter",
-				  "mtl_tm_keepalive_ms (%u) is above its maximum, %u: a peer that died\n"
-				  "must fail the requests waiting on it within that time.",
-				  p->keepalive_ms, TM_KEEPALIVE_MAX_MS);
-		return OMPI_ERR_BAD_PARAM;
-	}
-	return OMPI_SUCCESS;
-}
-
-/* A device setting that its layer refused, by its MCA name. */
-static void show_dev_param_error(unsigned bad, const char *why)
-{
-	const struct tm_dev_param *d = &tm_dev_params[bad];
-	uint64_t v[TM_DEV_NPARAMS];
-	char val[32];
-
-	mtl_tm_dev_values(v);
-	if (d->type == TM_DEV_PARAM_ENUM)
-		snprintf(val, sizeof(val), "%d", mtl_tm_params.dev_store[bad].e);
-	else
-		snprintf(val, sizeof(val), "%llu", (unsigned long long)v[bad]);
-	mtl_tm_show_error("bad-parameter",
-			  "mtl_tm_%s (%s, or the environment variable %s) %s.\n"
-			  "See mtl_tm(7) and softhca(7) for the ranges.",
-			  d->name, val, d->env, why);
+	rc = eager_limit(&eager);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	tm_engine_config_default(ecfg);
+	for (i = 0; i < TM_ENGINE_NPARAMS; i++)
+		tm_engine_param_set(ecfg, i, mtl_tm_setting_value(i));
+	tm_engine_param_set(ecfg, TM_SETTING_EAGER_LIMIT, eager);
+	if (tm_engine_config_check(ecfg, &bad) == TM_OK)
+		return OMPI_SUCCESS;
+	show_engine_setting_error(ecfg, bad);
+	return OMPI_ERR_BAD_PARAM;
 }
 
 /*
@@ -139,21 +149,20 @@ static int dev_config(struct tm_dev_config *cfg)
 {
 	const struct mtl_tm_params *p = &mtl_tm_params;
 	uint64_t v[TM_DEV_NPARAMS];
-	unsigned bad = 0;
+	unsigned bad = 0, env_bad = MTL_TM_DEV0 + p->dev_env_bad;
 
-	if (p->dev_env_rc != TM_OK && !mtl_tm_var_set(p->dev_var[p->dev_env_bad])) {
-		show_dev_param_error(p->dev_env_bad,
-				     "cannot be used: the environment variable does not parse");
+	mtl_tm_dev_values(v);
+	if (p->dev_env_rc != TM_OK && !mtl_tm_var_set(p->var[env_bad])) {
+		show_setting_error(env_bad, v[p->dev_env_bad],
+				   "cannot be used: the environment variable does not parse");
 		return OMPI_ERR_BAD_PARAM;
 	}
 	tm_dev_config_default(cfg);
-	cfg->max_num_tags = p->max_tags;
-	cfg->max_ops = p->max_ops;
-	cfg->srq_max_wr = p->n_plain;
-	mtl_tm_dev_values(v);
+	cfg->srq_max_wr = (uint32_t)mtl_tm_setting_value(TM_SETTING_N_PLAIN);
 	/* one QP per rank of the job, our own included */
 	if (tm_dev_config_set_params(cfg, v, mtl_tm.nprocs, &bad) != TM_OK) {
-		show_dev_param_error(bad, "is out of range");
+		show_setting_error(MTL_TM_DEV0 + bad, v[bad],
+				   "is out of range (see mtl_tm(7) and softhca(7))");
 		return OMPI_ERR_BAD_PARAM;
 	}
 	return OMPI_SUCCESS;
@@ -220,24 +229,24 @@ static int create_qps_and_publish(void)
 /* Why the engine could not be created, naming what the user can change. */
 static void show_engine_error(int rc, const struct tm_engine_config *e)
 {
-	if (rc == TM_ERR_INVALID)
-		mtl_tm_show_error("bad-parameter",
-				  "the matching engine refuses its configuration: mtl_tm_plain_buffers\n"
-				  "%u, mtl_tm_send_slots %u, mtl_tm_eager_limit %zu (see mtl_tm(7) for\n"
-				  "the ranges).",
-				  e->n_plain, e->n_send_slots, e->eager_limit);
-	else if (rc == TM_ERR_NO_MEMORY)
+	enum tm_engine_setting bad = TM_SETTING_NONE;
+
+	if (rc == TM_ERR_INVALID) {
+		tm_engine_config_check(e, &bad);
+		show_engine_setting_error(e, bad);
+	} else if (rc == TM_ERR_NO_MEMORY) {
 		mtl_tm_show_error("no-memory",
 				  "cannot allocate the matching engine's buffers on %s:\n"
 				  "mtl_tm_plain_buffers (%u) plus mtl_tm_send_slots (%u) buffers of\n"
 				  "mtl_tm_eager_limit (%zu) bytes plus the tag header each.",
 				  mtl_tm.dev->name, e->n_plain, e->n_send_slots,
 				  e->eager_limit);
-	else
+	} else {
 		mtl_tm_show_error("no-engine",
 				  "cannot create the matching engine on %s: %s (%s).",
 				  mtl_tm.dev->name, tm_status_str(rc),
 				  strerror(errno));
+	}
 }
 
 /* What tm_dev_open() returned, in words a user can act on. */
@@ -263,7 +272,6 @@ static void show_dev_error(int rc, const struct tm_dev_config *cfg)
 
 int mtl_tm_module_init(bool enable_mpi_threads)
 {
-	const struct mtl_tm_params *p = &mtl_tm_params;
 	struct tm_engine_config ecfg;
 	struct tm_dev_config cfg;
 	size_t eager;
@@ -277,13 +285,12 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 			    mtl_tm.nprocs, mtl_tm.my_vpid);
 		return OMPI_ERROR;
 	}
-	rc = eager_limit(&eager);
-	if (rc == OMPI_SUCCESS)
-		rc = check_counts();
+	rc = engine_config(&ecfg);
 	if (rc == OMPI_SUCCESS)
 		rc = dev_config(&cfg);
 	if (rc != OMPI_SUCCESS)
 		return rc;
+	eager = ecfg.eager_limit;
 
 	rc = tm_dev_open(&cfg, &mtl_tm.dev);
 	if (rc != TM_OK) {
@@ -316,13 +323,6 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 	if (rc != OMPI_SUCCESS)
 		goto fail;
 
-	tm_engine_config_default(&ecfg);
-	ecfg.eager_limit = eager;
-	ecfg.n_plain = p->n_plain;
-	ecfg.n_send_slots = p->send_slots;
-	ecfg.max_card_entries = p->max_tags;
-	ecfg.offload = p->offload;
-	ecfg.keepalive_ms = p->keepalive_ms;
 	rc = tm_engine_create(mtl_tm.dev, &ecfg, &mtl_tm.eng);
 	if (rc != TM_OK) {
 		show_engine_error(rc, &ecfg);

@@ -3,7 +3,8 @@
 #
 # Runs the built mca_mtl_tm.so (top_builddir/.libs, ahead of Open MPI's
 # own directory on mca_base_component_path) through ompi_info and mpirun:
-# it is listed, its parameters are, a plain mpirun keeps pml ob1, asking
+# it is listed, its parameters are, as documented in man/mtl_tm.7 with the
+# defaults the page states, a plain mpirun keeps pml ob1, asking
 # for tm selects pml cm and MPI_Init/MPI_Finalize work over it, a missing
 # provider gives one message, and MPI point-to-point works over it
 # (ping-pong, mpi_p2p's feature checks, with threads, and on a squeezed
@@ -40,30 +41,63 @@ if [ ! -f "$libs/mca_mtl_tm.so" ]; then
 	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"
 	exit 0
 fi
-echo "1..11"
+echo "1..12"
 
 ompi_info > "$tmp/info" 2>&1
 check "ompi_info lists mtl tm" grep -q 'MCA mtl: tm' "$tmp/info"
 
-ompi_info --param mtl tm --level 9 > "$tmp/param" 2>&1
+# The manual page and the component in step: every parameter the page
+# documents (".TP" then ".B mtl_tm_<name>") is registered, every registered
+# one is documented, and the default the page states ("default N", "N KiB"
+# / "MiB" / "GiB", or "<word> (default)") is the one ompi_info reports.
+# ompi_info runs without the variables that replace defaults.
+man=${top_srcdir:-.}/man/mtl_tm.7
+clean_env=$(env | sed -n 's/^\(SOFTHCA_[A-Z_]*\|TM_DEV_[A-Z_]*\|OMPI_MCA_mtl_tm_[a-z_]*\)=.*/-u \1/p')
+# shellcheck disable=SC2086
+env $clean_env ompi_info --param mtl tm --level 9 --parsable > "$tmp/param" 2>&1
+sed -n 's/^mca:mtl:tm:param:\(mtl_tm_[a-z_0-9]*\):value:\(.*\)$/\1 \2/p' \
+	"$tmp/param" > "$tmp/values"
+documented=$(awk 'prev == ".TP" && $1 == ".B" && $2 ~ /^mtl_tm_/ { print $2 }
+		  { prev = $0 }' "$man")
 missing=
-for p in priority verbose provider eager_limit rndv_threshold max_tags \
-	 max_ops plain_buffers send_slots offload keepalive_ms rcache \
-	 softhca_mtu softhca_ring_depth softhca_max_num_tags softhca_max_ops \
-	 softhca_max_rndv_hdr_size softhca_max_qp softhca_max_mr \
-	 softhca_max_wr softhca_sched softhca_seed softhca_force_copy_read; do
-	grep -q "\"mtl_tm_$p\"" "$tmp/param" || missing="$missing $p"
+for p in $documented; do
+	grep -q "^$p " "$tmp/values" || missing="$missing $p"
 done
-check "ompi_info --param mtl tm lists the parameters${missing:+ (missing:$missing)}" \
-	test -z "$missing"
+check "ompi_info lists every parameter man/mtl_tm.7 documents${missing:+ (missing:$missing)}" \
+	test -n "$documented" -a -z "$missing"
 
-# every parameter ompi_info shows is documented in the manual page
 undoc=
-for p in $(sed -n 's/.*parameter "\(mtl_tm_[a-z_0-9]*\)".*/\1/p' "$tmp/param"); do
-	grep -q "^\.B $p\$" "${top_srcdir:-.}/man/mtl_tm.7" || undoc="$undoc $p"
-done
+while read -r p v; do
+	echo "$documented" | grep -qx "$p" || undoc="$undoc $p"
+done < "$tmp/values"
 check "man/mtl_tm.7 documents every parameter${undoc:+ (missing:$undoc)}" \
-	test -z "$undoc"
+	test -s "$tmp/values" -a -z "$undoc"
+
+# man_default NAME: the default the page states in NAME's paragraph
+man_default() {
+	awk -v p="$1" '
+		$0 == ".B " p && prev == ".TP" { on = 1; prev = $0; next }
+		on && /^\.(TP|SS|SH)/ { exit }
+		on { sub(/^\.[A-Z]+ /, ""); gsub(/\\f[BIRP]/, ""); printf "%s ", $0 }
+		{ prev = $0 }' "$man" |
+	sed -n -e 's/.*default \([0-9][0-9]*\) \([KMG]\)iB.*/\1 \2/p' \
+	       -e 't' -e 's/.*default \([0-9][0-9]*\).*/\1/p' \
+	       -e 't' -e 's/.*[^a-z0-9]\([a-z0-9][a-z0-9]*\) (default).*/\1/p' \
+	       -e 't' -e 's/^\([a-z0-9][a-z0-9]*\) (default).*/\1/p' |
+	awk '{ m = 1 }
+	     $2 == "K" { m = 1024 }
+	     $2 == "M" { m = 1048576 }
+	     $2 == "G" { m = 1073741824 }
+	     NF == 2 { printf "%d\n", $1 * m; next }
+	     { print $1 }'
+}
+wrong=
+while read -r p v; do
+	d=$(man_default "$p")
+	[ "$d" = "$v" ] || wrong="$wrong $p (page: ${d:-none}, ompi_info: $v)"
+done < "$tmp/values"
+check "man/mtl_tm.7 states each parameter's default as registered${wrong:+:$wrong}" \
+	test -z "$wrong"
 
 run "$tmp/plain" -np 2 --mca pml_base_verbose 10 "$prog/mpi_hello"
 check "plain mpirun keeps pml ob1" \
@@ -115,7 +149,7 @@ check "mpi_p2p over a squeezed soft HCA (4 ranks; 1 tag, 1 op, ring 2, MTU 256, 
 	p2p "$tmp/p2p-squeezed" 4
 
 for f in "$tmp"/*; do
-	case $f in */info|*/param) continue;; esac
+	case $f in */info|*/param|*/values) continue;; esac
 	sed "s|^|# $(basename "$f"): |" "$f" | head -n 20
 done
 exit 0

@@ -95,7 +95,7 @@ refused "eager_limit 2^31 (more than one message carries)" \
 	mtl_tm_eager_limit --mca mtl_tm_eager_limit 2147483648
 refused "send_slots 0" mtl_tm_send_slots --mca mtl_tm_send_slots 0
 refused "keepalive_ms 2147483647 (a dead peer found in 25 days)" \
-	"mtl_tm_keepalive_ms (2147483647) is above its maximum, 60000" \
+	"mtl_tm_keepalive_ms (2147483647) is out of range: 0 to 60000" \
 	--mca mtl_tm_keepalive_ms 2147483647
 refused "plain_buffers 0" mtl_tm_plain_buffers --mca mtl_tm_plain_buffers 0
 refused "plain_buffers 32: a card needs 33" mtl_tm_plain_buffers --mca mtl_tm_plain_buffers 32
