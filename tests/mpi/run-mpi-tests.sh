@@ -3,7 +3,8 @@
 # configurations and rank counts (TAP: one line per program, configuration
 # and number of ranks).
 #
-#   tests/mpi/run-mpi-tests.sh [program ...]      (make check runs it)
+#   tests/mpi/run-mpi-tests.sh [program ...]      (make check runs it once
+#                                                 per configuration: run-<config>.sh)
 #
 # Configurations:
 #   ob1         --mca pml ob1 --mca btl self,vader: the reference, always

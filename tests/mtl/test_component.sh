@@ -12,35 +12,10 @@
 # card scheduling).
 set -u
 
-builddir=${top_builddir:-.}
-libs=$(cd "$builddir" && pwd)/.libs
-prog=$(cd "$builddir" && pwd)/tests/mtl
-MPIRUN=${MPIRUN:-mpirun}
-export OMPI_MCA_mca_base_component_path="$libs:SYS_DEFAULT"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# vader's single-copy mechanism may be refused in containers; harmless here
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
-
-n=0
-fails=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-notok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $*"; }
-check() { # check "name" cond-command...
-	local name=$1; shift
-	if "$@"; then ok "$name"; else notok "$name"; fi
-}
+. "$(dirname "$0")/mpi_tap.sh"
 run() { # run logfile mpirun-args...: with a time limit, output in logfile
-	local log=$1; shift
-	timeout 120 "$MPIRUN" --oversubscribe -x OMPI_MCA_mca_base_component_path \
-		"$@" > "$log" 2>&1
+	mpirun_log 120 "$@"
 }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-if [ ! -f "$libs/mca_mtl_tm.so" ]; then
-	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"
-	exit 0
-fi
 echo "1..12"
 
 ompi_info > "$tmp/info" 2>&1

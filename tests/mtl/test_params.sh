@@ -10,31 +10,11 @@
 # statistics line at mtl_tm_verbose 10 shows.
 set -u
 
-builddir=${top_builddir:-.}
-libs=$(cd "$builddir" && pwd)/.libs
-prog=$(cd "$builddir" && pwd)/tests/mtl
-MPIRUN=${MPIRUN:-mpirun}
-export OMPI_MCA_mca_base_component_path="$libs:SYS_DEFAULT"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
-
-n=0
-fails=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-notok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $*"; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-if [ ! -f "$libs/mca_mtl_tm.so" ]; then
-	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"
-	exit 0
-fi
+. "$(dirname "$0")/mpi_tap.sh"
 
 run() { # run logfile mpirun-args...: 2 ranks over mtl tm, time-limited
 	local log=$1; shift
-	timeout 120 "$MPIRUN" --oversubscribe -np 2 \
-		-x OMPI_MCA_mca_base_component_path --mca pml cm --mca mtl tm \
-		"$@" > "$log" 2>&1
+	mpirun_log 120 "$log" -np 2 --mca pml cm --mca mtl tm "$@"
 }
 
 # A failed run that is not a crash: mpirun's own failure status (not the
