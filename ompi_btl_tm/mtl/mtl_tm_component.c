@@ -18,9 +18,9 @@
  * --mca mtl ^tm.
  *
  * A requested provider that is not there (mtl_tm_provider verbs without
- * a card) gives one message per node (mtl_tm_show_error) and the
- * component declines; so does a parameter it cannot use (mtl_tm.c, at
- * init), naming the parameter.
+ * a card) gives one message per job (mtl_tm_show_error) and the component
+ * declines; so does a parameter it cannot use (mtl_tm.c, at init), naming
+ * the parameter.
  *
  * Parameters.  Each layer describes its settings in a table (tm_param.h):
  * the engine's (engine/tm_engine_param.h: eager limit, buffers, offload,
@@ -43,6 +43,7 @@
 
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/base/mca_base_var_enum.h"
+#include "opal/mca/pmix/pmix.h"
 #include "opal/util/output.h"
 #include "ompi/mca/mtl/base/base.h"
 #include "ompi/mca/rte/rte.h"
@@ -290,32 +291,64 @@ static bool first_to_report(const char *topic)
 }
 
 /*
- * An error the user must see once, not once per rank.  Every rank of a
- * node hits it alike (it comes from parameters or the node's hardware), so
- * the first to get there prints it (opal_output stream 0: stderr), the
- * others only at verbosity 10.  Neither orte_show_help (when a failing
- * MPI_Init follows, mpirun loses the message about half the time: "Data
- * unpack would read past end of buffer") nor "local rank 0 prints" (the job
- * may be aborted by a faster rank before rank 0 gets here) is reliable, and
- * opal_show_help would need a help file in Open MPI's own data directory,
- * which a component loaded from a build tree cannot put there.
+ * Does this node run rank 0 of the job?  From the job's ranks on this node
+ * as PMIx lists them ("0,1,2"); yes when that is not known (a singleton).
+ */
+static bool node_has_rank0(void)
+{
+	opal_process_name_t wild;
+	char *peers = NULL, *p, *end;
+	bool yes = false;
+	int rc;
+
+	wild.jobid = OMPI_PROC_MY_NAME->jobid;
+	wild.vpid = OMPI_NAME_WILDCARD->vpid;
+	OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_LOCAL_PEERS, &wild, &peers,
+				       OPAL_STRING);
+	if (rc != OPAL_SUCCESS || !peers)
+		return true;
+	for (p = peers; *p && !yes; p = *end ? end + 1 : end) {
+		yes = strtoul(p, &end, 10) == 0 && end != p;
+		if (end == p)
+			break;
+	}
+	free(peers);
+	return yes;
+}
+
+/*
+ * An error the user must see once, not once per rank or per node, and
+ * reliably: printed on stderr, which mpirun forwards even when the job is
+ * aborted right after.  (Open MPI's show_help, which counts duplicates at
+ * mpirun, loses the message or garbles it when MPI_Init fails at once:
+ * "ORTE_ERROR_LOG: Data unpack would read past end of buffer ...
+ * show_help.c": lost in 2 of 12 runs of a refused parameter, with that
+ * error in 2 more.)  So one process prints it: while the component is
+ * still being set up, when every rank of the job meets the same error, the
+ * first one to get here on the node of rank 0 (a marker in the session
+ * directory decides); later (a communicator rank 0 may not be in), the
+ * first one on each node.  The others say only that they decline, at
+ * verbosity 10.
  */
 void mtl_tm_show_error(const char *topic, const char *fmt, ...)
 {
 	static const char dashes[] =
 		"--------------------------------------------------------------------------";
+	bool in_init = !mtl_tm.progress_registered;
 	char body[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(body, sizeof(body), fmt, ap);
 	va_end(ap);
-	if (first_to_report(topic)) {
-		opal_output(0, "%s\nmtl tm (%s): %s\n%s", dashes, topic, body,
-			    dashes);
+	if ((!in_init || node_has_rank0()) && first_to_report(topic)) {
+		fprintf(stderr, "%s\nmtl tm (%s): %s\n%s\n", dashes, topic,
+			body, dashes);
+		fflush(stderr);
 	} else {
-		opal_output_verbose(10, mtl_tm_output, "mtl tm (%s): %s",
-				    topic, body);
+		opal_output_verbose(10, mtl_tm_output,
+				    "mtl tm: rank %u: %s (the message is printed once per job)",
+				    (unsigned)OMPI_PROC_MY_NAME->vpid, topic);
 	}
 }
 

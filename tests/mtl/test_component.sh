@@ -16,7 +16,7 @@ set -u
 run() { # run logfile mpirun-args...: with a time limit, output in logfile
 	mpirun_log 120 "$@"
 }
-echo "1..12"
+echo "1..13"
 
 ompi_info > "$tmp/info" 2>&1
 check "ompi_info lists mtl tm" grep -q 'MCA mtl: tm' "$tmp/info"
@@ -87,14 +87,28 @@ rc=$?
 check "MPI_Init/MPI_Finalize over pml cm + mtl tm (3 ranks)" \
 	bash -c "[ $rc = 0 ] && [ \$(grep -c initialised '$tmp/cm') = 3 ]"
 
+# A decline is told once per job, in one format: the message block once,
+# whatever the ranks (and at verbosity 10 the others' one-line notes only).
 run "$tmp/verbs" -np 2 --mca pml cm --mca mtl tm \
 	--mca mtl_tm_provider verbs "$prog/mpi_hello"
 rc=$?
+# without pml cm, MPI_Init goes on over ob1: every rank meets the decline
+run "$tmp/verbs-v" -np 4 --mca mtl tm --mca mtl_tm_verbose 10 \
+	--mca mtl_tm_provider verbs "$prog/mpi_hello"
+rc_v=$?
+once() { # once logfile: the decline's message exactly once, one block
+	[ "$(grep -c 'libibverbs lists no device' "$1")" = 1 ] &&
+	[ "$(grep -c '^mtl tm (no-verbs-device)' "$1")" = 1 ]
+}
 if [ $rc = 0 ]; then
 	ok "provider verbs: a TM-capable card is present # SKIP"
+	ok "provider verbs, 4 ranks, verbose: a TM-capable card is present # SKIP"
 else
 	check "provider verbs without a card: one message, MPI_Init fails" \
-		bash -c "[ \$(grep -c 'libibverbs lists no device' '$tmp/verbs') = 1 ]"
+		once "$tmp/verbs"
+	check "provider verbs without a card, 4 ranks declining, mtl_tm_verbose 10: still one message, ob1 takes over" \
+		bash -c "[ $rc_v = 0 ] && $(declare -f once); once '$tmp/verbs-v' &&
+			 [ \$(grep -c 'mtl tm: rank [0-9]*: no-verbs-device' '$tmp/verbs-v') = 3 ]"
 fi
 
 # errors-return: an aborted rank would leave its soft HCA segment behind
