@@ -470,6 +470,7 @@ void tm_engine_get_stats(struct tm_engine *eng, struct tm_engine_stats *st)
 {
 	*st = eng->st;
 	st->card_entries = eng->card_entries;
+	st->card_entries_max = eng->card_entries_max;
 	st->ops_outstanding = eng->ops_out;
 	st->ops_in_queue = eng->opq_len;
 	st->posted = eng->mq.nrecvs;
@@ -480,6 +481,12 @@ void tm_engine_get_stats(struct tm_engine *eng, struct tm_engine_stats *st)
 	st->reads_active = eng->reads_active;
 	st->unexpected_cnt = eng->reported;
 	st->fatal = eng->fatal;
+}
+
+void tm_engine_ctx_queues(struct tm_engine *eng, uint32_t ctx,
+			  uint64_t *posted, uint64_t *unexpected)
+{
+	tm_mq_count_ctx(&eng->mq, ctx, posted, unexpected);
 }
 
 int tm_engine_idle(struct tm_engine *eng)

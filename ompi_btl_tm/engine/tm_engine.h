@@ -159,6 +159,7 @@ struct tm_engine_stats {
 	uint64_t replies_owed;     /* ACK/FIN delayed for memory */
 	/* current state */
 	uint32_t card_entries;
+	uint32_t card_entries_max; /* card_entries' high-water mark */
 	uint32_t ops_outstanding;
 	uint32_t ops_in_queue;
 	uint64_t posted;           /* receives in the shadow */
@@ -352,6 +353,11 @@ int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
 int tm_engine_progress(struct tm_engine *eng);
 
 void tm_engine_get_stats(struct tm_engine *eng, struct tm_engine_stats *st);
+
+/* The receives posted and not matched, and the unexpected messages not
+ * received, of context ctx (a walk of the queues: for tools). */
+void tm_engine_ctx_queues(struct tm_engine *eng, uint32_t ctx,
+			  uint64_t *posted, uint64_t *unexpected);
 
 /*
  * Nothing in flight: no list op, read or queued work outstanding, and no

@@ -219,6 +219,7 @@ struct tm_engine {
 	uint32_t max_ops;
 	uint64_t max_read;   /* longest read the device does at once */
 	uint32_t card_entries;
+	uint32_t card_entries_max; /* its high-water mark */
 	uint32_t ops_out;    /* list ops the card still counts as outstanding */
 	uint32_t ops_sig_out; /* ... of which signalled (a completion comes) */
 	uint32_t ops_unsig;  /* unsignalled ADDs since the last signalled op */

@@ -272,7 +272,8 @@ int tme_card_add(struct tm_engine *eng, struct tm_recv *r)
 		r->ops_pending++;
 	r->flags |= RF_ENTRY_LIVE | RF_UNCONF;
 	ucs_list_add_tail(&eng->unconf, &r->card_link);
-	eng->card_entries++;
+	if (++eng->card_entries > eng->card_entries_max)
+		eng->card_entries_max = eng->card_entries;
 	return 0;
 }
 

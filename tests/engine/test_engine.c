@@ -290,6 +290,49 @@ static void test_cancel(void)
 	eu_world_fini(&W);
 }
 
+/* What tools read (MPI_T): queue lengths per context, the card's
+ * high-water mark. */
+static void test_tool_queries(void)
+{
+	struct eu_recv r[4];
+	struct eu_send s[4];
+	uint64_t p, u;
+	int i, ok = 1;
+	static const uint32_t ctxs[] = { 1, 1, 1, 2 };
+	/* after r[0] matched: contexts 0..3 */
+	static const uint64_t want[4][2] = { { 0, 0 }, { 2, 2 }, { 1, 0 },
+					     { 0, 1 } };
+
+	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
+	for (i = 0; i < 4; i++)
+		post_recv(&r[i], 0, ctxs[i], 1, i, 100 * (size_t)i, 100);
+	send_msg(&s[0], 1, 0, 1, 10, 0, 10, 1, 0);
+	send_msg(&s[1], 1, 0, 1, -10, 100, 10, 1, 0);
+	send_msg(&s[2], 1, 0, 3, 10, 200, 10, 1, 0);
+	send_msg(&s[3], 1, 0, 1, 0, 300, 10, 1, 0); /* matches r[0] */
+	eu_pump(&W);
+	for (i = 0; i < 4; i++) {
+		tm_engine_ctx_queues(E(0), (uint32_t)i, &p, &u);
+		if (p != want[i][0] || u != want[i][1]) {
+			tap_diag("context %d: posted %llu, unexpected %llu", i,
+				 (unsigned long long)p, (unsigned long long)u);
+			ok = 0;
+		}
+	}
+	tap_check(ok && r[0].done, "per-context posted and unexpected counts");
+	tap_check(stats(0).card_entries == 3 &&
+		  stats(0).card_entries_max == 4,
+		  "the card's entries and their high-water mark (%u, %u)",
+		  stats(0).card_entries, stats(0).card_entries_max);
+	for (i = 1; i < 4; i++)
+		tm_engine_cancel_recv(E(0), &r[i].r);
+	eu_pump(&W);
+	tm_engine_ctx_queues(E(0), 1, &p, &u);
+	tap_check(p == 0 && u == 2 && stats(0).card_entries_max == 4,
+		  "cancelled receives leave the counts; the mark stays");
+	eu_world_fini(&W);
+}
+
 /* MANUAL card: the DEL of a cancel loses against a message. */
 static void test_cancel_race(void)
 {
@@ -629,6 +672,7 @@ int main(void)
 	test_probe();
 	test_cancel();
 	test_cancel_race();
+	test_tool_queries();
 	test_claim();
 	test_sync_stale();
 	test_sync_none_in_sync();
