@@ -12,6 +12,7 @@
  *   mtl_tm_recv.c       receives (irecv, imrecv)
  *   mtl_tm_probe.c      probes (iprobe, improbe)
  *   mtl_tm_cancel.c     MPI_Cancel of its requests
+ *   mtl_tm_pvar.c       MPI_T performance variables (mtl_tm_pvar.h)
  *
  * Addressing (one RC QP per peer)
  * -------------------------------

@@ -30,6 +30,7 @@
  * This file writes no default of another layer and reads no environment.
  */
 #include "mtl_tm.h"
+#include "mtl_tm_pvar.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -251,6 +252,7 @@ static int mtl_tm_component_register(void)
 	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, OPAL_INFO_LVL_5,
 	    &p->keepalive_ms);
 	register_dev_params();
+	mtl_tm_pvar_register();
 	return OMPI_SUCCESS;
 }
 
