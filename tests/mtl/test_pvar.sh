@@ -5,7 +5,8 @@
 # mca_base_component_path): ompi_info lists at least 10 mtl_tm_* pvars,
 # each documented in man/mtl_tm.7; then mpi_pvar (2 ranks over pml cm +
 # mtl tm) reads them through an MPI_T session around known traffic, and
-# each of its checks becomes one TAP line here.
+# each of its checks becomes one TAP line here; last, rank 1's statistics
+# line must show the totals the pvars read.
 set -u
 
 builddir=${top_builddir:-.}
@@ -46,7 +47,8 @@ check "man/mtl_tm.7 documents every pvar${undoc:+ (missing:$undoc)}" \
 	test -z "$undoc"
 
 timeout 120 "$MPIRUN" --oversubscribe -x OMPI_MCA_mca_base_component_path \
-	-np 2 --mca pml cm --mca mtl tm "$prog/mpi_pvar" > "$tmp/run" 2>&1
+	-np 2 --mca pml cm --mca mtl tm --mca mtl_tm_verbose 10 \
+	"$prog/mpi_pvar" > "$tmp/run" 2>&1
 rc=$?
 while IFS= read -r line; do
 	case $line in
@@ -56,6 +58,13 @@ while IFS= read -r line; do
 done < "$tmp/run"
 check "mpi_pvar ran to the end (exit $rc)" \
 	bash -c "[ $rc = 0 ] && grep -q '^pvar: [0-9]* checks, 0 failed' '$tmp/run'"
+# the statistics line comes from the same variables: rank 1's numbers up
+# to "errors N" are the totals mpi_pvar read last (no MTL traffic after)
+line=$(sed -n 's/.*mtl tm: rank 1: \(.*\) (+[0-9]* at teardown).*/\1/p' "$tmp/run" |
+	grep -oE '[0-9]+' | tr '\n' ' ')
+totals=$(sed -n 's/^totals: //p' "$tmp/run")
+check "the statistics line shows what the pvars read (line: ${line% }; pvars: $totals)" \
+	test -n "$totals" -a "${line% }" = "$totals"
 if [ $rc != 0 ]; then
 	sed 's/^/# /' "$tmp/run" | grep -v '^# check ok' | head -n 30
 fi
