@@ -356,15 +356,11 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 	if (rc == TM_OK && bsend_parent) {
 		/* the copy may be freed by the unlock below: keep its
 		 * identity where a cancel can find it */
-		bsend_parent->u.send = req->u.send;
 		bsend_parent->u.send.cb = send_cb;
 		bsend_parent->u.send.arg = bsend_parent;
 		/* as a completed eager send, should a cancel re-arm it */
-		bsend_parent->u.send.status = TM_REQ_OK;
-		bsend_parent->u.send.waiting = 0;
-		bsend_parent->u.send.cflags = 0;
-		bsend_parent->u.send.own_mr = 0;
-		bsend_parent->u.send.mr = NULL;
+		tm_engine_send_detach(mtl_tm.eng, &req->u.send,
+				      &bsend_parent->u.send);
 	}
 	mtl_tm_unlock_and_complete();
 	if (rc != TM_OK) {
