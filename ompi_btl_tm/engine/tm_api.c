@@ -1,25 +1,25 @@
 /*
- * tm_api.c - the engine's entry points (tm_engine.h): create and destroy
- * (the modules' parts, bottom up), peers, the transport's callbacks, and
- * the order of work in every call.
+ * tm_api.c - the top of the engine: create and destroy (the modules'
+ * parts, bottom up), peers, progress, statistics, and the transport's
+ * callbacks.
  *
- * Contract: every public entry point runs tmx_drain() first (an eager send
- * only when its fast path is blocked: sends take no stamp), then its
- * module's work, then flush_work() and tme_fire_done(), so callbacks never
- * run inside CQ polling and queued work moves on every call.  The
- * transport's news lands here (struct tmx_cb) and goes to the protocol
- * module it concerns.
+ * Contract: every public entry point (here, and in the module it
+ * concerns) runs tmx_drain() first (an eager send only when its fast path
+ * is blocked: sends take no stamp), then its module's work, then
+ * tme_call_end() (tm_work.h), so callbacks never run inside CQ polling and
+ * queued work moves on every call.  The transport's news lands here
+ * (struct tmx_cb) and goes to the protocol module it concerns.
  */
 #include <stdlib.h>
 #include <string.h>
 #include "engine/tm_cancel.h"
 #include "engine/tm_offload.h"
-#include "engine/tm_probe.h"
 #include "engine/tm_recv.h"
 #include "engine/tm_reply.h"
 #include "engine/tm_rx.h"
 #include "engine/tm_send.h"
 #include "engine/tm_tx.h"
+#include "engine/tm_work.h"
 
 /* ---- what the transport reports ------------------------------------- */
 
@@ -90,58 +90,6 @@ static const struct tmx_cb engine_cb = {
 	.control = cb_control,
 	.peer_failed = cb_peer_failed,
 };
-
-/* ---- queued work ---------------------------------------------------- */
-
-static int flush_work_slow(struct tm_engine *eng)
-{
-	struct tm_xport *x = &eng->x;
-	int n = 0;
-
-	if (x->fatal)
-		return 0; /* stopped: no more posts */
-	/* Each test below is the first test of the function it guards, so
-	 * the common nothing-to-do case costs no call into another module. */
-	if (!ucs_list_is_empty(&x->ops.opq))
-		n += tmx_flush_ops(x);
-	/* before maybe_sync: an ADD carries the count */
-	if (!ucs_list_is_empty(&eng->offload.promo_ready))
-		n += tme_promote(eng);
-	if (tmx_count_now(x) != x->ops.reported)
-		tmx_maybe_sync(x);
-	if (!ucs_list_is_empty(&eng->reply.owed))
-		n += tme_reply_pay_owed(eng);
-	if (tme_cancel_owes(eng))
-		n += tme_cancel_pay_owed(eng);
-	if (x->tx.tx_queued)
-		n += tmx_flush_tx(x);
-	/* the handlers above may have queued more, or left some: look at
-	 * what is really there */
-	if (ucs_list_is_empty(&x->ops.opq) && !tme_promo_due(eng) &&
-	    !tmx_sync_wanted(x) && ucs_list_is_empty(&eng->reply.owed) &&
-	    !tme_cancel_owes(eng) && !x->tx.tx_queued)
-		x->pending &= ~TM_PEND_WORK;
-	return n;
-}
-
-/*
- * Moves queued work on (list ops, promotions, the sync count, owed
- * replies, queued sends).  Inline: every entry point calls it, and
- * usually there is nothing to do, which one load tells.
- */
-static inline int flush_work(struct tm_engine *eng)
-{
-	if (!(eng->x.pending & TM_PEND_WORK))
-		return 0;
-	return flush_work_slow(eng);
-}
-
-/* The end of every entry point that did something. */
-static inline void call_end(struct tm_engine *eng)
-{
-	flush_work(eng);
-	tme_fire_done(eng);
-}
 
 /* ---- create, destroy, peers ------------------------------------------ */
 
@@ -249,151 +197,6 @@ int tm_engine_add_peer(struct tm_engine *eng, const struct tm_dev_pair *qps,
 	return rc;
 }
 
-/* ---- sends ----------------------------------------------------------- */
-
-int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
-		    uint32_t ctx, int32_t src, int32_t tag, const void *buf,
-		    size_t len, struct ibv_mr *mr, unsigned flags)
-{
-	int rc;
-
-	if (peer >= eng->x.npeers || ctx > TM_MAX_CTX || src < 0 ||
-	    (uint32_t)src > TM_MAX_SRC)
-		return TM_ERR_RANGE;
-	if (eng->x.fatal)
-		return eng->x.fatal;
-	rc = tme_send_start(eng, s, peer, ctx, src, tag, buf, len, mr, flags);
-	if (rc != TM_OK)
-		return rc;
-	call_end(eng);
-	return TM_OK;
-}
-
-int tm_engine_cancel_send(struct tm_engine *eng, struct tm_send *s)
-{
-	int rc;
-
-	if (eng->x.fatal)
-		return eng->x.fatal;
-	tmx_drain(&eng->x);
-	rc = tme_cancel_send(eng, s);
-	call_end(eng);
-	return rc;
-}
-
-struct tm_send *tm_engine_find_send(struct tm_engine *eng, uint32_t peer,
-				    uint32_t seq)
-{
-	return tme_find_send(eng, peer, seq);
-}
-
-void tm_engine_send_detach(struct tm_engine *eng, const struct tm_send *from,
-			   struct tm_send *s)
-{
-	tme_send_detach(eng, from, s);
-}
-
-/* ---- receives -------------------------------------------------------- */
-
-int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
-		    int32_t src, int32_t tag, void *buf, size_t len,
-		    struct ibv_mr *mr)
-{
-	return tm_engine_irecv_from(eng, r, ctx, src, tag, TM_PEER_ANY, buf,
-				    len, mr);
-}
-
-int tm_engine_irecv_from(struct tm_engine *eng, struct tm_recv *r,
-			 uint32_t ctx, int32_t src, int32_t tag, uint32_t peer,
-			 void *buf, size_t len, struct ibv_mr *mr)
-{
-	int rc;
-
-	if (ctx > TM_MAX_CTX || (src != TM_ANY_SRC &&
-	    (src < 0 || (uint32_t)src > TM_MAX_SRC)) ||
-	    (peer != TM_PEER_ANY &&
-	     (peer >= eng->x.npeers || src == TM_ANY_SRC)))
-		return TM_ERR_RANGE;
-	if (eng->x.fatal)
-		return eng->x.fatal;
-	tmx_drain(&eng->x);
-	rc = tme_recv_post(eng, r, ctx, src, tag, peer, buf, len, mr);
-	if (rc != TM_OK)
-		return rc;
-	call_end(eng);
-	return TM_OK;
-}
-
-int tm_engine_cancel_recv(struct tm_engine *eng, struct tm_recv *r)
-{
-	if (eng->x.fatal)
-		return eng->x.fatal;
-	tmx_drain(&eng->x);
-	tme_recv_cancel(eng, r);
-	call_end(eng);
-	return TM_OK;
-}
-
-int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
-		     struct tm_msg *msg, void *buf, size_t len,
-		     struct ibv_mr *mr)
-{
-	if (!msg)
-		return TM_ERR_INVALID;
-	if (eng->x.fatal)
-		return eng->x.fatal;
-	tmx_drain(&eng->x);
-	tme_recv_imrecv(eng, r, msg, buf, len, mr);
-	call_end(eng);
-	return TM_OK;
-}
-
-/* ---- probes ---------------------------------------------------------- */
-
-static int probe_call(struct tm_engine *eng, uint32_t ctx, int32_t src,
-		      int32_t tag, uint32_t peer, struct tm_msg **msg,
-		      struct tm_probe_info *info)
-{
-	int rc;
-
-	if (ctx > TM_MAX_CTX || (peer != TM_PEER_ANY &&
-				 (peer >= eng->x.npeers || src == TM_ANY_SRC)))
-		return TM_ERR_RANGE;
-	if (eng->x.fatal)
-		return eng->x.fatal;
-	tmx_drain(&eng->x);
-	rc = tme_probe(eng, ctx, src, tag, peer, msg, info);
-	call_end(eng);
-	return rc;
-}
-
-int tm_engine_iprobe(struct tm_engine *eng, uint32_t ctx, int32_t src,
-		     int32_t tag, struct tm_probe_info *info)
-{
-	return probe_call(eng, ctx, src, tag, TM_PEER_ANY, NULL, info);
-}
-
-int tm_engine_iprobe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
-			  int32_t tag, uint32_t peer,
-			  struct tm_probe_info *info)
-{
-	return probe_call(eng, ctx, src, tag, peer, NULL, info);
-}
-
-int tm_engine_improbe(struct tm_engine *eng, uint32_t ctx, int32_t src,
-		      int32_t tag, struct tm_msg **msg,
-		      struct tm_probe_info *info)
-{
-	return probe_call(eng, ctx, src, tag, TM_PEER_ANY, msg, info);
-}
-
-int tm_engine_improbe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
-			   int32_t tag, uint32_t peer, struct tm_msg **msg,
-			   struct tm_probe_info *info)
-{
-	return probe_call(eng, ctx, src, tag, peer, msg, info);
-}
-
 /* ---- progress and state ---------------------------------------------- */
 
 int tm_engine_progress(struct tm_engine *eng)
@@ -407,7 +210,7 @@ int tm_engine_progress(struct tm_engine *eng)
 		return n;
 	if (eng->x.pending & TM_PEND_WAIT)
 		tme_keepalive_scan(eng);
-	n += flush_work(eng);
+	n += tme_flush_work(eng);
 	tme_fire_done(eng);
 	return n;
 }

@@ -4,28 +4,15 @@
 #include <stdlib.h>
 #include "engine/tm_cancel.h"
 #include "engine/tm_recv.h"
+#include "engine/tm_reply.h"
+#include "engine/tm_rx.h"
 #include "engine/tm_send.h"
 #include "engine/tm_tx.h"
-
-/* Both CANCEL messages are a bare header with nothing to do at their
- * completion, so they travel as TX_ACK items (and share its fault site). */
-static int queue_ctrl(struct tm_engine *eng, uint32_t peer, uint32_t ctrl,
-		      uint32_t seq, uint64_t tag)
-{
-	struct tm_tx *tx = tmx_tx_new(&eng->x, TX_ACK, peer);
-
-	if (!tx)
-		return TM_ERR_NO_MEMORY;
-	tmh_fill(tx->hdr, IBV_TMH_NO_TAG,
-		 (ctrl << TM_APP_CTRL_SHIFT) | (seq & TM_APP_SEQ_MASK), tag);
-	tx->hdr_len = TMH_LEN;
-	tmx_tx_queue(&eng->x, tx);
-	return TM_OK;
-}
+#include "engine/tm_work.h"
 
 /* ---- sender side ---------------------------------------------------- */
 
-int tme_cancel_send(struct tm_engine *eng, struct tm_send *s)
+static int cancel_send(struct tm_engine *eng, struct tm_send *s)
 {
 	struct tme_send *q = sp(s);
 	int rearm, rc;
@@ -53,7 +40,7 @@ int tme_cancel_send(struct tm_engine *eng, struct tm_send *s)
 			return TM_ERR_NO_MEMORY;
 		eng->send.sends_waiting++;
 	}
-	rc = queue_ctrl(eng, s->peer, TM_CTRL_CANCEL_REQ, s->seq, 0);
+	rc = tme_queue_ctrl(eng, s->peer, TM_CTRL_CANCEL_REQ, s->seq, 0);
 	if (rc != TM_OK) {
 		if (rearm) {
 			tme_wait_reply_end(eng, s);
@@ -100,35 +87,6 @@ void tme_on_cancel_rep(struct tm_engine *eng, uint32_t peer, uint32_t app,
 
 /* ---- receiver side -------------------------------------------------- */
 
-static void owe_rep(struct tm_engine *eng, uint32_t peer, uint32_t seq,
-		    uint64_t outcome)
-{
-	if (eng->cancel.tail - eng->cancel.head >= TM_CANCEL_OWED_MAX) {
-		tmx_fatal(&eng->x, TM_ERR_NO_MEMORY);
-		return;
-	}
-	eng->cancel.owed[eng->cancel.tail++ % TM_CANCEL_OWED_MAX] =
-		((uint64_t)peer << 32) | (outcome << 24) | seq;
-	tme_pend(eng, TM_PEND_WORK);
-}
-
-int tme_cancel_pay_owed(struct tm_engine *eng)
-{
-	uint64_t e;
-	int n = 0;
-
-	while (eng->cancel.head != eng->cancel.tail) {
-		e = eng->cancel.owed[eng->cancel.head % TM_CANCEL_OWED_MAX];
-		if (queue_ctrl(eng, (uint32_t)(e >> 32), TM_CTRL_CANCEL_REP,
-			       (uint32_t)e & TM_APP_SEQ_MASK,
-			       (e >> 24) & 0xff) != TM_OK)
-			break;
-		eng->cancel.head++;
-		n++;
-	}
-	return n;
-}
-
 /*
  * The message a peer's send (seq) left here, if it is still unexpected.
  * A linear look at every message held: cancels are rare, and a message
@@ -165,7 +123,20 @@ void tme_on_cancel_req(struct tm_engine *eng, uint32_t peer, uint32_t app)
 		w.withdrawn = outcome == TM_CANCEL_DONE;
 		eng->x.test.cancel_hook(eng->x.test.hook_arg, &w);
 	}
-	if (eng->cancel.head != eng->cancel.tail ||
-	    queue_ctrl(eng, peer, TM_CTRL_CANCEL_REP, seq, outcome) != TM_OK)
-		owe_rep(eng, peer, seq, outcome);
+	tme_reply_cancel_rep(eng, peer, seq, outcome);
 }
+
+/* ---- entry point (tm_engine.h) -------------------------------------- */
+
+int tm_engine_cancel_send(struct tm_engine *eng, struct tm_send *s)
+{
+	int rc;
+
+	if (eng->x.fatal)
+		return eng->x.fatal;
+	tmx_drain(&eng->x);
+	rc = cancel_send(eng, s);
+	tme_call_end(eng);
+	return rc;
+}
+

@@ -17,29 +17,19 @@
  *    so the receiver may still read a rendezvous buffer meanwhile; the
  *    keepalive covers the wait, and a peer that dies fails the send
  *    TM_REQ_ERROR: one outcome on each side;
- *  - a REP the receiver cannot allocate is owed (cancel_owed) and sent
- *    from every engine call, in order; more owed than TM_CANCEL_OWED_MAX stops
- *    the engine (loud: the sender would otherwise wait for good).
+ *  - a REP the receiver cannot allocate is owed (tm_reply.c) and sent
+ *    from every engine call, in order.
  * Protocol (tm_proto.h), above tm_send and tm_recv.
- * Owns: the cancel part of struct tm_engine, tme_send.cflags S_CANCEL_*,
- * the scancel_* statistics.
+ * Owns: tme_send.cflags S_CANCEL_*, the scancel_* statistics.
  */
 #ifndef TM_CANCEL_H
 #define TM_CANCEL_H
 
 #include "engine/tm_proto.h"
 
-/* The body of tm_engine_cancel_send (completions drained). */
-int tme_cancel_send(struct tm_engine *eng, struct tm_send *s);
 /* A CANCEL_REQ / CANCEL_REP arrived from peer (app: its app_ctx). */
 void tme_on_cancel_req(struct tm_engine *eng, uint32_t peer, uint32_t app);
 void tme_on_cancel_rep(struct tm_engine *eng, uint32_t peer, uint32_t app,
 		       uint64_t tag);
-/* Sends the owed CANCEL_REPs, oldest first, while memory lasts. */
-int tme_cancel_pay_owed(struct tm_engine *eng);
-static inline int tme_cancel_owes(const struct tm_engine *eng)
-{
-	return eng->cancel.head != eng->cancel.tail;
-}
 
 #endif /* TM_CANCEL_H */

@@ -24,12 +24,12 @@ void tme_offload_cleanup(struct tm_engine *eng)
 
 /* Posts r's ADD; 0 if the card took it.  A signalled one names r until
  * its completion (ops_pending). */
-static int card_add(struct tm_engine *eng, struct tm_recv *r)
+static inline __attribute__((always_inline)) int
+card_add(struct tm_engine *eng, struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
 
-	if (tmx_card_add(&eng->x, &q->t, q->mq.tag, q->mq.mask, q->buf, q->len,
-			 q->mr))
+	if (tmx_card_add(&eng->x, &q->t, q->mq.tag, q->mq.mask, &q->b))
 		return -1;
 	if (!(q->t.flags & TC_ADD_UNSIG))
 		q->ops_pending++;
@@ -116,7 +116,7 @@ void tme_swq_del(struct tm_engine *eng, struct tm_recv *r)
 /* Receives no card could take (whatever its state): never promoted. */
 static int never_on_card(struct tm_engine *eng, struct tm_recv *r)
 {
-	return !eng->x.cfg.offload || rp(r)->len > eng->x.max_read ||
+	return !eng->x.cfg.offload || rp(r)->b.len > eng->x.max_read ||
 	       !eng->x.ops.n_stage;
 }
 
@@ -136,15 +136,15 @@ static int promote_one(struct tm_engine *eng, struct tm_swq *q)
 {
 	struct tm_recv *r = promo_pick(eng, q);
 
-	if (tmx_needs_stage(&eng->x, rp(r)->len)) {
+	if (tmx_needs_stage(&eng->x, rp(r)->b.len)) {
 		if (tmx_stage_get(&eng->x, &rp(r)->t))
 			return -1; /* stays ready: a stage frees later */
-	} else if (!rp(r)->mr) {
+	} else if (!rp(r)->b.mr) {
 		/* from the registration cache, like a receive posted to the
 		 * card (released with tm_dev_mem_put) */
-		if (tm_dev_mem_get(eng->x.dev, rp(r)->buf, rp(r)->len,
-				   IBV_ACCESS_LOCAL_WRITE, &rp(r)->mr) != TM_OK) {
-			rp(r)->mr = NULL;
+		if (tm_dev_mem_get(eng->x.dev, rp(r)->b.buf, rp(r)->b.len,
+				   IBV_ACCESS_LOCAL_WRITE, &rp(r)->b.mr) != TM_OK) {
+			rp(r)->b.mr = NULL;
 			rp(r)->flags |= RF_PINNED;
 			swq_update(eng, q);
 			return -1;
@@ -246,18 +246,18 @@ static uint64_t *offload_refusal(struct tm_engine *eng, struct tm_recv *r,
 		return &eng->x.st.sw_conflict;
 	if (!eng->x.ops.n_stage)						/* 3 */
 		return &eng->x.st.sw_small_buf;
-	if (rp(r)->len > eng->x.max_read)
+	if (rp(r)->b.len > eng->x.max_read)
 		return &eng->x.st.sw_long_buf;
 	if (eng->x.ops.card_entries >= eng->x.ops.max_entries)			/* 4 */
 		return &eng->x.st.sw_list_full;
 	if (!ucs_list_is_empty(&eng->x.ops.opq) || eng->x.ops.ops_out >= eng->x.ops.max_ops)
 		return &eng->x.st.sw_ops_full;				/* 5 */
-	if (tmx_needs_stage(&eng->x, rp(r)->len)) {					/* 6 */
+	if (tmx_needs_stage(&eng->x, rp(r)->b.len)) {					/* 6 */
 		if (tmx_stage_get(&eng->x, &rp(r)->t))
 			return &eng->x.st.sw_no_stage;
-	} else if (!rp(r)->mr) {
-		if (tm_dev_mem_get(eng->x.dev, rp(r)->buf, rp(r)->len,
-				   IBV_ACCESS_LOCAL_WRITE, &rp(r)->mr) != TM_OK)
+	} else if (!rp(r)->b.mr) {
+		if (tm_dev_mem_get(eng->x.dev, rp(r)->b.buf, rp(r)->b.len,
+				   IBV_ACCESS_LOCAL_WRITE, &rp(r)->b.mr) != TM_OK)
 			return &eng->x.st.sw_reg_fail;
 		rp(r)->own_mr = 1;
 	}
@@ -290,7 +290,7 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 	swq = why ? swq_of(eng, ctx, 1) : NULL;
 	if (why && !swq) {
 		if (rp(r)->own_mr)
-			tm_dev_mem_put(eng->x.dev, rp(r)->mr);
+			tm_dev_mem_put(eng->x.dev, rp(r)->b.mr);
 		return TM_ERR_NO_MEMORY;
 	}
 	if (why)

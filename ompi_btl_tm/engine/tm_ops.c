@@ -150,8 +150,7 @@ static int op_post(struct tm_xport *x, int type, struct tm_tctx *t,
  * receive's own.
  */
 static int op_post_add(struct tm_xport *x, struct tm_tctx *t, uint64_t tag,
-		       uint64_t mask, void *buf, size_t len,
-		       struct ibv_mr *mr, uint32_t count)
+		       uint64_t mask, const struct tm_rbuf *b, uint32_t count)
 {
 	struct ibv_ops_wr wr, *bad;
 	struct ibv_sge sge;
@@ -164,9 +163,9 @@ static int op_post_add(struct tm_xport *x, struct tm_tctx *t, uint64_t tag,
 		sge.length = x->ops.stage_size;
 		sge.lkey = x->ops.stage_mr->lkey;
 	} else {
-		sge.addr = (uintptr_t)buf;
-		sge.length = (uint32_t)len;
-		sge.lkey = mr->lkey;
+		sge.addr = (uintptr_t)b->buf;
+		sge.length = (uint32_t)b->len;
+		sge.lkey = b->mr->lkey;
 	}
 	wr.wr_id = (uintptr_t)t | WR_ADD;
 	wr.next = NULL;
@@ -299,10 +298,10 @@ void tmx_entry_gone(struct tm_xport *x, struct tm_tctx *t)
 }
 
 int tmx_card_add(struct tm_xport *x, struct tm_tctx *t, uint64_t tag,
-		 uint64_t mask, void *buf, size_t len, struct ibv_mr *mr)
+		 uint64_t mask, const struct tm_rbuf *b)
 {
 	x->ops.reported = tmx_count_now(x);
-	if (op_post_add(x, t, tag, mask, buf, len, mr, x->ops.reported))
+	if (op_post_add(x, t, tag, mask, b, x->ops.reported))
 		return -1;
 	t->flags |= TC_ENTRY_LIVE | TC_UNCONF;
 	ucs_list_add_tail(&x->ops.unconf, &t->card_link);

@@ -62,11 +62,12 @@ static inline void tmx_room_freed(struct tm_xport *x)
 	}
 }
 
-/* Where the card puts t's data: its staging buffer, or buf. */
+/* Where the card puts t's data: its staging buffer, or b's. */
 static inline void *tmx_card_buf(const struct tm_xport *x,
-				 const struct tm_tctx *t, void *buf)
+				 const struct tm_tctx *t,
+				 const struct tm_rbuf *b)
 {
-	return t->stage < 0 ? buf :
+	return t->stage < 0 ? b->buf :
 	       x->ops.stage + (size_t)t->stage * x->ops.stage_size;
 }
 
@@ -108,10 +109,10 @@ static inline int tmx_sync_wanted(struct tm_xport *x)
 	       (!ucs_list_is_empty(&x->ops.unconf) || lag >= TM_SYNC_LAG_MAX);
 }
 
-/* Posts t's ADD (tag, mask; its staging buffer or buf/len/mr) with the
- * current count; 0 if the card took it (TC_ADD_UNSIG: no completion). */
+/* Posts t's ADD (tag, mask; its staging buffer or b) with the current
+ * count; 0 if the card took it (TC_ADD_UNSIG: no completion comes). */
 int tmx_card_add(struct tm_xport *x, struct tm_tctx *t, uint64_t tag,
-		 uint64_t mask, void *buf, size_t len, struct ibv_mr *mr);
+		 uint64_t mask, const struct tm_rbuf *b);
 /* Decides t's DEL (or, t NULL, a SYNC) now: posted, or queued in order. */
 void tmx_op_decide(struct tm_xport *x, int type, struct tm_tctx *t);
 /* t's entry is consumed or deleted: no longer counts against the list. */

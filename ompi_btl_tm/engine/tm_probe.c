@@ -2,10 +2,15 @@
  * tm_probe.c - probes and matched probes.  Contract: tm_probe.h.
  */
 #include "engine/tm_probe.h"
+#include "engine/tm_rx.h"
 #include "engine/tm_send.h"
+#include "engine/tm_work.h"
 
-int tme_probe(struct tm_engine *eng, uint32_t ctx, int32_t src, int32_t tag,
-	      uint32_t peer, struct tm_msg **msg, struct tm_probe_info *info)
+/* msg NULL: a peek; else the message, out of the queue.  TM_OK,
+ * TM_ERR_NOT_FOUND or TM_ERR_PEER_DEAD. */
+static int probe(struct tm_engine *eng, uint32_t ctx, int32_t src,
+		 int32_t tag, uint32_t peer, struct tm_msg **msg,
+		 struct tm_probe_info *info)
 {
 	struct tm_mq_msg *q;
 	struct tm_msg *m;
@@ -30,3 +35,50 @@ int tme_probe(struct tm_engine *eng, uint32_t ctx, int32_t src, int32_t tag,
 	}
 	return TM_OK;
 }
+
+/* ---- entry points (tm_engine.h) ------------------------------------ */
+
+static int probe_call(struct tm_engine *eng, uint32_t ctx, int32_t src,
+		      int32_t tag, uint32_t peer, struct tm_msg **msg,
+		      struct tm_probe_info *info)
+{
+	int rc;
+
+	if (ctx > TM_MAX_CTX || (peer != TM_PEER_ANY &&
+				 (peer >= eng->x.npeers || src == TM_ANY_SRC)))
+		return TM_ERR_RANGE;
+	if (eng->x.fatal)
+		return eng->x.fatal;
+	tmx_drain(&eng->x);
+	rc = probe(eng, ctx, src, tag, peer, msg, info);
+	tme_call_end(eng);
+	return rc;
+}
+
+int tm_engine_iprobe(struct tm_engine *eng, uint32_t ctx, int32_t src,
+		     int32_t tag, struct tm_probe_info *info)
+{
+	return probe_call(eng, ctx, src, tag, TM_PEER_ANY, NULL, info);
+}
+
+int tm_engine_iprobe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
+			  int32_t tag, uint32_t peer,
+			  struct tm_probe_info *info)
+{
+	return probe_call(eng, ctx, src, tag, peer, NULL, info);
+}
+
+int tm_engine_improbe(struct tm_engine *eng, uint32_t ctx, int32_t src,
+		      int32_t tag, struct tm_msg **msg,
+		      struct tm_probe_info *info)
+{
+	return probe_call(eng, ctx, src, tag, TM_PEER_ANY, msg, info);
+}
+
+int tm_engine_improbe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
+			   int32_t tag, uint32_t peer, struct tm_msg **msg,
+			   struct tm_probe_info *info)
+{
+	return probe_call(eng, ctx, src, tag, peer, msg, info);
+}
+

@@ -13,9 +13,6 @@
 
 #include "engine/tm_proto.h"
 
-/* msg NULL: a peek; else the message, out of the queue.  TM_OK,
- * TM_ERR_NOT_FOUND or TM_ERR_PEER_DEAD. */
-int tme_probe(struct tm_engine *eng, uint32_t ctx, int32_t src, int32_t tag,
-	      uint32_t peer, struct tm_msg **msg, struct tm_probe_info *info);
+/* The entry points only (tm_engine.h). */
 
 #endif /* TM_PROBE_H */

@@ -5,15 +5,19 @@
  * engine's modules only.
  *
  * Protocol modules (each file's header gives its contract), lowest first:
- *   tm_reply    a receive's ACK and FIN (owed when short of memory),
- *               software rendezvous reads
+ *   tm_reply    what a receiver sends back: ACK, FIN, CANCEL_REP (owed
+ *               when short of memory); software rendezvous reads
  *   tm_offload  which receives go to the card: refusals, promotion
+ *   tm_work     the deferred work every entry point moves on
  *   tm_send     sends, the replies they wait for, keepalive
  *   tm_recv     the receive state machine, unexpected messages
  *   tm_cancel   send cancel (CANCEL_REQ / CANCEL_REP)
  *   tm_probe    probes and matched probes
- *   tm_api.c    the entry points: create, progress, the transport's
- *               callbacks, and the order of work in every call
+ *   tm_api.c    create, destroy, peers, progress, and the transport's
+ *               callbacks
+ * The public entry points live in the module they concern (isend in
+ * tm_send.c, irecv in tm_recv.c, ...); each drains, works, then ends with
+ * tme_call_end (tm_work.h).
  * Each owns its part of struct tm_engine (init and cleanup in its file);
  * a module only reads the parts of the modules below it.  Shared by all:
  * x (the transport, with cfg, test, st and pending), mq, clock and the
@@ -68,7 +72,7 @@ enum {
 	S_CANCEL_ASKED = 2,  /* a CANCEL_REQ is queued or out */
 	S_CANCEL_REARMED = 4, /* completed, then waiting again for a REP */
 };
-/* CANCEL_REPs a receiver could not allocate yet (tm_cancel.c) */
+/* CANCEL_REPs a receiver could not allocate yet (tm_reply.c) */
 #define TM_CANCEL_OWED_MAX 64
 
 /* ---- the private part of the requests -------------------------------- */
@@ -83,10 +87,8 @@ struct tme_recv {
 	uint32_t want_peer;        /* the peer its source names, or
 				    * TM_PEER_ANY */
 	uint64_t wait_ns;          /* when it started waiting on want_peer */
-	void *buf;
-	size_t len;
-	struct ibv_mr *mr;
-	int own_mr;
+	struct tm_rbuf b;          /* the caller's buffer */
+	int own_mr;                /* b.mr is ours (tm_dev_mem_get) */
 	int state;                 /* R_* */
 	uint32_t ops_pending;      /* list ops and owed replies naming it */
 	uint32_t flags;            /* RF_* */
@@ -221,6 +223,10 @@ struct tm_engine {
 		ucs_list_link_t owed; /* receives whose ACK/FIN could not
 				       * be allocated yet */
 		uint64_t reads_active;
+		/* CANCEL_REPs owed, oldest first: peer << 32 |
+		 * TM_CANCEL_* << 24 | seq */
+		uint64_t rep_owed[TM_CANCEL_OWED_MAX];
+		uint32_t rep_head, rep_tail;
 	} reply;
 	struct {                    /* tm_offload.c */
 		khash_t(tm_swq) *swq; /* context id -> software-held FIFO */
@@ -243,11 +249,6 @@ struct tm_engine {
 					  * that could not be copied keep
 					  * their buffer */
 	} recv;
-	struct {                    /* tm_cancel.c: CANCEL_REPs owed, peer
-				     * << 32 | TM_CANCEL_* << 24 | seq */
-		uint64_t owed[TM_CANCEL_OWED_MAX];
-		uint32_t head, tail;
-	} cancel;
 };
 
 /* ---- small helpers shared by the protocol modules (hot: inline) ------ */
@@ -272,9 +273,9 @@ static inline void tme_recv_done(struct tm_engine *eng, struct tm_recv *r)
 	q->state = R_DONE;
 	tmx_stage_put(&eng->x, &q->t);
 	if (q->own_mr) {
-		tm_dev_mem_put(eng->x.dev, q->mr);
+		tm_dev_mem_put(eng->x.dev, q->b.mr);
 		q->own_mr = 0;
-		q->mr = NULL;
+		q->b.mr = NULL;
 	}
 	ucs_list_add_tail(&eng->done_recv, &q->done_link);
 	tme_pend(eng, TM_PEND_DONE);

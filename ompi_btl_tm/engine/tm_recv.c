@@ -8,6 +8,7 @@
 #include "engine/tm_reply.h"
 #include "engine/tm_rx.h"
 #include "engine/tm_tx.h"
+#include "engine/tm_work.h"
 
 int tme_recv_init(struct tm_engine *eng)
 {
@@ -125,10 +126,10 @@ static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
 	}
 	if (m->app & TM_APP_SYNC)
 		tme_recv_reply(eng, r, TX_ACK);
-	r->recv_len = m->len < q->len ? m->len : q->len;
-	memcpy(q->buf, m->data, r->recv_len);
+	r->recv_len = m->len < q->b.len ? m->len : q->b.len;
+	memcpy(q->b.buf, m->data, r->recv_len);
 	tme_msg_free(eng, m);
-	tme_recv_finish(eng, r, r->msg_len > q->len ? TM_REQ_TRUNCATED :
+	tme_recv_finish(eng, r, r->msg_len > q->b.len ? TM_REQ_TRUNCATED :
 			TM_REQ_OK);
 }
 
@@ -324,7 +325,7 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 	    (c->status == IBV_WC_SUCCESS && (q->flags & RF_SW_RNDV))) {
 		/* handed to software, in either of mlx5's shapes (rule 16):
 		 * the card left TMH+RVH in the buffer (>= 32 bytes) */
-		memcpy(q->hdr, tmx_card_buf(&eng->x, &q->t, q->buf),
+		memcpy(q->hdr, tmx_card_buf(&eng->x, &q->t, &q->b),
 		       TMH_LEN + RVH_LEN);
 		tmx_stage_put(&eng->x, &q->t);
 		/* the RVH length is all there is: the metadata did not come,
@@ -336,13 +337,13 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 	switch (c->status) {
 	case IBV_WC_SUCCESS:
 		r->msg_len = c->byte_len;
-		r->recv_len = r->msg_len < q->len ? r->msg_len : q->len;
+		r->recv_len = r->msg_len < q->b.len ? r->msg_len : q->b.len;
 		if (q->t.stage >= 0) {
-			memcpy(q->buf, tmx_card_buf(&eng->x, &q->t, q->buf),
+			memcpy(q->b.buf, tmx_card_buf(&eng->x, &q->t, &q->b),
 			       r->recv_len);
 			tmx_stage_put(&eng->x, &q->t);
 		}
-		tme_recv_finish(eng, r, r->msg_len > q->len ?
+		tme_recv_finish(eng, r, r->msg_len > q->b.len ?
 				TM_REQ_TRUNCATED : TM_REQ_OK);
 		break;
 	default:
@@ -395,13 +396,13 @@ static int recv_fast(struct tm_engine *eng, struct tm_recv *r,
 	/* the data (on_card_data) */
 	tmx_entry_gone(&eng->x, &q->t);
 	r->msg_len = c->byte_len;
-	r->recv_len = r->msg_len < q->len ? r->msg_len : q->len;
+	r->recv_len = r->msg_len < q->b.len ? r->msg_len : q->b.len;
 	if (q->t.stage >= 0) {
-		memcpy(q->buf, tmx_card_buf(&eng->x, &q->t, q->buf),
+		memcpy(q->b.buf, tmx_card_buf(&eng->x, &q->t, &q->b),
 		       r->recv_len);
 		tmx_stage_put(&eng->x, &q->t);
 	}
-	if (r->msg_len > q->len) {
+	if (r->msg_len > q->b.len) {
 		status = TM_REQ_TRUNCATED;
 		eng->x.st.truncated++;
 	}
@@ -486,9 +487,9 @@ static void recv_init(struct tm_recv *r, void *buf, size_t len,
 	r->match_stamp = r->cancel_stamp = 0;
 	r->on_card = 0;
 	tmx_tctx_init(&q->t);
-	q->buf = buf;
-	q->len = len;
-	q->mr = mr;
+	q->b.buf = buf;
+	q->b.len = len;
+	q->b.mr = mr;
 	q->own_mr = 0;
 	q->state = R_IDLE;
 	q->ops_pending = 0;
@@ -521,9 +522,9 @@ void tme_recv_peer_dead(struct tm_engine *eng, uint32_t peer)
 	}
 }
 
-int tme_recv_post(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
-		  int32_t src, int32_t tag, uint32_t peer, void *buf,
-		  size_t len, struct ibv_mr *mr)
+static int recv_post(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
+		     int32_t src, int32_t tag, uint32_t peer, void *buf,
+		     size_t len, struct ibv_mr *mr)
 {
 	struct tm_mq_msg *m;
 	uint64_t rtag, mask;
@@ -555,7 +556,7 @@ int tme_recv_post(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 	return TM_OK;
 }
 
-void tme_recv_cancel(struct tm_engine *eng, struct tm_recv *r)
+static void recv_cancel(struct tm_engine *eng, struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
 
@@ -570,11 +571,67 @@ void tme_recv_cancel(struct tm_engine *eng, struct tm_recv *r)
 	}
 }
 
-void tme_recv_imrecv(struct tm_engine *eng, struct tm_recv *r,
-		     struct tm_msg *msg, void *buf, size_t len,
-		     struct ibv_mr *mr)
+static void recv_imrecv(struct tm_engine *eng, struct tm_recv *r,
+			struct tm_msg *msg, void *buf, size_t len,
+			struct ibv_mr *mr)
 {
 	recv_init(r, buf, len, mr);
 	r->post_stamp = eng->clock++;
 	deliver(eng, r, msg);
 }
+
+/* ---- entry points (tm_engine.h) ------------------------------------ */
+
+int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
+		    int32_t src, int32_t tag, void *buf, size_t len,
+		    struct ibv_mr *mr)
+{
+	return tm_engine_irecv_from(eng, r, ctx, src, tag, TM_PEER_ANY, buf,
+				    len, mr);
+}
+
+int tm_engine_irecv_from(struct tm_engine *eng, struct tm_recv *r,
+			 uint32_t ctx, int32_t src, int32_t tag, uint32_t peer,
+			 void *buf, size_t len, struct ibv_mr *mr)
+{
+	int rc;
+
+	if (ctx > TM_MAX_CTX || (src != TM_ANY_SRC &&
+	    (src < 0 || (uint32_t)src > TM_MAX_SRC)) ||
+	    (peer != TM_PEER_ANY &&
+	     (peer >= eng->x.npeers || src == TM_ANY_SRC)))
+		return TM_ERR_RANGE;
+	if (eng->x.fatal)
+		return eng->x.fatal;
+	tmx_drain(&eng->x);
+	rc = recv_post(eng, r, ctx, src, tag, peer, buf, len, mr);
+	if (rc != TM_OK)
+		return rc;
+	tme_call_end(eng);
+	return TM_OK;
+}
+
+int tm_engine_cancel_recv(struct tm_engine *eng, struct tm_recv *r)
+{
+	if (eng->x.fatal)
+		return eng->x.fatal;
+	tmx_drain(&eng->x);
+	recv_cancel(eng, r);
+	tme_call_end(eng);
+	return TM_OK;
+}
+
+int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
+		     struct tm_msg *msg, void *buf, size_t len,
+		     struct ibv_mr *mr)
+{
+	if (!msg)
+		return TM_ERR_INVALID;
+	if (eng->x.fatal)
+		return eng->x.fatal;
+	tmx_drain(&eng->x);
+	recv_imrecv(eng, r, msg, buf, len, mr);
+	tme_call_end(eng);
+	return TM_OK;
+}
+

@@ -30,16 +30,6 @@
 int tme_recv_init(struct tm_engine *eng);
 void tme_recv_cleanup(struct tm_engine *eng);
 
-/* The bodies of tm_engine_irecv_from, _cancel_recv, _imrecv (arguments
- * checked, completions drained). */
-int tme_recv_post(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
-		  int32_t src, int32_t tag, uint32_t peer, void *buf,
-		  size_t len, struct ibv_mr *mr);
-void tme_recv_cancel(struct tm_engine *eng, struct tm_recv *r);
-void tme_recv_imrecv(struct tm_engine *eng, struct tm_recv *r,
-		     struct tm_msg *msg, void *buf, size_t len,
-		     struct ibv_mr *mr);
-
 void tme_on_recv_cqe(struct tm_engine *eng, struct tm_recv *r,
 		     const struct tm_cqe *c);
 void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,

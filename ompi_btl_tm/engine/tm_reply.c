@@ -103,6 +103,61 @@ int tme_reply_pay_owed(struct tm_engine *eng)
 	return n;
 }
 
+/* ---- CANCEL_REPs ---------------------------------------------------- */
+
+/* Both CANCEL messages are a bare header with nothing to do at their
+ * completion, so they travel as TX_ACK items (and share its fault site). */
+int tme_queue_ctrl(struct tm_engine *eng, uint32_t peer, uint32_t ctrl,
+		   uint32_t seq, uint64_t tag)
+{
+	struct tm_tx *tx = tmx_tx_new(&eng->x, TX_ACK, peer);
+
+	if (!tx)
+		return TM_ERR_NO_MEMORY;
+	tmh_fill(tx->hdr, IBV_TMH_NO_TAG,
+		 (ctrl << TM_APP_CTRL_SHIFT) | (seq & TM_APP_SEQ_MASK), tag);
+	tx->hdr_len = TMH_LEN;
+	tmx_tx_queue(&eng->x, tx);
+	return TM_OK;
+}
+
+static void owe_rep(struct tm_engine *eng, uint32_t peer, uint32_t seq,
+		    uint64_t outcome)
+{
+	if (eng->reply.rep_tail - eng->reply.rep_head >= TM_CANCEL_OWED_MAX) {
+		tmx_fatal(&eng->x, TM_ERR_NO_MEMORY);
+		return;
+	}
+	eng->reply.rep_owed[eng->reply.rep_tail++ % TM_CANCEL_OWED_MAX] =
+		((uint64_t)peer << 32) | (outcome << 24) | seq;
+	tme_pend(eng, TM_PEND_WORK);
+}
+
+void tme_reply_cancel_rep(struct tm_engine *eng, uint32_t peer, uint32_t seq,
+			  uint64_t outcome)
+{
+	if (tme_reply_owes_rep(eng) ||
+	    tme_queue_ctrl(eng, peer, TM_CTRL_CANCEL_REP, seq, outcome) != TM_OK)
+		owe_rep(eng, peer, seq, outcome);
+}
+
+int tme_reply_pay_reps(struct tm_engine *eng)
+{
+	uint64_t e;
+	int n = 0;
+
+	while (tme_reply_owes_rep(eng)) {
+		e = eng->reply.rep_owed[eng->reply.rep_head % TM_CANCEL_OWED_MAX];
+		if (tme_queue_ctrl(eng, (uint32_t)(e >> 32), TM_CTRL_CANCEL_REP,
+				   (uint32_t)e & TM_APP_SEQ_MASK,
+				   (e >> 24) & 0xff) != TM_OK)
+			break;
+		eng->reply.rep_head++;
+		n++;
+	}
+	return n;
+}
+
 /* ---- software rendezvous -------------------------------------------- */
 
 void tme_fin_failed(struct tm_recv *r)
@@ -129,11 +184,11 @@ static void read_done(struct tm_tx *tx, int status)
 	if (status != IBV_WC_SUCCESS)
 		tme_fin_failed(r);
 	tme_recv_reply(eng, r, TX_FIN);
-	r->recv_len = q->rd_len < q->len ? q->rd_len : q->len;
+	r->recv_len = q->rd_len < q->b.len ? q->rd_len : q->b.len;
 	if (status != IBV_WC_SUCCESS)
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
 	else
-		tme_recv_finish(eng, r, q->rd_len > q->len ? TM_REQ_TRUNCATED :
+		tme_recv_finish(eng, r, q->rd_len > q->b.len ? TM_REQ_TRUNCATED :
 				TM_REQ_OK);
 }
 
@@ -154,20 +209,20 @@ void tme_sw_rndv_start(struct tm_engine *eng, struct tm_recv *r,
 	q->rd_len = msg_len;
 	r->msg_len = msg_len;
 	eng->x.st.rndv_sw++;
-	if (q->rd_len && q->len && !q->mr) {
-		if (tm_dev_mem_get(eng->x.dev, q->buf, q->len,
-				   IBV_ACCESS_LOCAL_WRITE, &q->mr) == TM_OK)
+	if (q->rd_len && q->b.len && !q->b.mr) {
+		if (tm_dev_mem_get(eng->x.dev, q->b.buf, q->b.len,
+				   IBV_ACCESS_LOCAL_WRITE, &q->b.mr) == TM_OK)
 			q->own_mr = 1;
 	}
-	if (!q->rd_len || !q->len || !q->mr) {
-		int failed = !q->mr && q->rd_len && q->len;
+	if (!q->rd_len || !q->b.len || !q->b.mr) {
+		int failed = !q->b.mr && q->rd_len && q->b.len;
 
 		r->recv_len = 0;
 		if (failed)
 			tme_fin_failed(r);
 		tme_recv_reply(eng, r, TX_FIN);
 		tme_recv_finish(eng, r, failed ? TM_REQ_ERROR :
-				q->rd_len > q->len ? TM_REQ_TRUNCATED :
+				q->rd_len > q->b.len ? TM_REQ_TRUNCATED :
 				TM_REQ_OK);
 		return;
 	}
@@ -184,9 +239,9 @@ void tme_sw_rndv_start(struct tm_engine *eng, struct tm_recv *r,
 	tx->arg = r;
 	tx->rd_va = q->rd_va;
 	tx->rd_rkey = q->rd_rkey;
-	tx->rd_buf = q->buf;
-	tx->rd_lkey = q->mr->lkey;
-	tx->rd_end = q->rd_len < q->len ? q->rd_len : q->len;
+	tx->rd_buf = q->b.buf;
+	tx->rd_lkey = q->b.mr->lkey;
+	tx->rd_end = q->rd_len < q->b.len ? q->rd_len : q->b.len;
 	q->state = R_SW_READ;
 	eng->reply.reads_active++;
 	tmx_tx_queue(&eng->x, tx);

@@ -7,6 +7,7 @@
 #include "engine/tm_rx.h"
 #include "engine/tm_send.h"
 #include "engine/tm_tx.h"
+#include "engine/tm_work.h"
 
 #define TM_KEEPALIVE_MS_DEFAULT 1000
 
@@ -219,19 +220,25 @@ void tme_send_on_reply(struct tm_engine *eng, uint32_t peer, uint32_t app,
  * caller's buffer when the post returns, so the send is done (or waits for
  * its ACK only), with no tx allocated.  0: take the queue.
  */
-static int eager_now(struct tm_engine *eng, struct tm_send *s)
+static inline __attribute__((always_inline)) int
+eager_now(struct tm_engine *eng, struct tm_send *s)
 {
 	struct tme_send *q = sp(s);
 
-	if (!tmx_eager_ready(&eng->x, s->peer, q->len))
-		return 0;
-	if ((q->app_ctx & TM_APP_SYNC) && tme_wait_reply_start(eng, s) != TM_OK)
-		return 0;
-	if (!tmx_eager_post(&eng->x, s->peer, q->tag, q->app_ctx, q->buf,
-			    q->len)) {
-		if (q->app_ctx & TM_APP_SYNC)
+	if (!(q->app_ctx & TM_APP_SYNC)) {
+		if (!tmx_eager_post(&eng->x, s->peer, q->tag, q->app_ctx,
+				    q->buf, q->len))
+			return 0;
+	} else {
+		/* the reply may come as soon as it is posted */
+		if (!tmx_eager_ready(&eng->x, s->peer, q->len) ||
+		    tme_wait_reply_start(eng, s) != TM_OK)
+			return 0;
+		if (!tmx_eager_post(&eng->x, s->peer, q->tag, q->app_ctx,
+				    q->buf, q->len)) {
 			tme_wait_reply_end(eng, s);
-		return 0;
+			return 0;
+		}
 	}
 	eng->send.sends_waiting++;
 	q->waiting &= ~S_WAIT_CQE;
@@ -269,9 +276,10 @@ static void send_fill(struct tm_tx *tx, struct tm_send *s)
 	tx->hdr_len = RNDV_HDR_LEN;
 }
 
-int tme_send_start(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
-		   uint32_t ctx, int32_t src, int32_t tag, const void *buf,
-		   size_t len, struct ibv_mr *mr, unsigned flags)
+static int send_start(struct tm_engine *eng, struct tm_send *s,
+		      uint32_t peer, uint32_t ctx, int32_t src, int32_t tag,
+		      const void *buf, size_t len, struct ibv_mr *mr,
+		      unsigned flags)
 {
 	struct tme_send *q = sp(s);
 	struct tm_tx *tx;
@@ -330,8 +338,8 @@ int tme_send_start(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 	return TM_OK;
 }
 
-void tme_send_detach(struct tm_engine *eng, const struct tm_send *from,
-		     struct tm_send *s)
+void tm_engine_send_detach(struct tm_engine *eng, const struct tm_send *from,
+			   struct tm_send *s)
 {
 	struct tme_send *q = sp(s);
 
@@ -373,3 +381,31 @@ int tme_send_withdraw(struct tm_engine *eng, struct tm_send *s, int status)
 	tme_send_try_done(eng, s);
 	return 1;
 }
+
+/* ---- sends ----------------------------------------------------------- */
+
+int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
+		    uint32_t ctx, int32_t src, int32_t tag, const void *buf,
+		    size_t len, struct ibv_mr *mr, unsigned flags)
+{
+	int rc;
+
+	if (peer >= eng->x.npeers || ctx > TM_MAX_CTX || src < 0 ||
+	    (uint32_t)src > TM_MAX_SRC)
+		return TM_ERR_RANGE;
+	if (eng->x.fatal)
+		return eng->x.fatal;
+	rc = send_start(eng, s, peer, ctx, src, tag, buf, len, mr, flags);
+	if (rc != TM_OK)
+		return rc;
+	tme_call_end(eng);
+	return TM_OK;
+}
+
+struct tm_send *tm_engine_find_send(struct tm_engine *eng, uint32_t peer,
+				    uint32_t seq)
+{
+	return tme_find_send(eng, peer, seq);
+}
+
+

@@ -26,14 +26,6 @@ void tme_send_cleanup(struct tm_engine *eng);
 /* The protocol's side of transport peer id (just added). */
 int tme_send_add_peer(struct tm_engine *eng, uint32_t id);
 
-/* The body of tm_engine_isend (arguments checked). */
-int tme_send_start(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
-		   uint32_t ctx, int32_t src, int32_t tag, const void *buf,
-		   size_t len, struct ibv_mr *mr, unsigned flags);
-/* Gives s the identity of pending send from, as a completed eager send
- * (tm_engine_send_detach). */
-void tme_send_detach(struct tm_engine *eng, const struct tm_send *from,
-		     struct tm_send *s);
 
 /* s waits for its FIN/ACK (or CANCEL_REP) from now on / no longer. */
 int tme_wait_reply_start(struct tm_engine *eng, struct tm_send *s);

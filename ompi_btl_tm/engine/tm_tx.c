@@ -515,6 +515,9 @@ int tmx_eager_post(struct tm_xport *x, uint32_t peer, uint64_t tag,
 	int inl = TMH_LEN + len <= p->max_inline;
 	int32_t slot = -1;
 
+	if (p->dead || !ucs_list_is_empty(&p->txq) ||
+	    p->sq_out >= x->tx.sq_limit || (!inl && !x->tx.n_free_slots))
+		return 0; /* tmx_eager_ready's tests */
 	tmh_fill(hdr, IBV_TMH_EAGER, app, tag);
 	if (inl)
 		inline_fill(hdr, TMH_LEN, buf, len, &wr, sge);

@@ -46,9 +46,9 @@ void tmx_tx_withdraw(struct tm_xport *x, struct tm_tx *tx);
 
 /*
  * Eager data with nothing queued ahead on a live peer and a send-queue
- * entry free: posted inline, or copied into a free slot, so the caller's
- * buffer is free when this returns.  1 if posted; 0: queue it instead
- * (tmx_eager_ready said no, or the post failed).
+ * entry free (tmx_eager_ready): posted inline, or copied into a free
+ * slot, so the caller's buffer is free when this returns.  1 if posted;
+ * 0: queue it instead (not ready, or the post failed).
  */
 static inline int tmx_eager_ready(struct tm_xport *x, uint32_t peer,
 				  size_t len)
