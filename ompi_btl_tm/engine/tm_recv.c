@@ -273,7 +273,46 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 
 /* ---- the card's completions ------------------------------------------ */
 
-/* The card matched r: this is the message's linearisation point. */
+/*
+ * The steps of a card-held receive's completion.  The slow path
+ * (on_card_match, on_card_data) and the fast one (recv_fast) are built
+ * from the same steps; the fast one only skips the tests for the cases it
+ * excludes.
+ */
+
+/* Step: the card matched r; this is the message's linearisation point. */
+static inline void match_take(struct tm_engine *eng, struct tm_recv *r,
+			      const struct tm_cqe *c)
+{
+	uint32_t app = c->tm.priv;
+
+	rp(r)->flags |= RF_MATCH_SEEN;
+	r->on_card = 1;
+	tme_env_from_tag(&r->env, c->tm.tag);
+	r->peer = tmx_peer_of_qpn(&eng->x, c->qp_num);
+	r->send_seq = app & TM_APP_SEQ_MASK;
+	r->match_stamp = eng->clock++;
+	eng->x.st.card_matched++;
+}
+
+/* Step: an eager message's data is in place: copied out of its staging
+ * buffer, if it has one, and r finishes. */
+static inline void data_eager(struct tm_engine *eng, struct tm_recv *r,
+			      const struct tm_cqe *c)
+{
+	struct tme_recv *q = rp(r);
+
+	r->msg_len = c->byte_len;
+	r->recv_len = r->msg_len < q->b.len ? r->msg_len : q->b.len;
+	if (q->t.stage >= 0) {
+		memcpy(q->b.buf, tmx_card_buf(&eng->x, &q->t, &q->b),
+		       r->recv_len);
+		tmx_stage_put(&eng->x, &q->t);
+	}
+	tme_recv_finish(eng, r, r->msg_len > q->b.len ? TM_REQ_TRUNCATED :
+			TM_REQ_OK);
+}
+
 static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
 			  const struct tm_cqe *c)
 {
@@ -281,22 +320,16 @@ static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
 	uint32_t app = c->tm.priv;
 	struct tm_msg *lost = NULL;
 
-	q->flags |= RF_MATCH_SEEN;
-	r->on_card = 1;
-	tme_env_from_tag(&r->env, c->tm.tag);
-	r->peer = tmx_peer_of_qpn(&eng->x, c->qp_num);
-	r->send_seq = app & TM_APP_SEQ_MASK;
+	match_take(eng, r, c);
 	/* a rendezvous' length is only in its data completion (mlx5 puts it
 	 * there; doc/mlx5-rules.md rule 15) */
 	r->msg_len = (app & TM_APP_RNDV) ? 0 : c->byte_len;
-	if (app & TM_APP_RNDV)
+	if (app & TM_APP_RNDV) {
 		q->flags |= RF_RNDV;
+		eng->x.st.rndv_card++;
+	}
 	if (c->status == IBV_WC_TM_RNDV_INCOMPLETE)
 		q->flags |= RF_SW_RNDV;
-	r->match_stamp = eng->clock++;
-	eng->x.st.card_matched++;
-	if (app & TM_APP_RNDV)
-		eng->x.st.rndv_card++;
 	report_arrival(eng, c->tm.tag, app, r->peer, r->msg_len,
 		       r->match_stamp, 1);
 	if (q->state == R_CARD) {
@@ -334,82 +367,50 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 					      (q->hdr + TMH_LEN))->len));
 		return;
 	}
-	switch (c->status) {
-	case IBV_WC_SUCCESS:
-		r->msg_len = c->byte_len;
-		r->recv_len = r->msg_len < q->b.len ? r->msg_len : q->b.len;
-		if (q->t.stage >= 0) {
-			memcpy(q->b.buf, tmx_card_buf(&eng->x, &q->t, &q->b),
-			       r->recv_len);
-			tmx_stage_put(&eng->x, &q->t);
-		}
-		tme_recv_finish(eng, r, r->msg_len > q->b.len ?
-				TM_REQ_TRUNCATED : TM_REQ_OK);
-		break;
-	default:
-		r->recv_len = 0;
-		if (tmx_qp_failed(c->status)) /* before the FIN, not after */
-			tmx_peer_fail(&eng->x, r->peer);
-		if (q->flags & RF_RNDV) {
-			/* the card sends no FIN after a failed read */
-			memset(q->hdr, 0, sizeof(q->hdr));
-			tmh_fill(q->hdr, IBV_TMH_RNDV, c->tm.priv, c->tm.tag);
-			tme_fin_failed(r);
-			tme_recv_reply(eng, r, TX_FIN);
-		}
-		tme_recv_finish(eng, r, TM_REQ_ERROR);
-		break;
+	if (c->status == IBV_WC_SUCCESS) {
+		data_eager(eng, r, c);
+		return;
 	}
+	r->recv_len = 0;
+	if (tmx_qp_failed(c->status)) /* before the FIN, not after */
+		tmx_peer_fail(&eng->x, r->peer);
+	if (q->flags & RF_RNDV) {
+		/* the card sends no FIN after a failed read */
+		memset(q->hdr, 0, sizeof(q->hdr));
+		tmh_fill(q->hdr, IBV_TMH_RNDV, c->tm.priv, c->tm.tag);
+		tme_fin_failed(r);
+		tme_recv_reply(eng, r, TX_FIN);
+	}
+	tme_recv_finish(eng, r, TM_REQ_ERROR);
 }
 
 /*
  * The common case in one pass: a small eager message, neither
  * synchronous nor rendezvous, matched and delivered by one successful
  * MATCH|DATA_VALID completion to a card-held receive with nothing else
- * going on (no peer watch, no FIFO, no cancel or DEL, no op pending: a
- * signalled ADD completed before its entry could match, in the same CQ;
- * no test hook).  Does exactly what on_card_match + on_card_data +
- * tme_recv_finish do for it, without their tests for the cases excluded
- * here.  0: not that case.
+ * going on (no protocol flag: no peer watch, no FIFO, no cancel or DEL;
+ * no op pending: a signalled ADD completed before its entry could match,
+ * in the same CQ; no test hook).  The steps of on_card_match and
+ * on_card_data, without their tests for the cases excluded here: no
+ * rendezvous or ACK, no claim, no watch or FIFO to leave.  0: not that
+ * case.
  */
 static int recv_fast(struct tm_engine *eng, struct tm_recv *r,
 		     const struct tm_cqe *c)
 {
 	struct tme_recv *q = rp(r);
-	uint32_t app = c->tm.priv;
-	int status = TM_REQ_OK;
 
 	if (c->status != IBV_WC_SUCCESS ||
 	    (c->flags & (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID)) !=
 	    (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID) ||
-	    (app & (TM_APP_RNDV | TM_APP_SYNC)) || q->flags ||
+	    (c->tm.priv & (TM_APP_RNDV | TM_APP_SYNC)) || q->flags ||
 	    q->state != R_CARD || q->ops_pending || eng->x.test.arrival_hook)
 		return 0;
-	/* the match (on_card_match) */
-	r->on_card = 1;
-	tme_env_from_tag(&r->env, c->tm.tag);
-	r->peer = tmx_peer_of_qpn(&eng->x, c->qp_num);
-	r->send_seq = app & TM_APP_SEQ_MASK;
-	r->match_stamp = eng->clock++;
-	eng->x.st.card_matched++;
-	tm_mq_recv_remove(&eng->mq, &q->mq);
-	/* the data (on_card_data) */
+	match_take(eng, r, c);
+	tm_mq_recv_remove(&eng->mq, &q->mq); /* recv_leave_queues */
+	q->state = R_WAIT_DATA;
 	tmx_entry_gone(&eng->x, &q->t);
-	r->msg_len = c->byte_len;
-	r->recv_len = r->msg_len < q->b.len ? r->msg_len : q->b.len;
-	if (q->t.stage >= 0) {
-		memcpy(q->b.buf, tmx_card_buf(&eng->x, &q->t, &q->b),
-		       r->recv_len);
-		tmx_stage_put(&eng->x, &q->t);
-	}
-	if (r->msg_len > q->b.len) {
-		status = TM_REQ_TRUNCATED;
-		eng->x.st.truncated++;
-	}
-	/* the end (tme_recv_finish, tme_recv_try_done) */
-	r->status = status;
-	q->flags |= RF_MATCH_SEEN | RF_FINISHED;
-	tme_recv_done(eng, r);
+	data_eager(eng, r, c);
 	return 1;
 }
 
