@@ -91,10 +91,10 @@ struct tm_engine_config {
 /* An eager message (16-byte TMH and payload) is one verbs message: at
  * most 1 GiB, an mlx5 port's max_msg_sz (the soft HCA takes < 2 GiB). */
 #define TM_ENGINE_EAGER_LIMIT_MAX ((size_t)(1u << 30) - 16)
-/* The largest SRQ a ConnectX card offers (max_srq_wr 32767). */
 /* At least TM_DEV_MIN_PLAIN (33) plain WQEs on a TM-SRQ: a hardware
  * limitation of mlx5 cards (doc/mlx5-rules.md rule 5). */
 #define TM_ENGINE_N_PLAIN_MIN TM_DEV_MIN_PLAIN
+/* The largest SRQ a ConnectX card offers (max_srq_wr 32767). */
 #define TM_ENGINE_N_PLAIN_MAX 32767u
 /* Slot numbers are signed 32-bit in the send-queue ring. */
 #define TM_ENGINE_N_SEND_SLOTS_MIN 1u

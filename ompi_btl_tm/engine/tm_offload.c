@@ -157,7 +157,7 @@ static int promote_one(struct tm_engine *eng, struct tm_swq *q)
 	}
 	tme_swq_del(eng, r);
 	tm_mq_set_held(&eng->mq, &rp(r)->mq, 0); /* cannot fail when clearing */
-	rp(r)->state = R_CARD;
+	tme_rstate(rp(r), R_CARD);
 	eng->x.st.promoted++;
 	return 0;
 }
@@ -207,7 +207,7 @@ void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
 
 	if (!q || tm_mq_set_held(&eng->mq, &rp(r)->mq, 1) != TM_OK)
 		eng->x.st.errors++;
-	rp(r)->state = R_SW;
+	tme_rstate(rp(r), R_SW);
 	rp(r)->flags |= RF_PINNED;
 	tmx_stage_put(&eng->x, &rp(r)->t);
 	if (q)
@@ -300,7 +300,7 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 	rc = tm_mq_post(&eng->mq, &rp(r)->mq, rtag, mask, r->post_stamp, !!why);
 	if (rc != TM_OK)
 		return rc;
-	rp(r)->state = why ? R_SW : R_CARD;
+	tme_rstate(rp(r), why ? R_SW : R_CARD);
 	if (why) {
 		if (never_on_card(eng, r) || why == &eng->x.st.sw_reg_fail)
 			rp(r)->flags |= RF_PINNED;

@@ -251,6 +251,66 @@ struct tm_engine {
 	} recv;
 };
 
+/* ---- the state machine's rules, checked in a debug build ------------- */
+
+/*
+ * Configured with --enable-debug (TM_DEBUG), the rules the comments above
+ * state are checked where a receive changes state, as rdma-core's mlx5
+ * provider checks its invariants under MLX5_DEBUG: a broken rule stops
+ * the process at once instead of losing a message later.  Free otherwise.
+ */
+#ifdef TM_DEBUG
+#include <stdio.h>
+static inline void tme_assert_fail(const char *what, const char *file,
+				   int line)
+{
+	fprintf(stderr, "%s:%d: engine invariant broken: %s\n", file, line,
+		what);
+	abort();
+}
+#define TME_ASSERT(c) \
+	((c) ? (void)0 : tme_assert_fail(#c, __FILE__, __LINE__))
+#else
+#define TME_ASSERT(c) ((void)0)
+#endif
+
+/* The states a receive may enter `to` from (R_IDLE: at post or
+ * delivery; R_DONE: from any but itself). */
+static inline uint32_t tme_rstate_from(int to)
+{
+	static const uint32_t from[] = {
+		[R_IDLE] = 1u << R_IDLE | 1u << R_SW | 1u << R_CLAIM,
+		[R_SW] = 1u << R_IDLE | 1u << R_CARD,
+		[R_CARD] = 1u << R_IDLE | 1u << R_SW,
+		[R_CLAIM] = 1u << R_CARD,
+		[R_WAIT_DATA] = 1u << R_CARD | 1u << R_CLAIM,
+		[R_SW_READ] = 1u << R_IDLE | 1u << R_WAIT_DATA,
+		[R_DONE] = ~(1u << R_DONE),
+	};
+
+	return from[to];
+}
+
+/*
+ * q moves to state `to`.  The rules: only the transitions above; a
+ * receive is in its context's FIFO (RF_SWQ) only while R_SW, and waits on
+ * a peer (RF_WATCHED) only while posted (R_SW, R_CARD); a card-held one
+ * has a live entry; a claim holds its message and has its DEL out; R_DONE
+ * comes once, finished, with nothing naming it (no op, no owed reply).
+ */
+static inline void tme_rstate(struct tme_recv *q, int to)
+{
+	TME_ASSERT(tme_rstate_from(to) & (1u << q->state));
+	TME_ASSERT(to == R_SW || !(q->flags & RF_SWQ));
+	TME_ASSERT(to == R_SW || to == R_CARD || !(q->flags & RF_WATCHED));
+	TME_ASSERT(to != R_CARD || (q->t.flags & TC_ENTRY_LIVE));
+	TME_ASSERT(to != R_CLAIM || (q->claim && (q->flags & RF_DEL_POSTED)));
+	TME_ASSERT(to != R_DONE || ((q->flags & RF_FINISHED) &&
+				    !q->ops_pending &&
+				    !(q->flags & (RF_OWE_ACK | RF_OWE_FIN))));
+	q->state = to;
+}
+
 /* ---- small helpers shared by the protocol modules (hot: inline) ------ */
 
 static inline void tme_pend(struct tm_engine *eng, uint32_t what)
@@ -270,7 +330,7 @@ static inline void tme_recv_done(struct tm_engine *eng, struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
 
-	q->state = R_DONE;
+	tme_rstate(q, R_DONE);
 	tmx_stage_put(&eng->x, &q->t);
 	if (q->own_mr) {
 		tm_dev_mem_put(eng->x.dev, q->b.mr);
@@ -294,6 +354,7 @@ static inline void tme_recv_try_done(struct tm_engine *eng, struct tm_recv *r)
 static inline void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r,
 				   int status)
 {
+	TME_ASSERT(!(rp(r)->flags & RF_FINISHED)); /* finishes once */
 	r->status = status;
 	if (status == TM_REQ_TRUNCATED)
 		eng->x.st.truncated++;
@@ -310,6 +371,7 @@ static inline void tme_send_try_done(struct tm_engine *eng, struct tm_send *s)
 
 	if (q->waiting)
 		return;
+	TME_ASSERT(eng->send.sends_waiting > 0);
 	if (q->own_mr) {
 		tm_dev_mem_put(eng->x.dev, q->mr);
 		q->own_mr = 0;

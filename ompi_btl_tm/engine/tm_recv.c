@@ -116,7 +116,7 @@ static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
 	r->match_stamp = m->stamp;
 	r->msg_len = m->len;
 	r->on_card = 0;
-	q->state = R_IDLE; /* out of the queues; finished below */
+	tme_rstate(q, R_IDLE); /* out of the queues; finished below */
 	ucs_list_del(&m->all);
 	if (m->rndv) {
 		memcpy(q->hdr, m->hdr, sizeof(q->hdr));
@@ -201,9 +201,9 @@ static void handle_unexpected_msg(struct tm_engine *eng, struct tm_msg *m)
 		return;
 	}
 	eng->x.st.unexp_claimed++;
-	rp(r)->state = R_CLAIM;
 	rp(r)->claim = m;
 	recv_del(eng, r);
+	tme_rstate(rp(r), R_CLAIM);
 }
 
 /*
@@ -341,7 +341,7 @@ static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
 		q->claim = NULL;
 		eng->x.st.claim_del_failed++;
 	}
-	q->state = R_WAIT_DATA;
+	tme_rstate(q, R_WAIT_DATA);
 	if ((app & TM_APP_SYNC) && !(app & TM_APP_RNDV))
 		tme_recv_reply(eng, r, TX_ACK);
 	if (lost)
@@ -408,7 +408,7 @@ static int recv_fast(struct tm_engine *eng, struct tm_recv *r,
 		return 0;
 	match_take(eng, r, c);
 	tm_mq_recv_remove(&eng->mq, &q->mq); /* recv_leave_queues */
-	q->state = R_WAIT_DATA;
+	tme_rstate(q, R_WAIT_DATA);
 	tmx_entry_gone(&eng->x, &q->t);
 	data_eager(eng, r, c);
 	return 1;

@@ -242,7 +242,7 @@ void tme_sw_rndv_start(struct tm_engine *eng, struct tm_recv *r,
 	tx->rd_buf = q->b.buf;
 	tx->rd_lkey = q->b.mr->lkey;
 	tx->rd_end = q->rd_len < q->b.len ? q->rd_len : q->b.len;
-	q->state = R_SW_READ;
+	tme_rstate(q, R_SW_READ);
 	eng->reply.reads_active++;
 	tmx_tx_queue(&eng->x, tx);
 }

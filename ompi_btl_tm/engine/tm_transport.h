@@ -33,8 +33,14 @@ enum { WR_RECV = 0, WR_PLAIN = 1, WR_ADD = 2, WR_DEL = 3, WR_SYNC = 4 };
 #define WR_TYPE_MASK 7ULL
 /* signal at least every TM_ADD_SIG_EVERY-th ADD (see op_post_add) */
 #define TM_ADD_SIG_EVERY 16
-/* report the count at least every TM_SYNC_LAG_MAX unexpected arrivals (a
- * real card flags SYNC_REQ when software is more than 0x3fff behind) */
+/*
+ * Report the count at least every TM_SYNC_LAG_MAX unexpected arrivals,
+ * entries or not: a ConnectX drops tagged messages (RNR) once the count
+ * the ops carried lags its own by 32K (UCX syncs every 16K for that,
+ * IBV_DEVICE_MAX_UNEXP_COUNT).  Not for IBV_WC_TM_SYNC_REQ: the provider
+ * sets that flag against the count of the last ADD only, which a SYNC
+ * does not move (doc/mlx5-rules.md rule 9), and the engine ignores it.
+ */
 #define TM_SYNC_LAG_MAX 0x2000u
 
 #define CQE_BATCH 32
