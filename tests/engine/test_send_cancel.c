@@ -454,6 +454,55 @@ static void test_random(int rounds)
 	eu_world_fini(&W);
 }
 
+/*
+ * A buffered send's handle (tm_engine_send_detach): it takes the identity
+ * of a send that completed at post, owes no callback of its own, and a
+ * cancel through it withdraws that send's message (or says it matched);
+ * the send itself never calls back again.
+ */
+static void detach(struct eu_send *h, const struct eu_send *s)
+{
+	memset(h, 0xa5, sizeof(*h)); /* whatever the storage held */
+	h->s.cb = eu_send_cb;
+	h->done = 0;
+	tm_engine_send_detach(W.node[1].eng, &s->s, &h->s);
+}
+
+static void test_detach(void)
+{
+	struct eu_send s, h;
+	struct eu_recv r;
+
+	open_world(SOFTHCA_SCHED_AUTO, 0);
+	send_post(&s, 7, 0, 100, 0, 4);
+	detach(&h, &s);
+	tap_check(h.s.peer == s.s.peer && h.s.seq == s.s.seq &&
+		  h.s.status == TM_REQ_OK && h.s.cb == eu_send_cb,
+		  "detach: the handle names the send and keeps its callback");
+	eu_pump(&W);
+	tap_check(s.done == 1 && h.done == 0,
+		  "detach: the send completed at post, the handle owes nothing");
+	tap_check(cancel(&h) == TM_OK, "detach: a cancel through the handle is asked");
+	eu_pump(&W);
+	tap_check(h.done == 1 && h.s.status == TM_REQ_CANCELLED && s.done == 1,
+		  "detach: the handle completes CANCELLED, the send stays done");
+	tap_check(cancel(&h) == TM_ERR_NOT_FOUND,
+		  "detach: a second cancel has nothing to ask");
+	check_gone("detach", 7);
+
+	recv_post(&r, 8, 0, 8192);
+	send_post(&s, 8, 0, 100, 0, 5);
+	detach(&h, &s);
+	eu_pump(&W);
+	tap_check(r.done == 1 && data_ok(0, 100, 5) && cancel(&h) == TM_OK,
+		  "detach: a matched send's handle may ask too");
+	eu_pump(&W);
+	tap_check(h.done == 1 && h.s.status == TM_REQ_OK && s.done == 1 &&
+		  eu_quiet(&W),
+		  "detach: ... and completes OK (delivered), nothing left");
+	eu_world_fini(&W);
+}
+
 /* Bad input: an error code, never a crash. */
 static void test_bad(void)
 {
@@ -484,6 +533,7 @@ int main(void)
 	for (i = 0; i < 3; i++)
 		test_race(i);
 	test_random(300);
+	test_detach();
 	test_bad();
 	return tap_done();
 }
