@@ -116,7 +116,7 @@ void tme_swq_del(struct tm_engine *eng, struct tm_recv *r)
 /* Receives no card could take (whatever its state): never promoted. */
 static int never_on_card(struct tm_engine *eng, struct tm_recv *r)
 {
-	return !eng->x.cfg.offload || rp(r)->b.len > eng->x.max_read ||
+	return !tmx_has_card(&eng->x) || rp(r)->b.len > eng->x.max_read ||
 	       !eng->x.ops.n_stage;
 }
 
@@ -220,7 +220,8 @@ void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
  * May r go to the card now?  NULL if so, else the counter of the first
  * reason it may not (one counter per reason, in tm_engine_stats).  The
  * checks, in order:
- *   1. offload is on (sw_no_offload);
+ *   1. offload is on and the transport has a tag list (tmx_has_card;
+ *      sw_no_offload);
  *   2. prefix rule: no software-held posted receive accepts a message r
  *      accepts, O(1) through the tm_mq counters (sw_conflict);
  *   3. a staging buffer exists (sw_small_buf), and its length is no more
@@ -239,7 +240,7 @@ void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
 static uint64_t *offload_refusal(struct tm_engine *eng, struct tm_recv *r,
 				 uint64_t tag, uint64_t mask)
 {
-	if (!eng->x.cfg.offload)						/* 1 */
+	if (!tmx_has_card(&eng->x))					/* 1 */
 		return &eng->x.st.sw_no_offload;
 	if (!(eng->x.test.faults & TM_FAULT_PREFIX) &&			/* 2 */
 	    tm_mq_sw_conflict(&eng->mq, tag, mask))

@@ -26,6 +26,16 @@
 int tmx_ops_init(struct tm_xport *x);
 void tmx_ops_cleanup(struct tm_xport *x);
 
+/*
+ * Has the transport a tag list at all?  Not when the device offers no
+ * entries (or offload is off): then nothing is ever added, and every
+ * tagged message reaches the protocol as unexpected (tmx_cb.unexpected).
+ */
+static inline int tmx_has_card(const struct tm_xport *x)
+{
+	return x->cfg.offload && x->ops.max_entries;
+}
+
 static inline void tmx_tctx_init(struct tm_tctx *t)
 {
 	t->flags = 0;
