@@ -114,8 +114,15 @@ static int xport_setup(struct tm_xport *x, struct tm_dev *dev,
 	if (cfg->max_card_entries && cfg->max_card_entries < x->ops.max_entries)
 		x->ops.max_entries = cfg->max_card_entries;
 	x->ops.max_ops = dev->caps.max_ops;
-	if (!x->ops.max_ops)
+	/* A device without tag matching is a card with no list: every
+	 * receive stays in software, and no list op is ever posted. */
+	x->no_card = !dev->tm;
+	if (x->no_card) {
+		x->cfg.offload = 0;
+		x->ops.max_entries = x->ops.max_ops = 0;
+	} else if (!x->ops.max_ops) {
 		return TM_ERR_INVALID;
+	}
 	/* Below 2^32 - 1, so that the saturated RVH length of a longer
 	 * message exceeds every card buffer (doc/DESIGN.md, "Long messages");
 	 * a device that reports nothing gets a ConnectX's 1 GiB. */

@@ -51,7 +51,8 @@ int tmx_ops_init(struct tm_xport *x)
 {
 	ucs_list_head_init(&x->ops.opq);
 	ucs_list_head_init(&x->ops.unconf);
-	x->ops.op_unsig = calloc(x->ops.max_ops, sizeof(*x->ops.op_unsig));
+	/* max_ops 0 without a card: calloc(0) may return NULL */
+	x->ops.op_unsig = calloc(x->ops.max_ops + 1, sizeof(*x->ops.op_unsig));
 	if (!x->ops.op_unsig)
 		return TM_ERR_NO_MEMORY;
 	return stage_setup(x);

@@ -27,9 +27,10 @@ int tmx_ops_init(struct tm_xport *x);
 void tmx_ops_cleanup(struct tm_xport *x);
 
 /*
- * Has the transport a tag list at all?  Not when the device offers no
- * entries (or offload is off): then nothing is ever added, and every
- * tagged message reaches the protocol as unexpected (tmx_cb.unexpected).
+ * May receives go to a tag list at all?  Not without tag matching
+ * (no_card: offload and max_entries are 0 then), with offload off, or
+ * with no list entries: then nothing is ever added, and every tagged
+ * message reaches the protocol as unexpected (tmx_cb.unexpected).
  */
 static inline int tmx_has_card(const struct tm_xport *x)
 {
@@ -115,7 +116,7 @@ static inline int tmx_sync_wanted(struct tm_xport *x)
 {
 	uint32_t lag = tmx_count_now(x) - x->ops.reported;
 
-	return lag && !x->ops.sync_out &&
+	return lag && !x->ops.sync_out && !x->no_card &&
 	       (!ucs_list_is_empty(&x->ops.unconf) || lag >= TM_SYNC_LAG_MAX);
 }
 

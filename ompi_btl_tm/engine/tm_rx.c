@@ -110,6 +110,36 @@ int tmx_add_peer(struct tm_xport *x, const struct tm_dev_pair *qps,
 	return TM_OK;
 }
 
+/*
+ * Without a card every message lands in a plain buffer as IBV_WC_RECV:
+ * the transport reads the TMH the card would have, and refuses what a
+ * card refuses (doc/mlx5-rules.md: too short for its TMH, or an RNDV for
+ * its RVH; an unknown opcode).  1: the message holds on to the buffer.
+ */
+static int on_plain_no_card(struct tm_xport *x, uint8_t *buf, uint32_t idx,
+			    const struct tm_cqe *c)
+{
+	const struct ibv_tmh *tmh = (const void *)buf;
+	uint32_t need = c->byte_len >= TMH_LEN && tmh->opcode == IBV_TMH_RNDV ?
+			TMH_LEN + RVH_LEN : TMH_LEN;
+
+	if (c->byte_len < need) {
+		x->st.malformed++;
+		return 0;
+	}
+	switch (tmh->opcode) {
+	case IBV_TMH_EAGER:
+	case IBV_TMH_RNDV:
+		return x->cb->unexpected(x->cb_arg, buf, idx, c);
+	case IBV_TMH_NO_TAG:
+	case IBV_TMH_FIN:
+		x->cb->control(x->cb_arg, buf, c);
+		return 0;
+	}
+	x->st.malformed++;
+	return 0;
+}
+
 static void on_plain(struct tm_xport *x, const struct tm_cqe *c)
 {
 	uint32_t idx = (uint32_t)(c->wr_id >> 3);
@@ -135,6 +165,9 @@ static void on_plain(struct tm_xport *x, const struct tm_cqe *c)
 			return; /* the message holds on to the buffer */
 	} else if (c->opcode == IBV_WC_TM_NO_TAG) {
 		x->cb->control(x->cb_arg, buf, c);
+	} else if (x->no_card && c->opcode == IBV_WC_RECV) {
+		if (on_plain_no_card(x, buf, idx, c))
+			return;
 	} else {
 		x->st.malformed++;
 	}

@@ -13,10 +13,12 @@
  * UCX's tag-matching interface handlers) or carried by the item (struct
  * tm_tx.done, like a uct_completion_t).
  *
- * No card: a transport whose device has no tag list (max_entries 0) takes
- * no ADD and no staging buffer; every tagged message then arrives in a
- * plain buffer and reaches the protocol as unexpected, which matches it in
- * software and reads a rendezvous itself.  The protocol does not change.
+ * No card: a device without tag matching (dev->tm 0: a plain SRQ) is a
+ * transport with no list (no_card): no list op, staging buffer or count
+ * to report; tm_rx.c reads each arrival's TMH as the card would and hands
+ * it up as unexpected or control.  The protocol matches everything in
+ * software and reads every rendezvous itself; it asks only
+ * tmx_has_card() (tm_ops.h), and does not change.
  */
 #ifndef TM_TRANSPORT_H
 #define TM_TRANSPORT_H
@@ -221,6 +223,8 @@ struct tm_xport {
 	uint32_t pending;    /* TM_PEND_* */
 	int fatal;           /* 0, or the TM_ERR_* that stopped the engine */
 	uint64_t max_read;   /* longest read the device does at once */
+	int no_card;         /* the device has no tag matching (dev->tm 0):
+			      * no list, no list op, no count to report */
 	struct tm_engine_stats st;
 	const struct tmx_cb *cb;
 	void *cb_arg;
