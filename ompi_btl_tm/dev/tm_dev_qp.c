@@ -13,6 +13,21 @@
 #define ROCE_HOP_LIMIT 64
 
 /*
+ * Reliability, as UCX's RC transports set it (UCX_RC_TIMEOUT 1 s,
+ * UCX_RC_RETRY_COUNT 7, UCX_RC_RNR_RETRY_COUNT 7, UCX_RC_RNR_TIMEOUT
+ * 1 ms): an ACK timeout of 4.096 us * 2^18 = 1.07 s, retried 7 times, so
+ * a peer that is gone (or a link down that long) fails the WR with
+ * IBV_WC_RETRY_EXC_ERR after about 8 s, and a link that comes back
+ * sooner loses nothing; receiver-not-ready retried without end (7), as
+ * a full SRQ only means a busy peer, 1.28 ms apart (the IB code 14:
+ * the first step at or above UCX's 1 ms).
+ */
+#define RC_TIMEOUT 18
+#define RC_RETRY_CNT 7
+#define RC_RNR_RETRY 7
+#define RC_MIN_RNR_TIMER 14
+
+/*
  * The send queue's shape.  Two SGEs, so that an inline send gathers its
  * header and payload where they lie; inline data up to what the smallest
  * WQE holds anyway: on mlx5 a 1- or 2-SGE RC WQE is 256 bytes (192 of
@@ -110,7 +125,7 @@ static int connect_qp(struct tm_dev *dev, struct ibv_qp *qp,
 	attr.dest_qp_num = qpn;
 	attr.rq_psn = 0;
 	attr.max_dest_rd_atomic = dev->max_dest_rd_atomic;
-	attr.min_rnr_timer = 12;
+	attr.min_rnr_timer = RC_MIN_RNR_TIMER;
 	attr.ah_attr.is_global = 1;
 	attr.ah_attr.dlid = roce ? 0 : lid;
 	attr.ah_attr.port_num = dev->port;
@@ -124,9 +139,9 @@ static int connect_qp(struct tm_dev *dev, struct ibv_qp *qp,
 		return TM_ERR_IO;
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_state = IBV_QPS_RTS;
-	attr.timeout = 14;
-	attr.retry_cnt = 7;
-	attr.rnr_retry = 7; /* infinite: receiver-not-ready must never fail */
+	attr.timeout = RC_TIMEOUT;
+	attr.retry_cnt = RC_RETRY_CNT;
+	attr.rnr_retry = RC_RNR_RETRY;
 	attr.sq_psn = 0;
 	attr.max_rd_atomic = dev->max_rd_atomic;
 	if (dev->verbs->modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT |
@@ -155,7 +170,8 @@ int tm_dev_pair_create(struct tm_dev *dev, struct tm_dev_pair *pair)
 
 	pair->rx = pair->tx = NULL;
 	pair->tx_max_inline = 0;
-	rc = qp_create(dev, 0, &pair->rx, &none);
+	/* the plain mode has no card reads to give a QP of their own */
+	rc = dev->tm ? qp_create(dev, 0, &pair->rx, &none) : TM_OK;
 	if (rc == TM_OK)
 		rc = qp_create(dev, dev->qp_max_send_wr, &pair->tx,
 			       &pair->tx_max_inline);
@@ -169,7 +185,7 @@ void tm_dev_pair_addr(struct tm_dev *dev, const struct tm_dev_pair *pair,
 {
 	memset(addr, 0, sizeof(*addr));
 	memcpy(addr->gid, dev->gid.raw, sizeof(addr->gid));
-	addr->rx_qpn = pair->rx->qp_num;
+	addr->rx_qpn = pair->rx ? pair->rx->qp_num : pair->tx->qp_num;
 	addr->tx_qpn = pair->tx->qp_num;
 	addr->lid = dev->lid;
 	addr->mtu = (uint8_t)dev->mtu;
@@ -182,7 +198,7 @@ int tm_dev_pair_connect(struct tm_dev *dev, struct tm_dev_pair *pair,
 
 	rc = connect_qp(dev, pair->tx, remote->gid, remote->lid,
 			remote->rx_qpn, remote->mtu);
-	if (rc == TM_OK)
+	if (rc == TM_OK && pair->rx)
 		rc = connect_qp(dev, pair->rx, remote->gid, remote->lid,
 				remote->tx_qpn, remote->mtu);
 	return rc;

@@ -12,7 +12,20 @@
  *   mtl_tm_recv.c       receives (irecv, imrecv)
  *   mtl_tm_probe.c      probes (iprobe, improbe)
  *   mtl_tm_cancel.c     MPI_Cancel of its requests
+ *   mtl_tm_select.c     one provider for the job: each rank's offer, the
+ *                       rule, the refusal
+ *   mtl_tm_addr.c       the QPs, their addresses in the modex, connecting
  *   mtl_tm_pvar.c       MPI_T performance variables (mtl_tm_pvar.h)
+ *
+ * One provider for the job
+ * ------------------------
+ * Every rank publishes what it could use (struct mtl_tm_modex: can, node)
+ * with its addresses, for the provider and mode it guessed from what it
+ * knows at init (itself, and whether all ranks share its node).  At the
+ * first add_procs every rank reads every offer and applies the same rule
+ * (mtl_tm_select.c); if some rank guessed otherwise, every rank opens the
+ * chosen device, and the addresses go round once more (a PMIx fence, key
+ * MTL_TM_KEY_AGAIN), so no job mixes providers or modes.
  *
  * Addressing (one RC QP per peer)
  * -------------------------------
@@ -71,6 +84,7 @@
 #include "ompi_config.h"
 #include "ompi/mca/mtl/mtl.h"
 #include "opal/threads/mutex.h"
+#include "opal/util/proc.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -115,12 +129,33 @@ struct mtl_tm_params {
 	int rndv_var;
 };
 
+/*
+ * One provider for the job (mtl_tm_select.c).  What a rank could use ...
+ */
+enum {
+	MTL_TM_CAN_CARD = 1,     /* a libibverbs device with tag matching */
+	MTL_TM_CAN_RDMA = 2,     /* a libibverbs RC device (InfiniBand, RoCE) */
+	MTL_TM_CAN_SOFT = 4,     /* the soft HCA */
+	MTL_TM_CAN_SOFT_TM = 8,  /* ... with tag matching (softhca_no_tm off) */
+};
+/* ... and what the job uses. */
+enum {
+	MTL_TM_USE_NONE = 0,
+	MTL_TM_USE_CARD,         /* "verbs", tag matching */
+	MTL_TM_USE_SOFT,         /* "soft", tag matching */
+	MTL_TM_USE_SOFT_PLAIN,   /* "soft", every message matched in software */
+	MTL_TM_USE_RDMA,         /* "verbs" without tag matching, likewise */
+};
+
 /* The modex blob; all integers in host order (one architecture). */
-#define MTL_TM_MODEX_MAGIC 0x746d3032u /* "tm02" */
+#define MTL_TM_MODEX_MAGIC 0x746d3033u /* "tm03" */
 struct mtl_tm_modex {
 	uint32_t magic;
 	uint32_t nqp;            /* entries in qpn[]: the job's size */
 	char provider[8];        /* tm_dev_provider_name(): "soft", "verbs" */
+	uint32_t can;            /* MTL_TM_CAN_*: what this rank could use */
+	uint32_t use;            /* MTL_TM_USE_*: what it opened (its guess) */
+	char node[64];           /* its host's name */
 	struct tm_dev_pair_addr addr; /* gid, lid, mtu; QP numbers unused */
 	struct {
 		uint32_t rx, tx;
@@ -139,6 +174,10 @@ struct mtl_tm_module {
 	struct tm_dev *dev;
 	struct tm_engine *eng;
 	uint32_t nprocs;         /* the job's size: one QP per rank */
+	uint32_t can;            /* MTL_TM_CAN_* of this rank */
+	int use;                 /* MTL_TM_USE_* it opened */
+	bool agreed;             /* the job's choice is known (add_procs) */
+	bool again;              /* ... and needed a second exchange */
 	uint32_t my_vpid;
 	struct mtl_tm_endpoint *eps; /* [nprocs], indexed by rank in the job */
 	/* The engine is single threaded: every engine call holds this. */
@@ -211,6 +250,34 @@ void mtl_tm_show_error(const char *topic, const char *fmt, ...)
 void mtl_tm_dev_values(uint64_t values[TM_DEV_NPARAMS]);
 /* Was MCA variable var set by the user (not left at its default)? */
 bool mtl_tm_var_set(int var);
+
+/* mtl_tm_select.c */
+const char *mtl_tm_use_name(int use);
+/* What this rank could use (its mtl_tm_provider and devices); the
+ * libibverbs device's name in vname. */
+uint32_t mtl_tm_can_local(char *vname, size_t vlen);
+/* The rule, from the offers every rank shares and whether the job is on
+ * one node. */
+int mtl_tm_choose(uint32_t all_can, bool one_node);
+/* The provider and mode of tm_dev_open() for a choice. */
+void mtl_tm_use_config(int use, struct tm_dev_config *cfg);
+bool mtl_tm_one_node(void);
+/* The refusal at init, when this rank has nothing for the job. */
+void mtl_tm_show_no_local(uint32_t can);
+/* At add_procs: the job's choice in *use from every rank's blob.
+ * OMPI_SUCCESS: what every rank opened; OMPI_ERR_WOULD_BLOCK: not what
+ * every rank opened, open it and exchange addresses again;
+ * OMPI_ERR_UNREACH: nothing fits (the message is out). */
+int mtl_tm_agree(int mine, int *use);
+void mtl_tm_modex_fill(struct mtl_tm_modex *m, uint32_t can, int use);
+
+/* mtl_tm_addr.c */
+/* One QP pair per rank (mtl_tm.eps), their numbers in the modex. */
+int mtl_tm_qps_publish(void);
+void mtl_tm_qps_destroy(void);
+/* Connects ep's pair to rank name's pair for us, adds it to the engine. */
+int mtl_tm_connect(struct mtl_tm_endpoint *ep,
+		   const opal_process_name_t *name);
 
 /* mtl_tm.c */
 int mtl_tm_module_init(bool enable_mpi_threads);
