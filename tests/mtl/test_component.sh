@@ -9,7 +9,8 @@
 # (ping-pong, mpi_p2p's feature checks, with threads, and on a squeezed
 # soft HCA: one tag, one list op, 2-packet rings, 256-byte MTU, random
 # card scheduling; and without tag matching, softhca_no_tm, including a
-# job whose ranks offer different modes and must agree on one).
+# job whose ranks offer different modes and must agree on one, and one
+# across two host names that no provider fits).
 set -u
 
 builddir=${top_builddir:-.}
@@ -41,7 +42,7 @@ if [ ! -f "$libs/mca_mtl_tm.so" ]; then
 	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"
 	exit 0
 fi
-echo "1..16"
+echo "1..17"
 
 ompi_info > "$tmp/info" 2>&1
 check "ompi_info lists mtl tm" grep -q 'MCA mtl: tm' "$tmp/info"
@@ -135,6 +136,23 @@ check "mixed offers (rank 0 without tag matching): mpi_p2p passes" \
 	bash -c "[ $rc = 0 ] && grep -q 'all checks passed' '$tmp/mixed' && ! grep -q FAIL '$tmp/mixed'"
 check "... every rank opened again and ran without tag matching" \
 	bash -c "[ \$(grep -c 'opening again' '$tmp/mixed') = 3 ] && [ \$(grep -c 'mode: no tag matching' '$tmp/mixed') = 3 ]"
+
+# A job across two hosts with no RDMA device: each rank in a UTS namespace
+# of its own host name, so the published nodes differ although Open MPI
+# sees one node; the rule finds nothing every rank can use, and says so
+# once, at add_procs, without hanging.
+if unshare -u true 2>/dev/null; then
+	timeout 120 "$MPIRUN" --oversubscribe -x OMPI_MCA_mca_base_component_path \
+		--mca pml cm --mca mtl tm \
+		-np 1 unshare -u sh -c "hostname hostA && exec $prog/mpi_hello" : \
+		-np 1 unshare -u sh -c "hostname hostB && exec $prog/mpi_hello" \
+		> "$tmp/hosts" 2>&1
+	rc=$?
+	check "two hosts, no RDMA device: one no-provider message naming a host, MPI_Init fails, no hang" \
+		bash -c "[ $rc != 0 ] && [ $rc != 124 ] && [ \$(grep -c 'mtl tm (no-provider): no provider every rank' '$tmp/hosts') = 1 ] && grep -q 'on host host[AB]' '$tmp/hosts'"
+else
+	ok "two hosts, no RDMA device # SKIP unshare -u (UTS namespaces) not allowed here"
+fi
 
 for f in "$tmp"/*; do
 	case $f in */info|*/param) continue;; esac
