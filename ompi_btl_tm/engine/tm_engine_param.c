@@ -6,6 +6,9 @@
 #include <string.h>
 #include "engine/tm_engine.h"
 #include "engine/tm_engine_param.h"
+#include "engine/tm_wire.h"
+
+_Static_assert(TMH_LEN == 16, "TM_ENGINE_EAGER_LIMIT_MAX counts a 16-byte TMH");
 
 /* A setting and the field of struct tm_engine_config that holds it. */
 struct engine_setting {

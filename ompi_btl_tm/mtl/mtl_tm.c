@@ -8,6 +8,7 @@
  * at finalize.
  */
 #include "mtl_tm.h"
+#include "mtl_tm_pvar.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -446,41 +447,32 @@ static double now_sec(void)
 
 /*
  * What the card did for this process, for mtl_tm_verbose >= 10 (the
- * statistics line of mtl_tm(7): keep the two in step).
- * errors_run: the engine's error count when finalize began.  Errors after
+ * statistics line of mtl_tm(7): keep the two in step), from the MPI_T
+ * performance variables (mtl_tm_pvar.h), so the two cannot disagree.
+ * errors_run: the error count when finalize began.  Errors after
  * that are teardown races (a peer that finished first destroyed its QPs
  * while this rank still drained) and are reported apart.
  */
-static void log_stats(uint64_t errors_run)
+static void log_stats(unsigned long long errors_run)
 {
-	struct tm_engine_stats st;
+	unsigned long long v[MTL_TM_PV_N];
 
 	if (mtl_tm_params.verbose < 10)
 		return;
-	tm_engine_get_stats(mtl_tm.eng, &st);
+	mtl_tm_pvar_read(v);
 	opal_output(mtl_tm_output,
 		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu, long buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, send cancels asked %llu ok %llu late %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown); mode: %s on %s",
-		    mtl_tm.my_vpid, (unsigned long long)st.recv_posted,
-		    (unsigned long long)st.recv_to_card,
-		    (unsigned long long)st.sw_matched_uq,
-		    (unsigned long long)st.sw_conflict,
-		    (unsigned long long)st.sw_list_full,
-		    (unsigned long long)st.sw_ops_full,
-		    (unsigned long long)st.sw_small_buf,
-		    (unsigned long long)st.sw_long_buf,
-		    (unsigned long long)st.card_matched,
-		    (unsigned long long)st.unexpected,
-		    (unsigned long long)st.rndv_card,
-		    (unsigned long long)st.rndv_sw,
-		    (unsigned long long)st.truncated,
-		    (unsigned long long)st.cancel_ok,
-		    (unsigned long long)st.scancel_req,
-		    (unsigned long long)st.scancel_ok,
-		    (unsigned long long)st.scancel_late,
-		    (unsigned long long)st.syncs,
-		    (unsigned long long)st.promoted,
-		    (unsigned long long)errors_run,
-		    (unsigned long long)(st.errors - errors_run),
+		    mtl_tm.my_vpid, v[MTL_TM_PV_RECEIVES],
+		    v[MTL_TM_PV_TO_CARD], v[MTL_TM_PV_FROM_UQ],
+		    v[MTL_TM_PV_SW_CONFLICT], v[MTL_TM_PV_SW_LIST_FULL],
+		    v[MTL_TM_PV_SW_OPS_BUSY], v[MTL_TM_PV_SW_SMALL_BUF],
+		    v[MTL_TM_PV_SW_LONG_BUF], v[MTL_TM_PV_CARD_MATCHED],
+		    v[MTL_TM_PV_UNEXPECTED], v[MTL_TM_PV_RNDV_CARD],
+		    v[MTL_TM_PV_RNDV_SW], v[MTL_TM_PV_TRUNCATED],
+		    v[MTL_TM_PV_CANCELLED], v[MTL_TM_PV_SCANCEL_REQ],
+		    v[MTL_TM_PV_SCANCEL_OK], v[MTL_TM_PV_SCANCEL_LATE],
+		    v[MTL_TM_PV_SYNCS], v[MTL_TM_PV_PROMOTED], errors_run,
+		    v[MTL_TM_PV_ERRORS] - errors_run,
 		    mtl_tm.dev->tm ? "tag matching on the card" :
 				     "no tag matching (all matched in software)",
 		    mtl_tm.dev->name);
@@ -498,9 +490,9 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 		mtl_tm.progress_registered = false;
 	}
 	if (mtl_tm.eng) {
-		struct tm_engine_stats st;
+		unsigned long long v[MTL_TM_PV_N];
 
-		tm_engine_get_stats(mtl_tm.eng, &st);
+		mtl_tm_pvar_read(v);
 		/*
 		 * An ACK, FIN or read a peer still waits for may be queued or
 		 * on the wire: keep going until nothing is in flight, but
@@ -519,7 +511,7 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 			opal_output_verbose(10, mtl_tm_output,
 					    "mtl tm: rank %u: finalize with work still in flight after %.0f s",
 					    mtl_tm.my_vpid, MTL_TM_DRAIN_SECONDS);
-		log_stats(st.errors);
+		log_stats(v[MTL_TM_PV_ERRORS]);
 		/* before the QPs go: the engine holds MRs and posts on them */
 		tm_engine_destroy(mtl_tm.eng);
 		mtl_tm.eng = NULL;

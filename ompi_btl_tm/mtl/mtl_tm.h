@@ -15,6 +15,7 @@
  *   mtl_tm_select.c     one provider for the job: each rank's offer, the
  *                       rule, the refusal
  *   mtl_tm_addr.c       the QPs, their addresses in the modex, connecting
+ *   mtl_tm_pvar.c       MPI_T performance variables (mtl_tm_pvar.h)
  *
  * One provider for the job
  * ------------------------

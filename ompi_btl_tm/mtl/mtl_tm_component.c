@@ -33,6 +33,7 @@
  * file writes no default of another layer and reads no environment.
  */
 #include "mtl_tm.h"
+#include "mtl_tm_pvar.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +41,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "opal/mca/base/mca_base_var.h"
@@ -247,6 +250,7 @@ static int mtl_tm_component_register(void)
 	    MCA_BASE_VAR_TYPE_SIZE_T, NULL, MCA_BASE_VAR_FLAG_DEPRECATED,
 	    OPAL_INFO_LVL_9, &p->rndv_threshold);
 	register_settings();
+	mtl_tm_pvar_register();
 	return OMPI_SUCCESS;
 }
 
@@ -270,25 +274,56 @@ static int mtl_tm_component_close(void)
  * Decided by creating a marker in the session directory of mpirun's job
  * family, which lives until mpirun ends (the job's own directory is
  * cleaned as soon as the job aborts, while late ranks may still get here)
- * and is removed with it.  Without one (singleton), yes.
+ * and is removed with it.  Returns the marker's descriptor (written to
+ * once the message is out: report_done), -1 if another process reports,
+ * -2 if there is no marker to decide by (a singleton: report).
  */
-static bool first_to_report(const char *topic)
+static int claim_report(const char *topic, char *path, size_t len)
 {
 	const char *dir = ompi_process_info.jobfam_session_dir;
-	char path[4096];
 	int fd;
 
 	if (!dir)
-		return true;
-	snprintf(path, sizeof(path), "%s/mtl_tm.%u.%s", dir,
+		return -2;
+	snprintf(path, len, "%s/mtl_tm.%u.%s", dir,
 		 (unsigned)OMPI_PROC_MY_NAME->jobid, topic);
 	fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0600);
 	opal_output_verbose(20, mtl_tm_output, "mtl tm: marker %s: %s", path,
 			    fd < 0 ? strerror(errno) : "created");
 	if (fd < 0)
-		return errno != EEXIST;
+		return errno == EEXIST ? -1 : -2;
+	return fd;
+}
+
+static void report_done(int fd)
+{
+	if (fd < 0)
+		return;
+	if (write(fd, "reported\n", 9) < 0)
+		opal_output_verbose(20, mtl_tm_output, "mtl tm: marker: %s",
+				    strerror(errno));
 	close(fd);
-	return true;
+}
+
+/*
+ * A process that does not report returns its error, which may make mpirun
+ * abort the job: it first gives the reporter a moment to print (until the
+ * marker says so, here; a fixed moment on the other nodes), so that the
+ * one message is not lost with a reporter killed half way.
+ */
+#define REPORT_WAIT_MS 2000
+
+static void wait_reported(const char *path)
+{
+	struct timespec tick = { 0, 10 * 1000 * 1000 };
+	struct stat st;
+	int ms;
+
+	for (ms = 0; ms < REPORT_WAIT_MS; ms += 10) {
+		if (path && !stat(path, &st) && st.st_size > 0)
+			return;
+		nanosleep(&tick, NULL);
+	}
 }
 
 /*
@@ -329,28 +364,34 @@ static bool node_has_rank0(void)
  * through alike), the first one to get here on the node of rank 0 (a
  * marker in the session directory decides); later (a communicator rank 0
  * may not be in), the first one on each node.  The others say only that
- * they decline, at verbosity 10.
+ * they decline, at verbosity 10, and give it time to get out
+ * (wait_reported).
  */
 void mtl_tm_show_error(const char *topic, const char *fmt, ...)
 {
 	static const char dashes[] =
 		"--------------------------------------------------------------------------";
 	bool in_init = !mtl_tm.agreed;
-	char body[1024];
+	char body[1024], path[4096];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(body, sizeof(body), fmt, ap);
 	va_end(ap);
-	if ((!in_init || node_has_rank0()) && first_to_report(topic)) {
+	bool here = !in_init || node_has_rank0();
+	int fd = here ? claim_report(topic, path, sizeof(path)) : -1;
+
+	if (fd != -1) {
 		fprintf(stderr, "%s\nmtl tm (%s): %s\n%s\n", dashes, topic,
 			body, dashes);
 		fflush(stderr);
-	} else {
-		opal_output_verbose(10, mtl_tm_output,
-				    "mtl tm: rank %u: %s (the message is printed once per job)",
-				    (unsigned)OMPI_PROC_MY_NAME->vpid, topic);
+		report_done(fd);
+		return;
 	}
+	opal_output_verbose(10, mtl_tm_output,
+			    "mtl tm: rank %u: %s (the message is printed once per job)",
+			    (unsigned)OMPI_PROC_MY_NAME->vpid, topic);
+	wait_reported(here ? path : NULL);
 }
 
 /* Does the "mtl" selection (an include list, not ^exclude) name tm? */

@@ -10,20 +10,21 @@
 # (ping-pong, mpi_p2p's feature checks, with threads, and on a squeezed
 # soft HCA: one tag, one list op, 2-packet rings, 256-byte MTU, random
 # card scheduling; and without tag matching, softhca_no_tm, including a
-# job whose ranks offer different modes and must agree on one).
+# job whose ranks offer different modes and must agree on one, and one
+# across two host names that no provider fits).
 set -u
 
 . "$(dirname "$0")/mpi_tap.sh"
 run() { # run logfile mpirun-args...: with a time limit, output in logfile
 	mpirun_log 120 "$@"
 }
-echo "1..18"
+echo "1..19"
 
 ompi_info > "$tmp/info" 2>&1
 check "ompi_info lists mtl tm" grep -q 'MCA mtl: tm' "$tmp/info"
 
 # The manual page and the component in step: every parameter the page
-# documents (".TP" then ".B mtl_tm_<name>") is registered, every registered
+# documents (".TP" then ".B mtl_tm_<name>" under PARAMETERS) is registered, every registered
 # one is documented, and the default the page states ("default N", "N KiB"
 # / "MiB" / "GiB", or "<word> (default)") is the one ompi_info reports.
 # ompi_info runs without the variables that replace defaults.
@@ -33,7 +34,8 @@ clean_env=$(env | sed -n 's/^\(SOFTHCA_[A-Z_]*\|TM_DEV_[A-Z_]*\|OMPI_MCA_mtl_tm_
 env $clean_env ompi_info --param mtl tm --level 9 --parsable > "$tmp/param" 2>&1
 sed -n 's/^mca:mtl:tm:param:\(mtl_tm_[a-z_0-9]*\):value:\(.*\)$/\1 \2/p' \
 	"$tmp/param" > "$tmp/values"
-documented=$(awk 'prev == ".TP" && $1 == ".B" && $2 ~ /^mtl_tm_/ { print $2 }
+documented=$(awk '/^\.SH / { in_params = $2 == "PARAMETERS" }
+		  in_params && prev == ".TP" && $1 == ".B" && $2 ~ /^mtl_tm_/ { print $2 }
 		  { prev = $0 }' "$man")
 missing=
 for p in $documented; do
@@ -158,6 +160,23 @@ check "mixed offers (rank 0 without tag matching): mpi_p2p passes" \
 	bash -c "[ $rc = 0 ] && grep -q 'all checks passed' '$tmp/mixed' && ! grep -q FAIL '$tmp/mixed'"
 check "... every rank opened again and ran without tag matching" \
 	bash -c "[ \$(grep -c 'opening again' '$tmp/mixed') = 3 ] && [ \$(grep -c 'mode: no tag matching' '$tmp/mixed') = 3 ]"
+
+# A job across two hosts with no RDMA device: each rank in a UTS namespace
+# of its own host name, so the published nodes differ although Open MPI
+# sees one node; the rule finds nothing every rank can use, and says so
+# once, at add_procs, without hanging.
+if unshare -u true 2>/dev/null; then
+	timeout 120 "$MPIRUN" --oversubscribe -x OMPI_MCA_mca_base_component_path \
+		--mca pml cm --mca mtl tm \
+		-np 1 unshare -u sh -c "hostname hostA && exec $prog/mpi_hello" : \
+		-np 1 unshare -u sh -c "hostname hostB && exec $prog/mpi_hello" \
+		> "$tmp/hosts" 2>&1
+	rc=$?
+	check "two hosts, no RDMA device: one no-provider message naming a host, MPI_Init fails, no hang" \
+		bash -c "[ $rc != 0 ] && [ $rc != 124 ] && [ \$(grep -c 'mtl tm (no-provider): no provider every rank' '$tmp/hosts') = 1 ] && grep -q 'on host host[AB]' '$tmp/hosts'"
+else
+	ok "two hosts, no RDMA device # SKIP unshare -u (UTS namespaces) not allowed here"
+fi
 
 for f in "$tmp"/*; do
 	case $f in */info|*/param|*/values) continue;; esac
