@@ -132,9 +132,11 @@ static int qp_connect(struct sh_qp *qp, struct ibv_qp_attr *attr, int mask)
 		return EINVAL;
 	peer = sh_peer_get(qp->ctx, &attr->ah_attr.grh.dgid);
 	if (!peer)
-		/* EPERM: no ptrace right over the peer; EPROTO: its segment
-		 * is not one a peer may trust */
-		return errno == ENOENT ? EHOSTUNREACH : errno ? errno : EINVAL;
+		/* (shm.c says why on stderr) EHOSTUNREACH: nobody answers
+		 * for that GID; EACCES: the owner refused (another user, a
+		 * wrong key); EPROTO: its segment is not one to trust */
+		return errno == ECONNREFUSED ? EHOSTUNREACH
+		       : errno ? errno : EINVAL;
 	idx = attr->dest_qp_num - SH_QPN_BASE;
 	if (attr->dest_qp_num < SH_QPN_BASE || idx >= peer->lay.max_qp ||
 	    peer->lay.mtu != qp->ctx->lay.mtu) {

@@ -426,6 +426,12 @@ struct sh_context {
 	struct sh_layout lay;
 	int pub_fd, rings_fd;
 	uint32_t nonce;              /* in the GID and both segments */
+	uint32_t key;                /* in the GID: with the nonce, what a
+				      * peer shows to get the segments */
+	int srv_fd, srv_stop[2];     /* the socket that hands them over */
+	uint32_t srv_salt;           /* in its name and the GID */
+	pthread_t srv_thread;        /* ... and its thread (shm.c) */
+	pid_t srv_pid;               /* the process that runs it */
 	uint64_t bad_packets;        /* malformed arrivals dropped */
 	struct sh_qp **qps;          /* by index */
 	struct sh_rx_watch *rxw;     /* max_qp entries, rxw_n in use */
@@ -546,7 +552,8 @@ struct sh_mr_slot *sh_seg_mr(struct sh_context *ctx, uint32_t index);
 struct sh_peer *sh_peer_get(struct sh_context *ctx, const union ibv_gid *gid);
 void sh_peer_put(struct sh_context *ctx, struct sh_peer *peer);
 bool sh_peer_dead(struct sh_peer *peer);
-void sh_gid_encode(union ibv_gid *gid, pid_t pid, int fd, uint32_t nonce);
+void sh_gid_encode(union ibv_gid *gid, pid_t pid, int fd, uint32_t nonce,
+		   uint32_t key, uint32_t salt);
 uint64_t sh_now_ns(void);
 
 /* mr.c (sh_read_allow/used: read pacing, bytes this card run may read) */

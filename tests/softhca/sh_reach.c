@@ -4,12 +4,15 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -33,49 +36,113 @@ void reach_drop(struct reach *r)
 	memset(r, 0, sizeof(*r));
 }
 
-/*
- * Maps what it can of the segments gid names: the ring segment and the
- * published one (rkey table) read-write, through every way a process of
- * the same user has: pidfd_getfd of the descriptors the GID names.
- */
-void reach_victim(const union ibv_gid *gid, struct reach *r)
+/* The GID's fields as the soft HCA lays them out (shm.c, sh_gid_encode). */
+static void gid_fields(const union ibv_gid *gid, pid_t *pid, int *fd,
+		       uint32_t *salt, uint64_t *secret)
 {
 	uint32_t w[4];
-	int pidfd, fd, rfd;
+
+	memcpy(w, gid->raw, sizeof(w));
+	for (int i = 0; i < 4; i++)
+		w[i] = ntohl(w[i]);
+	*pid = (pid_t)(w[1] & 0x3fffffu);
+	*salt = w[1] >> 22;
+	*fd = (int)(w[2] & 0xffffu);
+	*secret = (uint64_t)((w[0] & 0xffffu) << 16 | w[2] >> 16) << 32 | w[3];
+}
+
+/* pidfd_getfd: needs a ptrace right over the owner */
+static int by_pidfd(pid_t pid, int fd, int *pfd, int *rfd)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	struct sh_seg head;
+
+	*pfd = *rfd = -1;
+	if (pidfd < 0)
+		return -1;
+	*pfd = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+	if (*pfd >= 0 && pread(*pfd, &head, sizeof(head), 0) ==
+				 (ssize_t)sizeof(head))
+		*rfd = (int)syscall(SYS_pidfd_getfd, pidfd, head.rings_fd, 0);
+	close(pidfd);
+	return *pfd >= 0 ? 0 : -1;
+}
+
+/* the owner's socket, as a peer asks it (handover.c) */
+static int by_socket(pid_t pid, int fd, uint32_t salt, uint64_t secret,
+		     int *pfd, int *rfd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+	} u;
+	char ok = 0;
+	struct iovec iov = { .iov_base = &ok, .iov_len = 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct cmsghdr *h;
+	int s, n, fds[2], rc = -1;
+
+	n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1,
+		     "softhca.%d.%d.%u", (int)pid, fd, salt);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	memset(&u, 0, sizeof(u));
+	if (!connect(s, (struct sockaddr *)&a,
+		     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+				 (size_t)n)) &&
+	    send(s, &secret, sizeof(secret), MSG_NOSIGNAL) ==
+		    (ssize_t)sizeof(secret) &&
+	    recvmsg(s, &m, MSG_CMSG_CLOEXEC) == 1 &&
+	    (h = CMSG_FIRSTHDR(&m)) && h->cmsg_type == SCM_RIGHTS &&
+	    h->cmsg_len == CMSG_LEN(sizeof(fds))) {
+		memcpy(fds, CMSG_DATA(h), sizeof(fds));
+		*pfd = fds[0];
+		*rfd = fds[1];
+		rc = 0;
+	}
+	close(s);
+	return rc;
+}
+
+void reach_victim(const union ibv_gid *gid, struct reach *r)
+{
+	uint64_t secret;
+	uint32_t salt;
+	int fd, pfd, rfd;
 	struct stat st;
+	pid_t pid;
 	void *m;
 
 	memset(r, 0, sizeof(*r));
-	r->how = "nothing reachable";
-	memcpy(w, gid->raw, sizeof(w));
-	pidfd = (int)syscall(SYS_pidfd_open, (pid_t)ntohl(w[1]), 0);
-	if (pidfd < 0)
-		return;
-	fd = (int)syscall(SYS_pidfd_getfd, pidfd, (int)ntohl(w[2]), 0);
-	if (fd < 0) {
-		r->how = "pidfd_getfd refused";
-		close(pidfd);
+	gid_fields(gid, &pid, &fd, &salt, &secret);
+	if (!by_pidfd(pid, fd, &pfd, &rfd)) {
+		r->how = "pidfd_getfd";
+	} else if (!by_socket(pid, fd, salt, secret, &pfd, &rfd)) {
+		r->how = "the owner's socket";
+	} else {
+		r->how = "pidfd_getfd and the owner's socket refused";
 		return;
 	}
-	if (!fstat(fd, &st) && st.st_size >= (off_t)sizeof(r->head) &&
-	    pread(fd, &r->head, sizeof(r->head), 0) == sizeof(r->head)) {
+	if (!fstat(pfd, &st) && st.st_size >= (off_t)sizeof(r->head) &&
+	    pread(pfd, &r->head, sizeof(r->head), 0) == sizeof(r->head)) {
 		r->pub_size = (size_t)st.st_size;
 		m = mmap(NULL, r->pub_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-			 fd, 0);
+			 pfd, 0);
 		r->pub = m == MAP_FAILED ? NULL : m;
-		rfd = (int)syscall(SYS_pidfd_getfd, pidfd, r->head.rings_fd, 0);
 		if (rfd >= 0 && !fstat(rfd, &st)) {
 			r->rings_size = (size_t)st.st_size;
 			m = mmap(NULL, r->rings_size, PROT_READ | PROT_WRITE,
 				 MAP_SHARED, rfd, 0);
 			r->rings = m == MAP_FAILED ? NULL : m;
 		}
-		if (rfd >= 0)
-			close(rfd);
-		r->how = "pidfd_getfd";
 	}
-	close(fd);
-	close(pidfd);
+	if (rfd >= 0)
+		close(rfd);
+	close(pfd);
 }
 
 struct sh_ring *reach_ring(struct reach *r, uint32_t qpn)

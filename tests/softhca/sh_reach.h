@@ -28,8 +28,9 @@ struct reach {
 /*
  * Maps what it can of the segments gid names: the ring segment and the
  * published one (rkey table) read-write, through every way a process of
- * the same user has (pidfd_getfd of the descriptors the GID names).
- * r->how says what happened.
+ * the same user has: pidfd_getfd of the descriptors the GID names (with
+ * a ptrace right over the owner), else the owner's socket, presenting
+ * the key the GID carries.  r->how says what happened.
  */
 void reach_victim(const union ibv_gid *gid, struct reach *r);
 void reach_drop(struct reach *r);

@@ -1,7 +1,8 @@
 /*
  * test_hostile.c - the soft HCA against peers and processes it must not
  * trust: an unrelated process of the same user (without ptrace rights over
- * the rank) trying to inject a packet or grant itself an rkey, a peer
+ * the rank, nor the key its GID carries: it knows only what /proc shows)
+ * trying to inject a packet or grant itself an rkey, a peer
  * whose segment header is corrupt or changes after connect, a peer gone
  * before the connect, and a region deregistered while a copy read of it
  * is being served.  Malformed packets are test_hostile_packets.c's.
@@ -169,7 +170,11 @@ static void test_unrelated_process(void)
 	memset(buf, 0, 256);
 	sh_post_plain(&e.b, 7, buf, 256);
 	sh_flush(&e);
+	/* what anyone may learn (the pid, the descriptor: /proc, the
+	 * socket's name), not the key the job's address exchange carries */
 	job.gid = e.b.gid;
+	job.gid.raw[2] ^= 0x5a;
+	job.gid.raw[8] ^= 0xa5;
 	job.qpn = e.p[0].rqp->qp_num;
 	job.from_qpn = e.p[0].sqp->qp_num;
 	if (write(hostile_req[1], &job, sizeof(job)) != sizeof(job) ||
@@ -177,8 +182,9 @@ static void test_unrelated_process(void)
 		sh_die("hostile process did not answer");
 	waitpid(hostile_pid, NULL, 0);
 	tap_check(!rep.rings_writable && !rep.pub_writable,
-		  "a process of the same user without ptrace rights maps no "
-		  "segment of a rank writable (%s)", rep.how);
+		  "a process of the same user without ptrace rights or the "
+		  "GID's key maps no segment of a rank writable (%s)",
+		  rep.how);
 
 	for (n = 0; n < 100; n++) {
 		sh_flush(&e);
@@ -227,7 +233,7 @@ static void test_rkey_table_readonly(void)
 	memcpy(w, gid.raw, sizeof(w));
 	pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
 	fd = pidfd < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, pidfd,
-					   (int)ntohl(w[2]), 0);
+					   (int)(ntohl(w[2]) & 0xffffu), 0);
 	if (fd >= 0) {
 		if (pwrite(fd, &byte, 1, 4096) < 0)
 			wr_err = errno;
