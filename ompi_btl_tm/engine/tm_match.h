@@ -56,7 +56,7 @@
 
 #include <stdint.h>
 #include <ucs/datastruct/list.h>
-#include "dev/tm_status.h"
+#include "tm_status.h"
 
 #define TM_ANY_SRC (-1)
 #define TM_ANY_TAG (-1)
@@ -249,5 +249,12 @@ static inline int tm_mq_sw_conflict(struct tm_mq *mq, uint64_t tag,
 {
 	return mq->nsw_held && tm_mq_sw_conflict_slow(mq, tag, mask);
 }
+
+/*
+ * The posted receives and unexpected messages of context ctx, counted by
+ * walking the queues (for tools: not O(1)).
+ */
+void tm_mq_count_ctx(struct tm_mq *mq, uint32_t ctx, uint64_t *nrecvs,
+		     uint64_t *nmsgs);
 
 #endif /* TM_MATCH_H */

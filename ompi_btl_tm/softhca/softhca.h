@@ -74,9 +74,11 @@
  *    matched, NO_TAG or data completions.
  *
  * Transport: each context owns two anonymous shared-memory segments
- * (memfds; nothing in /dev/shm, nothing left after any exit) that peers
- * reach with pidfd_getfd(2) on the descriptors the GID names, which needs
- * ptrace permission over the owner (as process_vm_readv does): one holds
+ * (memfds; nothing in /dev/shm, nothing left after any exit) that the
+ * owner hands over a UNIX socket its GID names to a peer of the same user
+ * presenting the GID's key (no ptrace permission needed; a connect that
+ * cannot be made fails the RTR transition with EHOSTUNREACH or EACCES and
+ * says why on stderr): one holds
  * the rkey table and is sealed so that peers map it read-only, the other
  * one inbound packet ring per QP; a sender copies MTU-sized packets into its
  * peer's ring.  Nothing a peer writes is trusted: its segment header is
@@ -143,6 +145,10 @@ struct softhca_config {
 	int single_threaded;        /* contexts take no lock on the data
 				     * path: one thread at a time uses each
 				     * (as mlx5's MLX5_SINGLE_THREADED) */
+	int no_tm;                  /* a device without tag matching: tm_caps
+				     * all zero, IBV_SRQT_TM refused (EINVAL,
+				     * as mlx5's kernel driver answers a list
+				     * size above the device's, here zero) */
 };
 
 /*
@@ -179,7 +185,7 @@ void softhca_config_default(struct softhca_config *cfg);
  * (SOFTHCA_MAX_NUM_TAGS, SOFTHCA_MAX_OPS, SOFTHCA_MTU, SOFTHCA_RING_DEPTH,
  * SOFTHCA_MAX_MSG_SZ,
  * SOFTHCA_SCHED=auto|random|manual, SOFTHCA_SEED, SOFTHCA_FORCE_COPY_READ,
- * ...).  Returns 0, or EINVAL naming the bad variable on stderr.
+ * SOFTHCA_NO_TM=0/1, ...).  Returns 0, or EINVAL naming the bad variable on stderr.
  */
 int softhca_config_from_env(struct softhca_config *cfg);
 

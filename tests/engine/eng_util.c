@@ -22,6 +22,7 @@ static int node_open(struct eu_node *nd, const struct eu_opts *o)
 	dc.provider = "soft";
 	dc.max_num_tags = o->max_num_tags;
 	dc.max_ops = o->max_ops;
+	dc.tm = o->no_tm ? TM_DEV_TM_OFF : TM_DEV_TM_ON;
 	if (tm_dev_open(&dc, &nd->dev) != TM_OK)
 		return -1;
 	softhca_set_sched(nd->dev->ctx, o->sched, o->seed);
@@ -55,6 +56,7 @@ int eu_world_init(struct eu_world *w, int n, const struct eu_opts *o)
 		cfg.max_mr = o->max_mr;
 	cfg.sched = o->sched;
 	cfg.seed = o->seed;
+	cfg.no_tm = o->no_tm;
 	if (softhca_set_config(&cfg))
 		return -1;
 	w->n = n;
@@ -144,4 +146,36 @@ void eu_recv_cb(struct tm_recv *r)
 void eu_send_cb(struct tm_send *s)
 {
 	((struct eu_send *)s)->done++;
+}
+
+static uint8_t pattern(size_t i, uint8_t seed)
+{
+	return (uint8_t)(seed + i * 7 + (i >> 16));
+}
+
+void eu_fill(uint8_t *p, size_t n, uint8_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = pattern(i, seed);
+}
+
+int eu_check(const uint8_t *p, size_t n, uint8_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != pattern(i, seed))
+			return 0;
+	return 1;
+}
+
+struct tm_engine_stats eu_stats(struct tm_engine *eng)
+{
+	struct tm_engine_stats st;
+
+	tm_engine_get_stats(eng, &st);
+	return st;
+}
+
+struct tm_engine_stats eu_node_stats(struct eu_world *w, int i)
+{
+	return eu_stats(w->node[i].eng);
 }

@@ -38,6 +38,8 @@ struct eu_opts {
 	enum softhca_sched sched;
 	uint64_t seed;
 	size_t arena_len;
+	int no_tm;            /* the soft HCA offers no tag matching: every
+			       * device opens in the plain mode (tm_dev.h) */
 	struct tm_engine_config ecfg;
 };
 
@@ -58,6 +60,17 @@ void eu_send_cb(struct tm_send *s);
 void eu_opts_default(struct eu_opts *o);
 int eu_world_init(struct eu_world *w, int n, const struct eu_opts *o);
 void eu_world_fini(struct eu_world *w);
+
+/*
+ * Test data: byte i of a buffer filled with seed is seed + 7i + i/64Ki
+ * (the last term so that a piece of a long transfer landing 64 KiB off
+ * does not match); eu_check says whether p holds it.
+ */
+void eu_fill(uint8_t *p, size_t n, uint8_t seed);
+int eu_check(const uint8_t *p, size_t n, uint8_t seed);
+/* A snapshot of an engine's statistics (of node i's). */
+struct tm_engine_stats eu_stats(struct tm_engine *eng);
+struct tm_engine_stats eu_node_stats(struct eu_world *w, int i);
 
 /* Runs card work and engine progress everywhere until nothing moves. */
 void eu_pump(struct eu_world *w);
