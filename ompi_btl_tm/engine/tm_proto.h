@@ -351,16 +351,24 @@ static inline void tme_recv_try_done(struct tm_engine *eng, struct tm_recv *r)
 	tme_recv_done(eng, r);
 }
 
-static inline void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r,
-				   int status)
+/* r's outcome is known (once): its status, counted. */
+static inline void tme_recv_outcome(struct tm_engine *eng, struct tm_recv *r,
+				    int status)
 {
-	TME_ASSERT(!(rp(r)->flags & RF_FINISHED)); /* finishes once */
+	TME_ASSERT(!(rp(r)->flags & RF_FINISHED));
 	r->status = status;
 	if (status == TM_REQ_TRUNCATED)
 		eng->x.st.truncated++;
 	if (status == TM_REQ_ERROR)
 		eng->x.st.errors++;
 	rp(r)->flags |= RF_FINISHED;
+}
+
+/* r finished with status: completes once nothing names it any more. */
+static inline void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r,
+				   int status)
+{
+	tme_recv_outcome(eng, r, status);
 	tme_recv_try_done(eng, r);
 }
 
