@@ -257,19 +257,13 @@ struct tm_engine {
  * Configured with --enable-debug (TM_DEBUG), the rules the comments above
  * state are checked where a receive changes state, as rdma-core's mlx5
  * provider checks its invariants under MLX5_DEBUG: a broken rule stops
- * the process at once instead of losing a message later.  Free otherwise.
+ * the process at once (assert: libc names the rule) instead of losing a
+ * message later.  Free otherwise.
  */
 #ifdef TM_DEBUG
-#include <stdio.h>
-static inline void tme_assert_fail(const char *what, const char *file,
-				   int line)
-{
-	fprintf(stderr, "%s:%d: engine invariant broken: %s\n", file, line,
-		what);
-	abort();
-}
-#define TME_ASSERT(c) \
-	((c) ? (void)0 : tme_assert_fail(#c, __FILE__, __LINE__))
+#undef NDEBUG
+#include <assert.h>
+#define TME_ASSERT(c) assert(c)
 #else
 #define TME_ASSERT(c) ((void)0)
 #endif
