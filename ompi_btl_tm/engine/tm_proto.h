@@ -257,19 +257,13 @@ struct tm_engine {
  * Configured with --enable-debug (TM_DEBUG), the rules the comments above
  * state are checked where a receive changes state, as rdma-core's mlx5
  * provider checks its invariants under MLX5_DEBUG: a broken rule stops
- * the process at once instead of losing a message later.  Free otherwise.
+ * the process at once (assert: libc names the rule) instead of losing a
+ * message later.  Free otherwise.
  */
 #ifdef TM_DEBUG
-#include <stdio.h>
-static inline void tme_assert_fail(const char *what, const char *file,
-				   int line)
-{
-	fprintf(stderr, "%s:%d: engine invariant broken: %s\n", file, line,
-		what);
-	abort();
-}
-#define TME_ASSERT(c) \
-	((c) ? (void)0 : tme_assert_fail(#c, __FILE__, __LINE__))
+#undef NDEBUG
+#include <assert.h>
+#define TME_ASSERT(c) assert(c)
 #else
 #define TME_ASSERT(c) ((void)0)
 #endif
@@ -351,16 +345,24 @@ static inline void tme_recv_try_done(struct tm_engine *eng, struct tm_recv *r)
 	tme_recv_done(eng, r);
 }
 
-static inline void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r,
-				   int status)
+/* r's outcome is known (once): its status, counted. */
+static inline void tme_recv_outcome(struct tm_engine *eng, struct tm_recv *r,
+				    int status)
 {
-	TME_ASSERT(!(rp(r)->flags & RF_FINISHED)); /* finishes once */
+	TME_ASSERT(!(rp(r)->flags & RF_FINISHED));
 	r->status = status;
 	if (status == TM_REQ_TRUNCATED)
 		eng->x.st.truncated++;
 	if (status == TM_REQ_ERROR)
 		eng->x.st.errors++;
 	rp(r)->flags |= RF_FINISHED;
+}
+
+/* r finished with status: completes once nothing names it any more. */
+static inline void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r,
+				   int status)
+{
+	tme_recv_outcome(eng, r, status);
 	tme_recv_try_done(eng, r);
 }
 

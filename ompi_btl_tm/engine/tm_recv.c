@@ -296,9 +296,9 @@ static inline void match_take(struct tm_engine *eng, struct tm_recv *r,
 }
 
 /* Step: an eager message's data is in place: copied out of its staging
- * buffer, if it has one, and r finishes. */
-static inline void data_eager(struct tm_engine *eng, struct tm_recv *r,
-			      const struct tm_cqe *c)
+ * buffer, if it has one.  Returns r's status. */
+static inline int data_eager(struct tm_engine *eng, struct tm_recv *r,
+			     const struct tm_cqe *c)
 {
 	struct tme_recv *q = rp(r);
 
@@ -309,8 +309,7 @@ static inline void data_eager(struct tm_engine *eng, struct tm_recv *r,
 		       r->recv_len);
 		tmx_stage_put(&eng->x, &q->t);
 	}
-	tme_recv_finish(eng, r, r->msg_len > q->b.len ? TM_REQ_TRUNCATED :
-			TM_REQ_OK);
+	return r->msg_len > q->b.len ? TM_REQ_TRUNCATED : TM_REQ_OK;
 }
 
 static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
@@ -368,7 +367,7 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 		return;
 	}
 	if (c->status == IBV_WC_SUCCESS) {
-		data_eager(eng, r, c);
+		tme_recv_finish(eng, r, data_eager(eng, r, c));
 		return;
 	}
 	r->recv_len = 0;
@@ -392,8 +391,8 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
  * no op pending: a signalled ADD completed before its entry could match,
  * in the same CQ; no test hook).  The steps of on_card_match and
  * on_card_data, without their tests for the cases excluded here: no
- * rendezvous or ACK, no claim, no watch or FIFO to leave.  0: not that
- * case.
+ * rendezvous or ACK, no claim, no watch or FIFO to leave, nothing left
+ * naming it when it finishes.  0: not that case.
  */
 static int recv_fast(struct tm_engine *eng, struct tm_recv *r,
 		     const struct tm_cqe *c)
@@ -410,13 +409,16 @@ static int recv_fast(struct tm_engine *eng, struct tm_recv *r,
 	tm_mq_recv_remove(&eng->mq, &q->mq); /* recv_leave_queues */
 	tme_rstate(q, R_WAIT_DATA);
 	tmx_entry_gone(&eng->x, &q->t);
-	data_eager(eng, r, c);
+	tme_recv_outcome(eng, r, data_eager(eng, r, c));
+	tme_recv_done(eng, r); /* tme_recv_try_done's tests hold */
 	return 1;
 }
 
-void tme_on_recv_cqe(struct tm_engine *eng, struct tm_recv *r,
-		     const struct tm_cqe *c)
+void tme_on_recv_cqe(void *arg, struct tm_tctx *t, const struct tm_cqe *c)
 {
+	struct tm_engine *eng = arg;
+	struct tm_recv *r = recv_of_tctx(t);
+
 	if (recv_fast(eng, r, c))
 		return;
 	if (!(rp(r)->flags & RF_MATCH_SEEN))

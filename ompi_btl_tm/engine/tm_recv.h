@@ -30,8 +30,8 @@
 int tme_recv_init(struct tm_engine *eng);
 void tme_recv_cleanup(struct tm_engine *eng);
 
-void tme_on_recv_cqe(struct tm_engine *eng, struct tm_recv *r,
-		     const struct tm_cqe *c);
+/* tmx_cb.recv itself (arg: the engine), registered by tm_api.c. */
+void tme_on_recv_cqe(void *eng, struct tm_tctx *t, const struct tm_cqe *c);
 void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
 		      const struct tm_cqe *c);
 int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
