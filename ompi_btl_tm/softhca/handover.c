@@ -81,12 +81,14 @@ static void serve_one(struct sh_context *ctx, int c)
 	socklen_t cl = sizeof(cr);
 	uint64_t secret = 0;
 	struct cmsghdr *h;
+	ssize_t got;
 
 	sock_timeouts(c);
+	/* (the key is read whoever asks: a socket closed with unread data
+	 * resets, and the refusal would not arrive) */
+	got = recv(c, &secret, sizeof(secret), MSG_WAITALL);
 	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) ||
-	    cr.uid != geteuid() ||
-	    recv(c, &secret, sizeof(secret), MSG_WAITALL) !=
-		    (ssize_t)sizeof(secret) ||
+	    cr.uid != geteuid() || got != (ssize_t)sizeof(secret) ||
 	    secret != ctx_secret(ctx)) {
 		ok = 'R';
 		(void)send(c, &ok, 1, MSG_NOSIGNAL);

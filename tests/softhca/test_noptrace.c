@@ -9,7 +9,9 @@
  * The child moves into a user namespace of its own, which takes away any
  * ptrace right over the parent (pidfd_getfd on the parent fails with
  * EPERM) while it stays the same user; it connects to the parent's
- * context and sends one eager message, which the parent receives.
+ * context and sends one eager message, which the parent receives.  Run
+ * as root, a second child becomes another user (nobody) and, holding the
+ * parent's whole GID, is refused all the same.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,6 +19,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -112,6 +115,39 @@ static void child_main(void)
 	_exit(0);
 }
 
+/* Another user with the right GID: refused (the owner checks the uid). */
+static void other_user(const struct addr *peer)
+{
+	struct ibv_cq_ex *scq;
+	struct ibv_qp *qp;
+	struct sh_side s;
+	int status = 0, ret;
+	pid_t pid;
+
+	if (geteuid()) {
+		tap_check(1, "# SKIP another user: not run as root");
+		return;
+	}
+	pid = fork();
+	if (!pid) {
+		alarm(30);
+		if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+			_exit(100);
+		if (sh_side_open(&s, SOFTHCA_SCHED_AUTO, 1))
+			_exit(101);
+		qp = side_qp(&s, &scq);
+		if (!qp)
+			_exit(102);
+		ret = sh_qp_connect(qp, &peer->gid, peer->qpn);
+		_exit(ret == EACCES ? 0 : ret ? 1 : 2);
+	}
+	waitpid(pid, &status, 0);
+	tap_check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "a process of another user holding the whole GID: refused "
+		  "with EACCES (code %d)", WIFEXITED(status) ?
+		  WEXITSTATUS(status) : -1);
+}
+
 int main(void)
 {
 	struct ibv_cq_ex *scq;
@@ -151,6 +187,7 @@ int main(void)
 	if (get(to_parent[0], &out, sizeof(out)))
 		memset(&out, 0, sizeof(out));
 	waitpid(pid, &status, 0);
+	other_user(&me);
 	if (!out.isolated) {
 		for (int i = 0; i < 3; i++)
 			tap_check(1, "# SKIP no user namespace for the child");
