@@ -4,7 +4,8 @@
 #   scripts/run-tests.sh [--quick] [--sanitizers] [--vm] [-j N]
 #
 #   (default)     build/normal only
-#   --sanitizers  also build/asan (--enable-sanitizers: ASan + UBSan)
+#   --sanitizers  also build/asan (--enable-sanitizers: ASan + UBSan,
+#                 with --enable-debug: the engine checks its invariants)
 #   --quick       build/normal only, even with --sanitizers
 #   --vm          also tests/vm/run-vm-tests.sh: MPI across two QEMU VMs
 #                 over soft-RoCE (root; minutes; TAP log in build/vm.tap)
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
 	--vm) vm=1 ;;
 	-j) jobs=$2; shift ;;
 	-j*) jobs=${1#-j} ;;
-	-h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-tests: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -125,7 +126,7 @@ for name in "${builds[@]}"; do
 	conf_args=()
 	unset ASAN_OPTIONS
 	if [ "$name" = asan ]; then
-		conf_args+=(--enable-sanitizers)
+		conf_args+=(--enable-sanitizers --enable-debug)
 		if lsan_probe; then
 			export ASAN_OPTIONS=detect_leaks=1
 		else
