@@ -14,12 +14,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "opal/mca/pmix/pmix.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 #include "ompi/communicator/communicator.h"
 #include "ompi/proc/proc.h"
-#include "ompi/mca/rte/rte.h"
 
 #include <infiniband/tm_types.h>
 
@@ -207,7 +205,7 @@ static int create_qps_and_publish(void)
 	}
 	m->addr = a;
 	m->addr.rx_qpn = m->addr.tx_qpn = 0;
-	OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL,
+	OPAL_MODEX_SEND(rc, MTL_TM_MODEX_GLOBAL,
 			&mca_mtl_tm_component.mtl_version, m, size);
 	free(m);
 	if (rc != OPAL_SUCCESS) {
@@ -555,7 +553,7 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 int mtl_tm_add_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm)
 {
-	uint32_t cid = ompi_comm_get_cid(comm);
+	uint32_t cid = mtl_tm_comm_cid(comm);
 	int size = ompi_comm_size(comm);
 
 	if (OMPI_COMM_IS_INTER(comm) && ompi_comm_remote_size(comm) > size)

@@ -11,6 +11,7 @@
  *   mtl_tm_data.c       data path (send, recv, probe) on the matching
  *                       engine
  *   mtl_tm_cancel.c     MPI_Cancel of its requests
+ *   mtl_tm_compat.h     the differences between Open MPI 4.1 and 5.0
  *
  * Addressing (one RC QP per peer)
  * -------------------------------
@@ -41,7 +42,7 @@
 
 #include "ompi_config.h"
 #include "ompi/mca/mtl/mtl.h"
-#include "opal/threads/mutex.h"
+#include "mtl_tm_compat.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -171,7 +172,7 @@ struct mtl_tm_request {
 extern struct mtl_tm_module mtl_tm;
 extern struct mtl_tm_params mtl_tm_params;
 extern int mtl_tm_output;    /* opal_output stream, verbosity = verbose */
-OMPI_MODULE_DECLSPEC extern mca_mtl_base_component_2_0_0_t
+MTL_TM_DECLSPEC extern mca_mtl_base_component_2_0_0_t
 	mca_mtl_tm_component;
 
 /* mtl_tm_component.c */

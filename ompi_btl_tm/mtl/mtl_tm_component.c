@@ -43,7 +43,6 @@
 #include "opal/mca/base/mca_base_var_enum.h"
 #include "opal/util/output.h"
 #include "ompi/mca/mtl/base/base.h"
-#include "ompi/mca/rte/rte.h"
 
 
 struct mtl_tm_params mtl_tm_params;
@@ -53,8 +52,7 @@ static int mtl_tm_component_register(void);
 static int mtl_tm_component_open(void);
 static int mtl_tm_component_close(void);
 static int mtl_tm_component_query(mca_base_module_t **module, int *priority);
-static mca_mtl_base_module_t *mtl_tm_component_init(bool progress_threads,
-						    bool mpi_threads);
+static mca_mtl_base_module_t *mtl_tm_component_init(MTL_TM_INIT_PARAMS);
 
 mca_mtl_base_component_2_0_0_t mca_mtl_tm_component = {
 	.mtl_version = {
@@ -271,14 +269,13 @@ static int mtl_tm_component_close(void)
 
 /*
  * Is this the first process of the job on this node to report topic?
- * Decided by creating a marker in the session directory of mpirun's job
- * family, which lives until mpirun ends (the job's own directory is
- * cleaned as soon as the job aborts, while late ranks may still get here)
- * and is removed with it.  Without one (singleton), yes.
+ * Decided by creating a marker in a session directory that lives until
+ * mpirun ends and is removed with it (mtl_tm_marker_dir(), which differs
+ * between Open MPI 4.1 and 5.0).  Without one (singleton), yes.
  */
 static bool first_to_report(const char *topic)
 {
-	const char *dir = ompi_process_info.jobfam_session_dir;
+	const char *dir = mtl_tm_marker_dir();
 	char path[4096];
 	int fd;
 
@@ -398,9 +395,9 @@ static int mtl_tm_component_query(mca_base_module_t **module, int *priority)
 	return OMPI_SUCCESS;
 }
 
-static mca_mtl_base_module_t *mtl_tm_component_init(bool progress_threads,
-						    bool mpi_threads)
+static mca_mtl_base_module_t *mtl_tm_component_init(MTL_TM_INIT_PARAMS)
 {
+	mtl_tm_init_no_accelerator();
 	if (mtl_tm_module_init(mpi_threads) != OMPI_SUCCESS)
 		return NULL;
 	return &mtl_tm.super;

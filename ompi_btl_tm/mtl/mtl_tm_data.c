@@ -351,7 +351,7 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_isend(mtl_tm.eng, &req->u.send, ep->peer,
-			     ompi_comm_get_cid(comm), ompi_comm_rank(comm), tag,
+			     mtl_tm_comm_cid(comm), ompi_comm_rank(comm), tag,
 			     buf, len, NULL, flags);
 	if (rc == TM_OK && bsend_parent) {
 		/* the copy may be freed by the unlock below: keep its
@@ -521,7 +521,7 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 	}
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_irecv_from(mtl_tm.eng, &req->u.recv,
-				  ompi_comm_get_cid(comm),
+				  mtl_tm_comm_cid(comm),
 				  src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
 				  tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, peer,
 				  buf, len, NULL);
@@ -561,7 +561,7 @@ int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,
 	int rc;
 
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_iprobe_from(mtl_tm.eng, ompi_comm_get_cid(comm),
+	rc = tm_engine_iprobe_from(mtl_tm.eng, mtl_tm_comm_cid(comm),
 				   src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
 				   tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, peer,
 				   &info);
@@ -590,7 +590,7 @@ int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
 	if (!m)
 		return OMPI_ERR_OUT_OF_RESOURCE;
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_improbe_from(mtl_tm.eng, ompi_comm_get_cid(comm),
+	rc = tm_engine_improbe_from(mtl_tm.eng, mtl_tm_comm_cid(comm),
 				    src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
 				    tag == MPI_ANY_TAG ? TM_ANY_TAG : tag,
 				    src_peer(comm, src), &msg, &info);
