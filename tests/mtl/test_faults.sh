@@ -7,7 +7,7 @@
 #     (past 32 bits) only with TM_TEST_HUGE=1: it needs 9 GiB of memory;
 #   - a receive from a rank that dies returns an error within seconds, and
 #     an MPI_ANY_SOURCE receive still gets a survivor's message
-#     (mpi_peer_dead, 3 ranks, --mca orte_enable_recovery 1);
+#     (mpi_peer_dead, 3 ranks, mpirun --enable-recovery);
 #   - the communicator limit of mtl_tm(7): 16384 context ids, of which
 #     MPI_COMM_WORLD, MPI_COMM_SELF and MPI_COMM_NULL hold three, so the
 #     16382nd MPI_Comm_dup fails, with a message naming the limit, and
@@ -71,7 +71,7 @@ fi
 
 # ---- 5: a receive from a dead rank -----------------------------------------
 log=$tmp/dead.log
-run 60 3 "$log" --mca orte_enable_recovery 1 "$prog/mpi_peer_dead"
+run 60 3 "$log" --enable-recovery "$prog/mpi_peer_dead"
 rc=$?
 line=$(grep 'rank 0: ok' "$log")
 if [ -n "$line" ] && ! grep -q FAIL "$log"; then
