@@ -18,7 +18,6 @@
 #include <ucm/api/ucm.h>
 #include <ucs/memory/rcache.h>
 #include "dev/tm_dev.h"
-#include "dev/tm_near.h"
 #include "dev/tm_dev_priv.h"
 #include "softhca/softhca.h"
 #include "verbs/tm_verbs.h"
@@ -52,23 +51,6 @@ struct tm_dev_region {
  */
 static size_t rcache_align = 4096;
 
-const char *tm_status_str(int status)
-{
-	switch (status) {
-	case TM_OK: return "ok";
-	case TM_ERR_NO_DEVICE: return "no device";
-	case TM_ERR_NO_MEMORY: return "out of memory";
-	case TM_ERR_INVALID: return "invalid argument";
-	case TM_ERR_RANGE: return "value outside the tag layout";
-	case TM_ERR_IO: return "verbs call failed";
-	case TM_ERR_NOT_FOUND: return "not found";
-	case TM_ERR_BUSY: return "busy";
-	case TM_ERR_UNSUPPORTED: return "unsupported";
-	case TM_ERR_PEER_DEAD: return "peer died";
-	}
-	return "unknown status";
-}
-
 void tm_dev_config_default(struct tm_dev_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -77,64 +59,6 @@ void tm_dev_config_default(struct tm_dev_config *cfg)
 	cfg->qp_max_send_wr = 256;
 	cfg->cq_size = 4096;
 	cfg->rcache = 1;
-}
-
-/*
- * Opens the device of table v that has RC tag matching; with several, the
- * one nearest to this process (tm_near.h: only libibverbs devices have
- * a place in the machine's topology).
- */
-static struct ibv_context *open_tm_device(const struct tm_verbs *v,
-					  struct ibv_device_attr_ex *attr,
-					  const char **devname)
-{
-	struct ibv_device **list, **tm_devs;
-	struct ibv_context *ctx;
-	int i, n = 0, ntm = 0, pick;
-
-	list = v->get_device_list(&n);
-	if (!list)
-		return NULL;
-	tm_devs = calloc((size_t)n + 1, sizeof(*tm_devs));
-	for (i = 0; i < n && tm_devs; i++) {
-		ctx = v->open_device(list[i]);
-		if (!ctx)
-			continue;
-		memset(attr, 0, sizeof(*attr));
-		if (!ibv_query_device_ex(ctx, NULL, attr) &&
-		    (attr->tm_caps.flags & IBV_TM_CAP_RC))
-			tm_devs[ntm++] = list[i];
-		v->close_device(ctx);
-	}
-	ctx = NULL;
-	if (ntm) {
-		pick = v == &tm_verbs_ibv ? tm_near_device(ntm, tm_devs) : 0;
-		ctx = v->open_device(tm_devs[pick]);
-		memset(attr, 0, sizeof(*attr));
-		if (ctx && ibv_query_device_ex(ctx, NULL, attr)) {
-			v->close_device(ctx);
-			ctx = NULL;
-		}
-		if (ctx)
-			*devname = v->get_device_name(tm_devs[pick]);
-	}
-	free(tm_devs);
-	v->free_device_list(list);
-	return ctx;
-}
-
-int tm_dev_card_present(char *name, size_t len)
-{
-	struct ibv_device_attr_ex attr;
-	const char *devname = "?";
-	struct ibv_context *ctx;
-
-	ctx = open_tm_device(&tm_verbs_ibv, &attr, &devname);
-	if (!ctx)
-		return 0;
-	snprintf(name, len, "%s", devname);
-	tm_verbs_ibv.close_device(ctx);
-	return 1;
 }
 
 static uint32_t clamp_cap(uint32_t want, uint32_t cap)
@@ -159,8 +83,13 @@ static int create_queues(struct tm_dev *dev, int concurrent)
 		.cqe = dev->send_cq_size,
 		.wc_flags = IBV_WC_STANDARD_FLAGS,
 	};
+	struct ibv_srq_init_attr plain_attr = {
+		.attr = { .max_wr = dev->srq_max_wr, .max_sge = 1 },
+	};
 	struct ibv_cq_ex *send_cq;
 
+	if (!dev->tm) /* no TM_INFO: a device without tag matching may refuse it */
+		cq_attr.wc_flags &= ~(uint64_t)IBV_WC_EX_WITH_TM_INFO;
 	dev->base_pd = dev->verbs->alloc_pd(dev->ctx);
 	if (!dev->base_pd)
 		return TM_ERR_IO;
@@ -206,7 +135,10 @@ static int create_queues(struct tm_dev *dev, int concurrent)
 	srq_attr.cq = ibv_cq_ex_to_cq(dev->tm_cq);
 	srq_attr.tm_cap.max_num_tags = dev->caps.max_num_tags;
 	srq_attr.tm_cap.max_ops = dev->caps.max_ops;
-	dev->srq = ibv_create_srq_ex(dev->ctx, &srq_attr);
+	if (dev->tm)
+		dev->srq = ibv_create_srq_ex(dev->ctx, &srq_attr);
+	else
+		dev->srq = dev->verbs->create_srq(dev->pd, &plain_attr);
 	if (!dev->srq)
 		return TM_ERR_IO;
 	return TM_OK;
@@ -246,22 +178,28 @@ static const char *size_queues(struct tm_dev *dev,
 	uint32_t hw_ops, want, max_cqe = clamp_int(a->max_cqe);
 	uint64_t tm_cqe, send_cqe;
 
-	dev->caps.max_num_tags = clamp_cap(cfg->max_num_tags,
-					   attr->tm_caps.max_num_tags);
-	/* mlx5's command queue: 4 send blocks per op, power-of-two sized,
-	 * within max_qp_wr (== the card's max_send_wqebb) blocks */
-	hw_ops = min_u32(attr->tm_caps.max_ops,
-			 pow2_floor(clamp_int(a->max_qp_wr) / 4));
-	want = cfg->max_ops ? cfg->max_ops : 2 * dev->caps.max_num_tags + 2;
-	dev->caps.max_ops = min_u32(want, hw_ops);
-	if (!dev->caps.max_num_tags || !dev->caps.max_ops)
-		return "no room for a tag list or its operations";
+	if (dev->tm) {
+		dev->caps.max_num_tags = clamp_cap(cfg->max_num_tags,
+						   attr->tm_caps.max_num_tags);
+		/* mlx5's command queue: 4 send blocks per op, power-of-two
+		 * sized, within max_qp_wr (== the card's max_send_wqebb)
+		 * blocks */
+		hw_ops = min_u32(attr->tm_caps.max_ops,
+				 pow2_floor(clamp_int(a->max_qp_wr) / 4));
+		want = cfg->max_ops ? cfg->max_ops :
+		       2 * dev->caps.max_num_tags + 2;
+		dev->caps.max_ops = min_u32(want, hw_ops);
+		if (!dev->caps.max_num_tags || !dev->caps.max_ops)
+			return "no room for a tag list or its operations";
+	}
+	/* the plain mode keeps the engine's floor too: one buffer per
+	 * plain WQE it posts (TM_ENGINE_N_PLAIN_MIN) */
 	dev->srq_max_wr = cfg->srq_max_wr > TM_DEV_MIN_PLAIN ?
 			  cfg->srq_max_wr : TM_DEV_MIN_PLAIN;
 	if (dev->srq_max_wr > clamp_int(a->max_srq_wr))
 		dev->srq_max_wr = clamp_int(a->max_srq_wr);
 	if (dev->srq_max_wr < TM_DEV_MIN_PLAIN)
-		return "the SRQ cannot hold the 33 plain WQEs tag matching needs";
+		return "the SRQ cannot hold 33 plain WQEs";
 	/* a completion per plain WQE, 3 per tag (ADD, match, data), one per
 	 * op, and a SYNC per 2^14 unexpected messages (UCX's sizing) */
 	tm_cqe = (uint64_t)dev->srq_max_wr + 3ull * dev->caps.max_num_tags +
@@ -522,6 +460,103 @@ void tm_dev_mem_put(struct tm_dev *dev, struct ibv_mr *mr)
 	ucs_rcache_region_put(dev->rcache, &reg->super);
 }
 
+/* ---- port and GID, chosen at open ------------------------------------ */
+
+static int gid_is_zero(const union ibv_gid *g)
+{
+	static const uint8_t zero[16];
+
+	return !memcmp(g->raw, zero, sizeof(zero));
+}
+
+static int gid_is_ipv4(const union ibv_gid *g)
+{
+	static const uint8_t prefix[12] = { [10] = 0xff, [11] = 0xff };
+
+	return !memcmp(g->raw, prefix, sizeof(prefix));
+}
+
+static int gid_is_link_local(const union ibv_gid *g)
+{
+	return g->raw[0] == 0xfe && (g->raw[1] & 0xc0) == 0x80;
+}
+
+/*
+ * Rank of a GID for RoCE, lower is better, -1 unusable: v2 before v1
+ * (v1 is not routable), and within a version IPv4, then global IPv6,
+ * then link-local IPv6.
+ */
+static int roce_rank(const struct ibv_gid_entry *e)
+{
+	int base;
+
+	if (gid_is_zero(&e->gid))
+		return -1;
+	if (e->gid_type == IBV_GID_TYPE_ROCE_V2)
+		base = 0;
+	else if (e->gid_type == IBV_GID_TYPE_ROCE_V1)
+		base = 3;
+	else
+		return -1;
+	if (gid_is_ipv4(&e->gid))
+		return base;
+	return base + (gid_is_link_local(&e->gid) ? 2 : 1);
+}
+
+static int select_roce_gid(struct tm_dev *dev, int tbl_len)
+{
+	struct ibv_gid_entry e, best;
+	int i, r, best_rank = -1;
+
+	if (!dev->verbs->query_gid_ex)
+		return TM_ERR_UNSUPPORTED;
+	for (i = 0; i < tbl_len; i++) {
+		/* empty slots fail (ENODATA) or read as zero */
+		if (dev->verbs->query_gid_ex(dev->ctx, dev->port, (uint32_t)i,
+					     &e, 0))
+			continue;
+		r = roce_rank(&e);
+		if (r >= 0 && (best_rank < 0 || r < best_rank)) {
+			best_rank = r;
+			best = e;
+		}
+	}
+	if (best_rank < 0)
+		return TM_ERR_NOT_FOUND;
+	dev->gid_index = (int)best.gid_index;
+	dev->gid = best.gid;
+	return TM_OK;
+}
+
+/* The first active port; its MTU, LID, size limits and GID. */
+static int select_port(struct tm_dev *dev, const struct ibv_device_attr_ex *a)
+{
+	struct ibv_port_attr pattr;
+	int p, nports = a->orig_attr.phys_port_cnt;
+
+	for (p = 1; p <= nports && p <= 255; p++) {
+		memset(&pattr, 0, sizeof(pattr));
+		if (!ibv_query_port(dev->ctx, (uint8_t)p, &pattr) &&
+		    pattr.state == IBV_PORT_ACTIVE)
+			break;
+	}
+	if (p > nports || p > 255)
+		return TM_ERR_NO_DEVICE;
+	dev->port = (uint8_t)p;
+	dev->link_layer = pattr.link_layer;
+	dev->lid = pattr.lid;
+	dev->mtu = pattr.active_mtu;
+	dev->max_msg_sz = pattr.max_msg_sz;
+	if (dev->link_layer == IBV_LINK_LAYER_ETHERNET)
+		return select_roce_gid(dev, pattr.gid_tbl_len);
+	dev->gid_index = 0;
+	if (dev->verbs->query_gid(dev->ctx, dev->port, 0, &dev->gid))
+		return TM_ERR_IO;
+	return TM_OK;
+}
+
+/* ---- open and close ---------------------------------------------------- */
+
 static __thread const char *open_why;
 
 const char *tm_dev_open_why(void)
@@ -546,25 +581,20 @@ int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out)
 	dev = calloc(1, sizeof(*dev));
 	if (!dev)
 		return TM_ERR_NO_MEMORY;
-	if (cfg->verbs) {
-		dev->verbs = cfg->verbs;
-		dev->ctx = open_tm_device(dev->verbs, &attr, &devname);
-	} else if (strcmp(prov, "soft")) {
-		dev->verbs = &tm_verbs_ibv;
-		dev->ctx = open_tm_device(dev->verbs, &attr, &devname);
-	}
-	if (!dev->ctx && !cfg->verbs && strcmp(prov, "verbs")) {
-		dev->verbs = softhca_verbs();
-		dev->ctx = open_tm_device(dev->verbs, &attr, &devname);
-	}
+	dev->ctx = tm_dev_pick_open(dev, cfg, prov, &attr, &devname);
 	if (!dev->ctx) {
+		open_why = cfg->tm == TM_DEV_TM_ON ?
+			   "no device with tag matching (IBV_TM_CAP_RC)" :
+			   "no RC-capable device with an active port";
 		free(dev);
 		return TM_ERR_NO_DEVICE;
 	}
 	snprintf(dev->name, sizeof(dev->name), "%s:%s", dev->verbs->name,
 		 devname);
-	dev->caps.max_rndv_hdr_size = attr.tm_caps.max_rndv_hdr_size;
-	dev->caps.max_sge = attr.tm_caps.max_sge;
+	if (dev->tm) {
+		dev->caps.max_rndv_hdr_size = attr.tm_caps.max_rndv_hdr_size;
+		dev->caps.max_sge = attr.tm_caps.max_sge;
+	}
 	dev->qp_max_send_wr = cfg->qp_max_send_wr;
 	why = size_queues(dev, cfg, &attr);
 	if (why) {
@@ -572,7 +602,7 @@ int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out)
 		tm_dev_close(dev);
 		return TM_ERR_UNSUPPORTED;
 	}
-	rc = tm_dev_select_port(dev, &attr);
+	rc = select_port(dev, &attr);
 	if (rc != TM_OK) {
 		open_why = rc == TM_ERR_NO_DEVICE ? "no active port" :
 			   "no usable GID (RoCE v2/v1) on the port";

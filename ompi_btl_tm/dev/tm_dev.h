@@ -4,18 +4,34 @@
  *
  * Contract
  * --------
- * tm_dev_open() picks a provider through struct tm_verbs (verbs/tm_verbs.h):
+ * Provider and mode.  tm_dev_open() picks a provider through struct
+ * tm_verbs (verbs/tm_verbs.h):
  *   "auto"  (default): a libibverbs device whose tm_caps.flags has
  *           IBV_TM_CAP_RC (with several, the one nearest to the process:
  *           tm_near.h), else the soft HCA;
  *   "soft"  / "verbs": forced.  The environment variable TM_DEV_PROVIDER
  *           overrides cfg->provider when set, unless the caller settled
  *           the settings with tm_dev_config_set_params() (tm_dev_param.h).
- * It opens the context, a PD, one extended CQ for the TM-SRQ (created with
- * IBV_WC_EX_WITH_TM_INFO | BYTE_LEN | QP_NUM), one plain CQ for sends and
- * RDMA reads, and the TM-SRQ (IBV_SRQT_TM) with the requested list size and
- * op limit clamped to the device's tm_caps (which are copied to dev->caps,
- * with the clamped values).
+ * and a mode (cfg->tm):
+ *   TM_DEV_TM_ON  (default) tag matching: only a device that offers it;
+ *   TM_DEV_TM_ANY tag matching where the provider's device offers it, else
+ *                 the plain mode on it ("verbs": any RC-capable libibverbs
+ *                 device, i.e. InfiniBand or RoCE with an SRQ and an active
+ *                 port; "auto" still prefers the soft HCA to a libibverbs
+ *                 device without tag matching);
+ *   TM_DEV_TM_OFF the plain mode, on any RC-capable device of the provider
+ *                 ("auto": the soft HCA).
+ * dev->tm says which mode the device runs in.  Tag matching: one extended
+ * CQ for the TM-SRQ (created with IBV_WC_EX_WITH_TM_INFO | BYTE_LEN |
+ * QP_NUM), one plain CQ for sends and RDMA reads, and the TM-SRQ
+ * (IBV_SRQT_TM) with the requested list size and op limit clamped to the
+ * device's tm_caps (which are copied to dev->caps, with the clamped
+ * values).  Plain: the same two CQs (the first without TM_INFO) and a
+ * plain SRQ (ibv_create_srq); dev->caps.max_num_tags and max_ops are 0,
+ * every message arrives in a plain buffer as IBV_WC_RECV with the TMH at
+ * the start of its payload, and the caller matches all of them itself.
+ * tm_dev_survey() says what this node offers, without keeping anything
+ * open.
  *
  * Threads: the engine drives a device from one thread at a time, so by
  * default the QPs, the SRQ and both CQs are created on a thread domain
@@ -49,7 +65,9 @@
  * min(local active MTU, the peer's, carried in the address);
  * max_rd_atomic / max_dest_rd_atomic are min(16, the device's caps).
  *
- * QPs, the hardware's layout (tm_dev_pair_*): per peer, an rx QP attached
+ * QPs, the hardware's layout (tm_dev_pair_*): in the plain mode one QP per
+ * peer (pair->tx, on the SRQ; pair->rx NULL, and the address carries the
+ * tx QP number in both fields).  With tag matching, per peer, an rx QP attached
  * to the TM-SRQ with no send queue (max_send_wr 0: on mlx5 this is the QP
  * the card uses for rendezvous offload, its reads and FINs) and a tx QP
  * (send queue qp_max_send_wr, also attached to the TM-SRQ: the peer card's
@@ -84,7 +102,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <infiniband/verbs.h>
-#include "dev/tm_status.h"
+#include "tm_status.h"
 
 /* verbs/tm_verbs.h: only the device layer calls through the table. */
 struct tm_verbs;
@@ -105,10 +123,14 @@ struct tm_dev_config {
 				      * max_mr */
 	int concurrent;              /* several threads may use the device
 				      * at once: no thread domain */
+	int tm;                      /* TM_DEV_TM_ON / _ANY / _OFF ("Provider
+				      * and mode") */
 	int settled;                 /* set by tm_dev_config_set_params():
 				      * provider and rcache are final, the
 				      * environment is not read */
 };
+
+enum { TM_DEV_TM_ON = 0, TM_DEV_TM_ANY, TM_DEV_TM_OFF };
 
 struct tm_dev_caps {
 	uint32_t max_num_tags;
@@ -139,7 +161,8 @@ struct tm_dev {
 	struct ibv_td *td;        /* NULL: objects lock (see "Threads") */
 	struct ibv_cq_ex *tm_cq;  /* TM-SRQ: list ops and receives */
 	struct ibv_cq *send_cq;   /* sends and software RDMA reads */
-	struct ibv_srq *srq;      /* the TM-SRQ */
+	struct ibv_srq *srq;      /* the TM-SRQ, or the plain SRQ */
+	int tm;                   /* 1: tag matching; 0: the plain mode */
 	struct tm_dev_caps caps;
 	uint8_t port;
 	uint8_t link_layer;       /* IBV_LINK_LAYER_* of the port */
@@ -195,6 +218,22 @@ int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out);
  * device layer prints nothing, the caller reports it. */
 const char *tm_dev_open_why(void);
 void tm_dev_close(struct tm_dev *dev);
+
+/* What a device offers (struct tm_dev_survey). */
+enum { TM_DEV_HAS_TM = 1, TM_DEV_HAS_RC = 2 };
+
+/* A node's devices: for each table the best device's TM_DEV_HAS_* (a TM
+ * one before a plain one) and its name; 0 and "" when there is none. */
+struct tm_dev_survey {
+	int verbs;            /* libibverbs */
+	char verbs_name[64];
+	int soft;             /* the soft HCA (its tag matching can be off:
+			       * softhca(7)) */
+	char soft_name[64];
+};
+
+/* Opens each device briefly, as tm_dev_open() would; prints nothing. */
+void tm_dev_survey(struct tm_dev_survey *s);
 
 /*
  * Does libibverbs list a device with RC tag matching?  The soft HCA is not

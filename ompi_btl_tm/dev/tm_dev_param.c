@@ -70,6 +70,10 @@ const struct tm_dev_param tm_dev_params[TM_DEV_NPARAMS] = {
 		"softhca_max_msg_sz",
 		"Soft HCA: the port's max_msg_sz, the longest message or RDMA read it does in one go (a ConnectX reports 1 GiB); longer rendezvous transfers are read in pieces",
 		TM_DEV_PARAM_UINT, "SOFTHCA_MAX_MSG_SZ", NULL, 1 },
+	[TM_DEV_P_SOFT_NO_TM] = {
+		"softhca_no_tm",
+		"Soft HCA: offer no tag matching (its tm_caps read zero, as on an RDMA device without it), so that every message is matched in software over plain RC: the mode of such devices, on one machine",
+		TM_DEV_PARAM_BOOL, "SOFTHCA_NO_TM", NULL, 1 },
 };
 
 /* Where each 32-bit soft HCA limit lives in struct softhca_config. */
@@ -151,6 +155,7 @@ int tm_dev_param_defaults(uint64_t values[TM_DEV_NPARAMS], unsigned *bad)
 	values[TM_DEV_P_SOFT_SCHED] = sc.sched == SOFTHCA_SCHED_RANDOM;
 	values[TM_DEV_P_SOFT_SEED] = sc.seed;
 	values[TM_DEV_P_SOFT_FORCE_COPY_READ] = sc.force_copy_read != 0;
+	values[TM_DEV_P_SOFT_NO_TM] = sc.no_tm != 0;
 
 	for (i = 0; i < TM_DEV_NPARAMS; i++) {
 		s = getenv(tm_dev_params[i].env);
@@ -177,6 +182,7 @@ static void soft_config(struct softhca_config *c, const uint64_t *values,
 						  SOFTHCA_SCHED_AUTO;
 	c->seed = values[TM_DEV_P_SOFT_SEED];
 	c->force_copy_read = values[TM_DEV_P_SOFT_FORCE_COPY_READ] != 0;
+	c->no_tm = values[TM_DEV_P_SOFT_NO_TM] != 0;
 }
 
 /* Enum and bool values are checked here; numbers by their owner. */

@@ -40,7 +40,8 @@ enum tm_dev_param_id {
 	TM_DEV_P_PROVIDER,
 	TM_DEV_P_RCACHE,
 	/* Soft HCA: the MTU before the header size, so that a header that
-	 * does not fit the MTU is blamed on the header (tm_dev_param_apply). */
+	 * does not fit the MTU is blamed on the header
+	 * (tm_dev_config_set_params judges them in this order). */
 	TM_DEV_P_SOFT_MTU,
 	TM_DEV_P_SOFT_RING_DEPTH,
 	TM_DEV_P_SOFT_MAX_NUM_TAGS,
@@ -53,6 +54,7 @@ enum tm_dev_param_id {
 	TM_DEV_P_SOFT_SEED,
 	TM_DEV_P_SOFT_FORCE_COPY_READ,
 	TM_DEV_P_SOFT_MAX_MSG_SZ,
+	TM_DEV_P_SOFT_NO_TM,
 	TM_DEV_NPARAMS
 };
 

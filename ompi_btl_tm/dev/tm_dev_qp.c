@@ -1,109 +1,31 @@
 /*
- * tm_dev_qp.c - port and GID choice, RC QPs and their connection (see
- * tm_dev.h; the rules and their sources are in doc/mlx5-rules.md).
+ * tm_dev_qp.c - RC QPs and their connection (see tm_dev.h; the rules and
+ * their sources are in doc/mlx5-rules.md).  The port and GID they use are
+ * chosen when the device opens (tm_dev.c).
  */
 #include <errno.h>
 #include <string.h>
 #include "dev/tm_dev.h"
-#include "dev/tm_dev_priv.h"
 #include "verbs/tm_verbs.h"
 
 /* RoCE v2 packets are routed: a hop limit of 1 would stop at the first
  * router.  On InfiniBand the GRH is not needed inside a subnet. */
 #define ROCE_HOP_LIMIT 64
 
-static int gid_is_zero(const union ibv_gid *g)
-{
-	static const uint8_t zero[16];
-
-	return !memcmp(g->raw, zero, sizeof(zero));
-}
-
-static int gid_is_ipv4(const union ibv_gid *g)
-{
-	static const uint8_t prefix[12] = { [10] = 0xff, [11] = 0xff };
-
-	return !memcmp(g->raw, prefix, sizeof(prefix));
-}
-
-static int gid_is_link_local(const union ibv_gid *g)
-{
-	return g->raw[0] == 0xfe && (g->raw[1] & 0xc0) == 0x80;
-}
-
 /*
- * Rank of a GID for RoCE, lower is better, -1 unusable: v2 before v1
- * (v1 is not routable), and within a version IPv4, then global IPv6,
- * then link-local IPv6.
+ * Reliability, as UCX's RC transports set it (UCX_RC_TIMEOUT 1 s,
+ * UCX_RC_RETRY_COUNT 7, UCX_RC_RNR_RETRY_COUNT 7, UCX_RC_RNR_TIMEOUT
+ * 1 ms): an ACK timeout of 4.096 us * 2^18 = 1.07 s, retried 7 times, so
+ * a peer that is gone (or a link down that long) fails the WR with
+ * IBV_WC_RETRY_EXC_ERR after about 8 s, and a link that comes back
+ * sooner loses nothing; receiver-not-ready retried without end (7), as
+ * a full SRQ only means a busy peer, 1.28 ms apart (the IB code 14:
+ * the first step at or above UCX's 1 ms).
  */
-static int roce_rank(const struct ibv_gid_entry *e)
-{
-	int base;
-
-	if (gid_is_zero(&e->gid))
-		return -1;
-	if (e->gid_type == IBV_GID_TYPE_ROCE_V2)
-		base = 0;
-	else if (e->gid_type == IBV_GID_TYPE_ROCE_V1)
-		base = 3;
-	else
-		return -1;
-	if (gid_is_ipv4(&e->gid))
-		return base;
-	return base + (gid_is_link_local(&e->gid) ? 2 : 1);
-}
-
-static int select_roce_gid(struct tm_dev *dev, int tbl_len)
-{
-	struct ibv_gid_entry e, best;
-	int i, r, best_rank = -1;
-
-	if (!dev->verbs->query_gid_ex)
-		return TM_ERR_UNSUPPORTED;
-	for (i = 0; i < tbl_len; i++) {
-		/* empty slots fail (ENODATA) or read as zero */
-		if (dev->verbs->query_gid_ex(dev->ctx, dev->port, (uint32_t)i,
-					     &e, 0))
-			continue;
-		r = roce_rank(&e);
-		if (r >= 0 && (best_rank < 0 || r < best_rank)) {
-			best_rank = r;
-			best = e;
-		}
-	}
-	if (best_rank < 0)
-		return TM_ERR_NOT_FOUND;
-	dev->gid_index = (int)best.gid_index;
-	dev->gid = best.gid;
-	return TM_OK;
-}
-
-/* The first active port; its MTU, LID, size limits and GID. */
-int tm_dev_select_port(struct tm_dev *dev, const struct ibv_device_attr_ex *a)
-{
-	struct ibv_port_attr pattr;
-	int p, nports = a->orig_attr.phys_port_cnt;
-
-	for (p = 1; p <= nports && p <= 255; p++) {
-		memset(&pattr, 0, sizeof(pattr));
-		if (!ibv_query_port(dev->ctx, (uint8_t)p, &pattr) &&
-		    pattr.state == IBV_PORT_ACTIVE)
-			break;
-	}
-	if (p > nports || p > 255)
-		return TM_ERR_NO_DEVICE;
-	dev->port = (uint8_t)p;
-	dev->link_layer = pattr.link_layer;
-	dev->lid = pattr.lid;
-	dev->mtu = pattr.active_mtu;
-	dev->max_msg_sz = pattr.max_msg_sz;
-	if (dev->link_layer == IBV_LINK_LAYER_ETHERNET)
-		return select_roce_gid(dev, pattr.gid_tbl_len);
-	dev->gid_index = 0;
-	if (dev->verbs->query_gid(dev->ctx, dev->port, 0, &dev->gid))
-		return TM_ERR_IO;
-	return TM_OK;
-}
+#define RC_TIMEOUT 18
+#define RC_RETRY_CNT 7
+#define RC_RNR_RETRY 7
+#define RC_MIN_RNR_TIMER 14
 
 /*
  * The send queue's shape.  Two SGEs, so that an inline send gathers its
@@ -203,7 +125,7 @@ static int connect_qp(struct tm_dev *dev, struct ibv_qp *qp,
 	attr.dest_qp_num = qpn;
 	attr.rq_psn = 0;
 	attr.max_dest_rd_atomic = dev->max_dest_rd_atomic;
-	attr.min_rnr_timer = 12;
+	attr.min_rnr_timer = RC_MIN_RNR_TIMER;
 	attr.ah_attr.is_global = 1;
 	attr.ah_attr.dlid = roce ? 0 : lid;
 	attr.ah_attr.port_num = dev->port;
@@ -217,9 +139,9 @@ static int connect_qp(struct tm_dev *dev, struct ibv_qp *qp,
 		return TM_ERR_IO;
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_state = IBV_QPS_RTS;
-	attr.timeout = 14;
-	attr.retry_cnt = 7;
-	attr.rnr_retry = 7; /* infinite: receiver-not-ready must never fail */
+	attr.timeout = RC_TIMEOUT;
+	attr.retry_cnt = RC_RETRY_CNT;
+	attr.rnr_retry = RC_RNR_RETRY;
 	attr.sq_psn = 0;
 	attr.max_rd_atomic = dev->max_rd_atomic;
 	if (dev->verbs->modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT |
@@ -248,7 +170,8 @@ int tm_dev_pair_create(struct tm_dev *dev, struct tm_dev_pair *pair)
 
 	pair->rx = pair->tx = NULL;
 	pair->tx_max_inline = 0;
-	rc = qp_create(dev, 0, &pair->rx, &none);
+	/* the plain mode has no card reads to give a QP of their own */
+	rc = dev->tm ? qp_create(dev, 0, &pair->rx, &none) : TM_OK;
 	if (rc == TM_OK)
 		rc = qp_create(dev, dev->qp_max_send_wr, &pair->tx,
 			       &pair->tx_max_inline);
@@ -262,7 +185,7 @@ void tm_dev_pair_addr(struct tm_dev *dev, const struct tm_dev_pair *pair,
 {
 	memset(addr, 0, sizeof(*addr));
 	memcpy(addr->gid, dev->gid.raw, sizeof(addr->gid));
-	addr->rx_qpn = pair->rx->qp_num;
+	addr->rx_qpn = pair->rx ? pair->rx->qp_num : pair->tx->qp_num;
 	addr->tx_qpn = pair->tx->qp_num;
 	addr->lid = dev->lid;
 	addr->mtu = (uint8_t)dev->mtu;
@@ -275,7 +198,7 @@ int tm_dev_pair_connect(struct tm_dev *dev, struct tm_dev_pair *pair,
 
 	rc = connect_qp(dev, pair->tx, remote->gid, remote->lid,
 			remote->rx_qpn, remote->mtu);
-	if (rc == TM_OK)
+	if (rc == TM_OK && pair->rx)
 		rc = connect_qp(dev, pair->rx, remote->gid, remote->lid,
 				remote->tx_qpn, remote->mtu);
 	return rc;

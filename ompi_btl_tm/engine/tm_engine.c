@@ -41,6 +41,36 @@ void tme_post_plain(struct tm_engine *eng, uint32_t idx)
 	}
 }
 
+/*
+ * Without a card every message lands in a plain buffer as IBV_WC_RECV:
+ * the engine reads the TMH the card would have, and refuses what a card
+ * refuses (doc/mlx5-rules.md: too short for its TMH, or an RNDV for its
+ * RVH; an unknown opcode).  1: the message holds on to the buffer.
+ */
+static int on_plain_no_card(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
+			    const struct tm_cqe *c)
+{
+	const struct ibv_tmh *tmh = (const void *)buf;
+	uint32_t need = c->byte_len >= TMH_LEN && tmh->opcode == IBV_TMH_RNDV ?
+			TMH_LEN + RVH_LEN : TMH_LEN;
+
+	if (c->byte_len < need) {
+		eng->st.malformed++;
+		return 0;
+	}
+	switch (tmh->opcode) {
+	case IBV_TMH_EAGER:
+	case IBV_TMH_RNDV:
+		return tme_on_unexpected(eng, buf, idx, c);
+	case IBV_TMH_NO_TAG:
+	case IBV_TMH_FIN:
+		tme_on_control(eng, buf, c);
+		return 0;
+	}
+	eng->st.malformed++;
+	return 0;
+}
+
 static void on_plain(struct tm_engine *eng, const struct tm_cqe *c)
 {
 	uint32_t idx = (uint32_t)(c->wr_id >> 3);
@@ -69,6 +99,9 @@ static void on_plain(struct tm_engine *eng, const struct tm_cqe *c)
 			return; /* the message holds on to the buffer */
 	} else if (c->opcode == IBV_WC_TM_NO_TAG) {
 		tme_on_control(eng, buf, c);
+	} else if (eng->no_card && c->opcode == IBV_WC_RECV) {
+		if (on_plain_no_card(eng, buf, idx, c))
+			return;
 	} else {
 		eng->st.malformed++;
 	}
@@ -299,7 +332,13 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 	if (cfg->max_card_entries && cfg->max_card_entries < eng->max_entries)
 		eng->max_entries = cfg->max_card_entries;
 	eng->max_ops = dev->caps.max_ops;
-	if (!eng->max_ops) {
+	/* A device without tag matching is a card with no list: every
+	 * receive stays in software, and no list op is ever posted. */
+	eng->no_card = !dev->tm;
+	if (eng->no_card) {
+		eng->cfg.offload = 0;
+		eng->max_entries = eng->max_ops = 0;
+	} else if (!eng->max_ops) {
 		free(eng);
 		return TM_ERR_INVALID;
 	}
@@ -313,7 +352,7 @@ int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 		free(eng);
 		return TM_ERR_INVALID; /* an eager message would not fit */
 	}
-	eng->op_unsig = calloc(eng->max_ops, sizeof(*eng->op_unsig));
+	eng->op_unsig = calloc(eng->max_ops + 1, sizeof(*eng->op_unsig));
 	eng->sq_limit = dev->qp_max_send_wr > 4 ? dev->qp_max_send_wr / 2 : 1;
 	eng->slot_low = eng->n_slots / 4;
 	eng->ka_ns = (uint64_t)(cfg->keepalive_ms ? cfg->keepalive_ms :

@@ -46,7 +46,7 @@
 #include <infiniband/verbs.h>
 #include <ucs/datastruct/list.h>
 #include "dev/tm_dev.h"
-#include "dev/tm_status.h"
+#include "tm_status.h"
 #include "engine/tm_match.h"
 
 /* The longest keepalive_ms: a dead peer must fail its waiting requests

@@ -217,6 +217,8 @@ struct tm_engine {
 				 * post order: only these may be inactive */
 	uint32_t max_entries;
 	uint32_t max_ops;
+	int no_card;         /* the device has no tag matching (dev->tm 0):
+			      * no list, no list op, no count to report */
 	uint64_t max_read;   /* longest read the device does at once */
 	uint32_t card_entries;
 	uint32_t ops_out;    /* list ops the card still counts as outstanding */
@@ -487,7 +489,7 @@ static inline int tme_sync_wanted(struct tm_engine *eng)
 {
 	uint32_t lag = tme_count_now(eng) - eng->reported;
 
-	return lag && !eng->sync_out &&
+	return lag && !eng->sync_out && !eng->no_card &&
 	       (!ucs_list_is_empty(&eng->unconf) || lag >= TM_SYNC_LAG_MAX);
 }
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ucs/datastruct/khash.h>
-#include "dev/tm_status.h"
+#include "tm_status.h"
 #include "engine/tm_match.h"
 
 struct tm_mq_bucket {

@@ -56,7 +56,7 @@
 
 #include <stdint.h>
 #include <ucs/datastruct/list.h>
-#include "dev/tm_status.h"
+#include "tm_status.h"
 
 #define TM_ANY_SRC (-1)
 #define TM_ANY_TAG (-1)

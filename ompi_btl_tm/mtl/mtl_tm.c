@@ -1,6 +1,6 @@
 /*
  * mtl_tm.c - the control path of mtl tm: device, QPs and modex at init,
- * add/del procs, add/del comm, progress, finalize.  See mtl_tm.h for the
+ * add/del procs, add/del comm, progress and completion, finalize.  See mtl_tm.h for the
  * addressing scheme.
  *
  * The matching engine (engine/tm_engine.h) is created at init, learns
@@ -157,64 +157,6 @@ static int dev_config(struct tm_dev_config *cfg)
 	return OMPI_SUCCESS;
 }
 
-static void destroy_qps(void)
-{
-	uint32_t r;
-
-	if (!mtl_tm.eps)
-		return;
-	for (r = 0; r < mtl_tm.nprocs; r++)
-		tm_dev_pair_destroy(mtl_tm.dev, &mtl_tm.eps[r].qps);
-	free(mtl_tm.eps);
-	mtl_tm.eps = NULL;
-}
-
-/* One QP pair per rank of the job, and their numbers in the modex. */
-static int create_qps_and_publish(void)
-{
-	struct mtl_tm_modex *m;
-	struct tm_dev_pair_addr a;
-	size_t size;
-	uint32_t r;
-	int rc;
-
-	mtl_tm.eps = calloc(mtl_tm.nprocs, sizeof(*mtl_tm.eps));
-	size = sizeof(*m) + mtl_tm.nprocs * sizeof(m->qpn[0]);
-	m = calloc(1, size);
-	if (!mtl_tm.eps || !m) {
-		free(m);
-		return OMPI_ERR_OUT_OF_RESOURCE;
-	}
-	m->magic = MTL_TM_MODEX_MAGIC;
-	m->nqp = mtl_tm.nprocs;
-	strncpy(m->provider, tm_dev_provider_name(mtl_tm.dev),
-		sizeof(m->provider) - 1);
-	for (r = 0; r < mtl_tm.nprocs; r++) {
-		rc = tm_dev_pair_create(mtl_tm.dev, &mtl_tm.eps[r].qps);
-		if (rc != TM_OK) {
-			opal_output(0, "mtl tm: %s: cannot create QP pair %u of %u: %s (%s)",
-				    mtl_tm.dev->name, r, mtl_tm.nprocs,
-				    tm_status_str(rc), strerror(errno));
-			free(m);
-			return OMPI_ERR_OUT_OF_RESOURCE;
-		}
-		mtl_tm.eps[r].vpid = r;
-		tm_dev_pair_addr(mtl_tm.dev, &mtl_tm.eps[r].qps, &a);
-		m->qpn[r].rx = a.rx_qpn;
-		m->qpn[r].tx = a.tx_qpn;
-	}
-	m->addr = a;
-	m->addr.rx_qpn = m->addr.tx_qpn = 0;
-	OPAL_MODEX_SEND(rc, MTL_TM_MODEX_GLOBAL,
-			&mca_mtl_tm_component.mtl_version, m, size);
-	free(m);
-	if (rc != OPAL_SUCCESS) {
-		opal_output(0, "mtl tm: modex send failed: %d", rc);
-		return rc;
-	}
-	return OMPI_SUCCESS;
-}
-
 /* Why the engine could not be created, naming what the user can change. */
 static void show_engine_error(int rc, const struct tm_engine_config *e)
 {
@@ -259,11 +201,13 @@ static void show_dev_error(int rc, const struct tm_dev_config *cfg)
 				  tm_dev_open_why() ? tm_dev_open_why() : "");
 }
 
+static int bring_up(const struct tm_dev_config *cfg, size_t eager);
+static void tear_down(void);
+
 int mtl_tm_module_init(bool enable_mpi_threads)
 {
-	const struct mtl_tm_params *p = &mtl_tm_params;
-	struct tm_engine_config ecfg;
 	struct tm_dev_config cfg;
+	char vname[64];
 	size_t eager;
 	int rc;
 
@@ -282,10 +226,57 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 		rc = dev_config(&cfg);
 	if (rc != OMPI_SUCCESS)
 		return rc;
+	mtl_tm.can = mtl_tm_can_local(vname, sizeof(vname));
+	/* the guess: the rule as if every rank were like this one */
+	mtl_tm.use = mtl_tm_choose(mtl_tm.can, mtl_tm_one_node());
+	opal_output_verbose(10, mtl_tm_output,
+			    "mtl tm: rank %u offers 0x%x (libibverbs device %s), %s: opening the %s",
+			    mtl_tm.my_vpid, mtl_tm.can, *vname ? vname : "none",
+			    mtl_tm_one_node() ? "one node" : "several nodes",
+			    mtl_tm_use_name(mtl_tm.use));
+	if (mtl_tm.use == MTL_TM_USE_NONE) {
+		mtl_tm_show_no_local(mtl_tm.can);
+		return OMPI_ERR_NOT_AVAILABLE;
+	}
+	mtl_tm_use_config(mtl_tm.use, &cfg);
+	rc = bring_up(&cfg, eager);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	ucs_list_head_init(&mtl_tm.done);
 
-	rc = tm_dev_open(&cfg, &mtl_tm.dev);
+	OBJ_CONSTRUCT(&mtl_tm.lock, opal_mutex_t);
+	/* pml cm has no progress hook of its own: without this nothing
+	 * would drive the engine while MPI waits. */
+	rc = opal_progress_register(mtl_tm_progress);
+	if (rc != OPAL_SUCCESS) {
+		OBJ_DESTRUCT(&mtl_tm.lock);
+		tear_down();
+		return rc;
+	}
+	mtl_tm.progress_registered = true;
+	return OMPI_SUCCESS;
+}
+
+/* Engine, QPs and device, whichever exist. */
+static void tear_down(void)
+{
+	tm_engine_destroy(mtl_tm.eng);
+	mtl_tm.eng = NULL;
+	mtl_tm_qps_destroy();
+	tm_dev_close(mtl_tm.dev);
+	mtl_tm.dev = NULL;
+}
+
+/* Opens the device cfg names, its QPs (published) and the engine. */
+static int bring_up(const struct tm_dev_config *cfg, size_t eager)
+{
+	const struct mtl_tm_params *p = &mtl_tm_params;
+	struct tm_engine_config ecfg;
+	int rc;
+
+	rc = tm_dev_open(cfg, &mtl_tm.dev);
 	if (rc != TM_OK) {
-		show_dev_error(rc, &cfg);
+		show_dev_error(rc, cfg);
 		return OMPI_ERR_NOT_AVAILABLE;
 	}
 	opal_output_verbose(10, mtl_tm_output,
@@ -310,7 +301,7 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 		goto fail;
 	}
 
-	rc = create_qps_and_publish();
+	rc = mtl_tm_qps_publish();
 	if (rc != OMPI_SUCCESS)
 		goto fail;
 
@@ -328,89 +319,39 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 					    OMPI_ERR_OUT_OF_RESOURCE;
 		goto fail;
 	}
-	ucs_list_head_init(&mtl_tm.done);
-
-	OBJ_CONSTRUCT(&mtl_tm.lock, opal_mutex_t);
-	/* pml cm has no progress hook of its own: without this nothing
-	 * would drive the engine while MPI waits. */
-	rc = opal_progress_register(mtl_tm_progress);
-	if (rc != OPAL_SUCCESS) {
-		OBJ_DESTRUCT(&mtl_tm.lock);
-		goto fail;
-	}
-	mtl_tm.progress_registered = true;
 	return OMPI_SUCCESS;
 
 fail:
-	tm_engine_destroy(mtl_tm.eng);
-	mtl_tm.eng = NULL;
-	destroy_qps();
-	tm_dev_close(mtl_tm.dev);
-	mtl_tm.dev = NULL;
+	tear_down();
 	return rc;
 }
 
-/* Connects our QP for rank vpid to that rank's QP for us. */
-static int connect_peer(struct mtl_tm_endpoint *ep,
-			const opal_process_name_t *name)
+/*
+ * The job's choice, at the first add_procs (mtl_tm.h, "One provider for
+ * the job"): what this rank opened, or the chosen device opened again and
+ * its addresses exchanged once more.  Every rank takes the same branch:
+ * the offers it decides from are the same everywhere.
+ */
+static int agree(void)
 {
-	struct mtl_tm_modex *m = NULL;
-	struct tm_dev_pair_addr addr;
-	int32_t size = 0;
-	int rc;
+	struct tm_dev_config cfg;
+	size_t eager;
+	int rc, use, fence;
 
-	if (ep->vpid == mtl_tm.my_vpid) {
-		/* loopback: our pair for ourselves talks to itself */
-		tm_dev_pair_addr(mtl_tm.dev, &ep->qps, &addr);
-	} else {
-		OPAL_MODEX_RECV(rc, &mca_mtl_tm_component.mtl_version, name,
-				(void **)&m, &size);
-		if (rc != OPAL_SUCCESS || !m) {
-			opal_output(0, "mtl tm: no modex data from rank %u: %d",
-				    ep->vpid, rc);
-			return OMPI_ERR_UNREACH;
-		}
-		if ((size_t)size < sizeof(*m) || m->magic != MTL_TM_MODEX_MAGIC ||
-		    m->nqp != mtl_tm.nprocs ||
-		    (size_t)size < sizeof(*m) + m->nqp * sizeof(m->qpn[0])) {
-			opal_output(0, "mtl tm: bad modex data from rank %u (size %d)",
-				    ep->vpid, (int)size);
-			free(m);
-			return OMPI_ERR_UNREACH;
-		}
-		if (strncmp(m->provider, tm_dev_provider_name(mtl_tm.dev),
-			    sizeof(m->provider))) {
-			opal_output(0, "mtl tm: rank %u uses provider %.8s, this rank %s: they cannot talk (set mtl_tm_provider alike everywhere)",
-				    ep->vpid, m->provider,
-				    tm_dev_provider_name(mtl_tm.dev));
-			free(m);
-			return OMPI_ERR_UNREACH;
-		}
-		addr = m->addr;
-		addr.rx_qpn = m->qpn[mtl_tm.my_vpid].rx;
-		addr.tx_qpn = m->qpn[mtl_tm.my_vpid].tx;
-		free(m);
-	}
-	rc = tm_dev_pair_connect(mtl_tm.dev, &ep->qps, &addr);
-	if (rc != TM_OK) {
-		opal_output(0, "mtl tm: cannot connect to rank %u (QPs %u/%u): %s",
-			    ep->vpid, addr.rx_qpn, addr.tx_qpn,
-			    tm_status_str(rc));
-		return OMPI_ERR_UNREACH;
-	}
-	rc = tm_engine_add_peer(mtl_tm.eng, &ep->qps, &ep->peer);
-	if (rc != TM_OK) {
-		opal_output(0, "mtl tm: cannot add rank %u to the engine: %s",
-			    ep->vpid, tm_status_str(rc));
-		return OMPI_ERR_OUT_OF_RESOURCE;
-	}
-	ep->connected = true;
-	opal_output_verbose(20, mtl_tm_output,
-			    "mtl tm: rank %u: QPs %u/%u connected to rank %u QPs %u/%u",
-			    mtl_tm.my_vpid, ep->qps.rx->qp_num,
-			    ep->qps.tx->qp_num, ep->vpid, addr.rx_qpn,
-			    addr.tx_qpn);
-	return OMPI_SUCCESS;
+	rc = mtl_tm_agree(mtl_tm.use, &use);
+	if (rc != OMPI_ERR_WOULD_BLOCK)
+		return rc;
+	tear_down(); /* no peer yet: nothing in flight */
+	mtl_tm.use = use;
+	mtl_tm.again = true;
+	/* both were accepted at init: the same values again */
+	eager_limit(&eager);
+	dev_config(&cfg);
+	mtl_tm_use_config(use, &cfg);
+	rc = bring_up(&cfg, eager);
+	/* into the fence even after a failure: the others wait there */
+	fence = mtl_tm_fence();
+	return rc != OMPI_SUCCESS ? rc : fence;
 }
 
 int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
@@ -422,6 +363,14 @@ int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 	size_t i;
 
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	if (!mtl_tm.agreed) {
+		rc = agree();
+		if (rc != OMPI_SUCCESS) {
+			OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+			return rc;
+		}
+		mtl_tm.agreed = true;
+	}
 	for (i = 0; i < nprocs; i++) {
 		name = &procs[i]->super.proc_name;
 		if (name->jobid != OMPI_PROC_MY_NAME->jobid ||
@@ -433,7 +382,7 @@ int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 		}
 		ep = &mtl_tm.eps[name->vpid];
 		if (!ep->connected) {
-			rc = connect_peer(ep, name);
+			rc = mtl_tm_connect(ep, name);
 			if (rc != OMPI_SUCCESS)
 				break;
 		}
@@ -441,6 +390,34 @@ int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 	}
 	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
 	return rc;
+}
+
+struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
+				       int rank)
+{
+	ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
+	struct mtl_tm_endpoint *ep;
+
+	if (!proc)
+		return NULL;
+	ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+	if (!ep) {
+		/* a proc pml cm has not handed us yet: connect it now */
+		if (mtl_tm_add_procs(&mtl_tm.super, 1, &proc) != OMPI_SUCCESS)
+			return NULL;
+		ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+	}
+	return ep && ep->connected ? ep : NULL;
+}
+
+uint32_t mtl_tm_src_peer(struct ompi_communicator_t *comm, int src)
+{
+	struct mtl_tm_endpoint *ep;
+
+	if (src == MPI_ANY_SOURCE)
+		return TM_PEER_ANY;
+	ep = mtl_tm_peer_ep(comm, src);
+	return ep ? ep->peer : TM_PEER_ANY;
 }
 
 /* QPs stay until finalize: a proc leaving a communicator is not gone. */
@@ -477,7 +454,7 @@ static void log_stats(uint64_t errors_run)
 		return;
 	tm_engine_get_stats(mtl_tm.eng, &st);
 	opal_output(mtl_tm_output,
-		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu, long buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, send cancels asked %llu ok %llu late %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown)",
+		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu, long buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, send cancels asked %llu ok %llu late %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown); mode: %s on %s",
 		    mtl_tm.my_vpid, (unsigned long long)st.recv_posted,
 		    (unsigned long long)st.recv_to_card,
 		    (unsigned long long)st.sw_matched_uq,
@@ -498,7 +475,10 @@ static void log_stats(uint64_t errors_run)
 		    (unsigned long long)st.syncs,
 		    (unsigned long long)st.promoted,
 		    (unsigned long long)errors_run,
-		    (unsigned long long)(st.errors - errors_run));
+		    (unsigned long long)(st.errors - errors_run),
+		    mtl_tm.dev->tm ? "tag matching on the card" :
+				     "no tag matching (all matched in software)",
+		    mtl_tm.dev->name);
 }
 
 /* How long finalize keeps driving the engine for work still in flight. */
@@ -540,7 +520,7 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 		mtl_tm.eng = NULL;
 		OBJ_DESTRUCT(&mtl_tm.lock);
 	}
-	destroy_qps();
+	mtl_tm_qps_destroy();
 	tm_dev_close(mtl_tm.dev);
 	mtl_tm.dev = NULL;
 	return OMPI_SUCCESS;
@@ -584,6 +564,29 @@ int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm)
 {
 	return OMPI_SUCCESS;
+}
+
+/* mtl_tm_unlock_and_complete() (mtl_tm.h) once the engine finished some. */
+int mtl_tm_complete_done(void)
+{
+	struct mtl_tm_request *req;
+	UCS_LIST_HEAD(list);
+	int n = 0;
+
+	ucs_list_splice_tail(&list, &mtl_tm.done);
+	ucs_list_head_init(&mtl_tm.done);
+	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+	while (!ucs_list_is_empty(&list)) {
+		/* off the list first: completion may free or reuse req */
+		req = ucs_list_extract_head(&list, struct mtl_tm_request,
+					    done_link);
+		if (req->kind != MTL_TM_REQ_RECV) /* SEND, BSEND */
+			mtl_tm_send_complete(req);
+		else
+			mtl_tm_recv_complete(req);
+		n++;
+	}
+	return n;
 }
 
 /*

@@ -7,11 +7,25 @@
  * -----
  *   mtl_tm_component.c  MCA parameters, open/close, selection, init
  *   mtl_tm.c            control path: device, QPs, modex, add/del procs,
- *                       add/del comm, progress, finalize
- *   mtl_tm_data.c       data path (send, recv, probe) on the matching
- *                       engine
+ *                       add/del comm, progress, completion, finalize
+ *   mtl_tm_send.c       sends (blocking, nonblocking, buffered)
+ *   mtl_tm_recv.c       receives (irecv, imrecv)
+ *   mtl_tm_probe.c      probes (iprobe, improbe)
  *   mtl_tm_cancel.c     MPI_Cancel of its requests
+ *   mtl_tm_select.c     one provider for the job: each rank's offer, the
+ *                       rule, the refusal
+ *   mtl_tm_addr.c       the QPs, their addresses in the modex, connecting
  *   mtl_tm_compat.h     the differences between Open MPI 4.1 and 5.0
+ *
+ * One provider for the job
+ * ------------------------
+ * Every rank publishes what it could use (struct mtl_tm_modex: can, node)
+ * with its addresses, for the provider and mode it guessed from what it
+ * knows at init (itself, and whether all ranks share its node).  At the
+ * first add_procs every rank reads every offer and applies the same rule
+ * (mtl_tm_select.c); if some rank guessed otherwise, every rank opens the
+ * chosen device, and the addresses go round once more (a PMIx fence, key
+ * MTL_TM_KEY_AGAIN), so no job mixes providers or modes.
  *
  * Addressing (one RC QP per peer)
  * -------------------------------
@@ -36,6 +50,33 @@
  * Tag layout: the engine's (engine/tm_match.h): 14 bits of context id, 18
  * of source rank, 32 of user tag; hence mtl_max_contextid and the
  * communicator size limit checked at add_comm.
+ *
+ * Envelope
+ * --------
+ * The engine's tag carries (ctx, src, tag) = (the communicator's context
+ * id, the sender's rank in that communicator (its local group for an
+ * intercommunicator), the MPI tag); the destination is the engine peer of
+ * the QP this process keeps for the destination's rank in the job.
+ * MPI_ANY_SOURCE / MPI_ANY_TAG become TM_ANY_SRC / TM_ANY_TAG (mtl_tm_src,
+ * mtl_tm_tag); the tag layout keeps ANY_TAG off Open MPI's negative
+ * internal tags.
+ *
+ * Locking and completion
+ * ----------------------
+ * Every engine call holds mtl_tm.lock.  The engine's callbacks only queue
+ * the request on mtl_tm.done; after the engine call,
+ * mtl_tm_unlock_and_complete() drops the lock and then fills in the MPI
+ * status and calls pml cm's completion callback.  So pml cm code (which
+ * may start new operations) never runs under the lock, and the engine
+ * never sees a call from inside itself.  One exception, which runs no pml
+ * cm code: a blocking send (mtl_tm_send) without MPI threads is finished
+ * in its callback (mtl_tm_send.c, send_cb).
+ *
+ * Threads (MPI_THREAD_MULTIPLE): the thread that completes a request is
+ * whichever drove the engine, often not the one waiting for it (Open MPI
+ * keeps all but one waiting thread asleep on a condition variable, and
+ * the completion wakes it).  bench/README.md ("Threads") has what was
+ * measured and tried about the cost of that hand-over.
  */
 #ifndef MTL_TM_H
 #define MTL_TM_H
@@ -43,9 +84,11 @@
 #include "ompi_config.h"
 #include "ompi/mca/mtl/mtl.h"
 #include "mtl_tm_compat.h"
+#include "opal/util/proc.h"
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include "dev/tm_dev.h"
 #include "dev/tm_dev_param.h"
 #include "engine/tm_engine.h"
@@ -86,12 +129,33 @@ struct mtl_tm_params {
 	int rndv_var;
 };
 
+/*
+ * One provider for the job (mtl_tm_select.c).  What a rank could use ...
+ */
+enum {
+	MTL_TM_CAN_CARD = 1,     /* a libibverbs device with tag matching */
+	MTL_TM_CAN_RDMA = 2,     /* a libibverbs RC device (InfiniBand, RoCE) */
+	MTL_TM_CAN_SOFT = 4,     /* the soft HCA */
+	MTL_TM_CAN_SOFT_TM = 8,  /* ... with tag matching (softhca_no_tm off) */
+};
+/* ... and what the job uses. */
+enum {
+	MTL_TM_USE_NONE = 0,
+	MTL_TM_USE_CARD,         /* "verbs", tag matching */
+	MTL_TM_USE_SOFT,         /* "soft", tag matching */
+	MTL_TM_USE_SOFT_PLAIN,   /* "soft", every message matched in software */
+	MTL_TM_USE_RDMA,         /* "verbs" without tag matching, likewise */
+};
+
 /* The modex blob; all integers in host order (one architecture). */
-#define MTL_TM_MODEX_MAGIC 0x746d3032u /* "tm02" */
+#define MTL_TM_MODEX_MAGIC 0x746d3033u /* "tm03" */
 struct mtl_tm_modex {
 	uint32_t magic;
 	uint32_t nqp;            /* entries in qpn[]: the job's size */
 	char provider[8];        /* tm_dev_provider_name(): "soft", "verbs" */
+	uint32_t can;            /* MTL_TM_CAN_*: what this rank could use */
+	uint32_t use;            /* MTL_TM_USE_*: what it opened (its guess) */
+	char node[64];           /* its host's name */
 	struct tm_dev_pair_addr addr; /* gid, lid, mtu; QP numbers unused */
 	struct {
 		uint32_t rx, tx;
@@ -110,6 +174,10 @@ struct mtl_tm_module {
 	struct tm_dev *dev;
 	struct tm_engine *eng;
 	uint32_t nprocs;         /* the job's size: one QP per rank */
+	uint32_t can;            /* MTL_TM_CAN_* of this rank */
+	int use;                 /* MTL_TM_USE_* it opened */
+	bool agreed;             /* the job's choice is known (add_procs) */
+	bool again;              /* ... and needed a second exchange */
 	uint32_t my_vpid;
 	struct mtl_tm_endpoint *eps; /* [nprocs], indexed by rank in the job */
 	/* The engine is single threaded: every engine call holds this. */
@@ -147,13 +215,13 @@ struct mtl_tm_request {
 	} u;
 	int kind;                /* enum mtl_tm_req_kind */
 	bool detached;           /* a buffered send's own request: freed at
-				  * completion (mtl_tm_data.c) */
+				  * completion (mtl_tm_send.c) */
 	ucs_list_link_t done_link; /* on mtl_tm.done */
 	struct opal_convertor_t *convertor; /* receive: where to unpack */
 	void *pack_buf;          /* non-contiguous datatype staging */
 	size_t pack_len;
 	bool pack_free;
-	/* a small receive lands here first (mtl_tm_data.c); 64 bytes hold
+	/* a small receive lands here first (mtl_tm_recv.c); 64 bytes hold
 	 * the tag and rendezvous headers the engine wants room for */
 	bool staged;
 	uint8_t small[64];
@@ -183,6 +251,34 @@ void mtl_tm_dev_values(uint64_t values[TM_DEV_NPARAMS]);
 /* Was MCA variable var set by the user (not left at its default)? */
 bool mtl_tm_var_set(int var);
 
+/* mtl_tm_select.c */
+const char *mtl_tm_use_name(int use);
+/* What this rank could use (its mtl_tm_provider and devices); the
+ * libibverbs device's name in vname. */
+uint32_t mtl_tm_can_local(char *vname, size_t vlen);
+/* The rule, from the offers every rank shares and whether the job is on
+ * one node. */
+int mtl_tm_choose(uint32_t all_can, bool one_node);
+/* The provider and mode of tm_dev_open() for a choice. */
+void mtl_tm_use_config(int use, struct tm_dev_config *cfg);
+bool mtl_tm_one_node(void);
+/* The refusal at init, when this rank has nothing for the job. */
+void mtl_tm_show_no_local(uint32_t can);
+/* At add_procs: the job's choice in *use from every rank's blob.
+ * OMPI_SUCCESS: what every rank opened; OMPI_ERR_WOULD_BLOCK: not what
+ * every rank opened, open it and exchange addresses again;
+ * OMPI_ERR_UNREACH: nothing fits (the message is out). */
+int mtl_tm_agree(int mine, int *use);
+void mtl_tm_modex_fill(struct mtl_tm_modex *m, uint32_t can, int use);
+
+/* mtl_tm_addr.c */
+/* One QP pair per rank (mtl_tm.eps), their numbers in the modex. */
+int mtl_tm_qps_publish(void);
+void mtl_tm_qps_destroy(void);
+/* Connects ep's pair to rank name's pair for us, adds it to the engine. */
+int mtl_tm_connect(struct mtl_tm_endpoint *ep,
+		   const opal_process_name_t *name);
+
 /* mtl_tm.c */
 int mtl_tm_module_init(bool enable_mpi_threads);
 int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
@@ -195,6 +291,17 @@ int mtl_tm_add_comm(struct mca_mtl_base_module_t *mtl,
 int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm);
 int mtl_tm_progress(void);
+/* The endpoint of rank `rank` of comm (remote group for intercomms),
+ * connected now if pml cm has not handed it over yet; NULL if none. */
+struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
+				       int rank);
+/*
+ * The engine peer that source rank src of comm names, for requests that
+ * should fail when it dies (the engine cannot tell which process a
+ * (context, rank) pair is); TM_PEER_ANY for MPI_ANY_SOURCE.  Call it
+ * without the lock: it may connect the peer.
+ */
+uint32_t mtl_tm_src_peer(struct ompi_communicator_t *comm, int src);
 
 /* An engine status as an Open MPI error code. */
 static inline int mtl_tm_to_ompi(int rc)
@@ -211,8 +318,31 @@ static inline int mtl_tm_to_ompi(int rc)
 	return OMPI_ERROR;
 }
 
-/* mtl_tm_data.c */
+/* MPI's source and tag wildcards as the engine's. */
+static inline int32_t mtl_tm_src(int src)
+{
+	return src == MPI_ANY_SOURCE ? TM_ANY_SRC : src;
+}
+
+static inline int32_t mtl_tm_tag(int tag)
+{
+	return tag == MPI_ANY_TAG ? TM_ANY_TAG : tag;
+}
+
+/* Frees a request's packed copy or receive staging buffer, if its own. */
+static inline void mtl_tm_free_pack(struct mtl_tm_request *req)
+{
+	if (req->pack_free)
+		free(req->pack_buf);
+	req->pack_buf = NULL;
+	req->pack_free = false;
+}
+
+/* mtl_tm.c: completes the requests on mtl_tm.done; see below. */
 int mtl_tm_complete_done(void);
+/* Completion of one finished request towards pml cm, without the lock. */
+void mtl_tm_send_complete(struct mtl_tm_request *req); /* mtl_tm_send.c */
+void mtl_tm_recv_complete(struct mtl_tm_request *req); /* mtl_tm_recv.c */
 
 /*
  * Drops mtl_tm.lock, taken for an engine call, then completes what the
@@ -229,6 +359,7 @@ static inline int mtl_tm_unlock_and_complete(void)
 	return mtl_tm_complete_done();
 }
 
+/* mtl_tm_send.c */
 int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
 		struct ompi_communicator_t *comm, int dest, int tag,
 		struct opal_convertor_t *convertor,
@@ -238,10 +369,12 @@ int mtl_tm_isend(struct mca_mtl_base_module_t *mtl,
 		 struct opal_convertor_t *convertor,
 		 mca_pml_base_send_mode_t mode, bool blocking,
 		 mca_mtl_request_t *mtl_request);
+/* mtl_tm_recv.c */
 int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 		 struct ompi_communicator_t *comm, int src, int tag,
 		 struct opal_convertor_t *convertor,
 		 mca_mtl_request_t *mtl_request);
+/* mtl_tm_probe.c */
 int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,
 		  struct ompi_communicator_t *comm, int src, int tag,
 		  int *flag, struct ompi_status_public_t *status);

@@ -1,6 +1,6 @@
 /*
  * mtl_tm_cancel.c - MPI_Cancel of sends and receives on the matching
- * engine (the data path's requests, mtl_tm_data.c).
+ * engine (the requests of mtl_tm_send.c and mtl_tm_recv.c).
  */
 #include "mtl_tm.h"
 

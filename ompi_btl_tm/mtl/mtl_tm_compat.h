@@ -11,6 +11,9 @@
  *                          every member (pml cm without extended ids)
  *   mtl_tm_marker_dir()    a directory that lives until mpirun ends and is
  *                          removed with it, or NULL (mtl_tm_show_error)
+ *   mtl_tm_fence()         commits this process's modex data and waits
+ *                          until every process of the job has, collecting
+ *                          theirs; an OPAL status
  *   MTL_TM_INIT_PARAMS     mtl_init's parameters; 5.0 adds an OUT flag:
  *   mtl_tm_init_no_accelerator()  sets it: the MTL moves host memory only
  *                          (the component's accelerator_support field, 5.0
@@ -39,6 +42,21 @@
 	bool progress_threads, bool mpi_threads, bool *accelerator_support
 #define mtl_tm_init_no_accelerator() (*accelerator_support = false)
 
+static inline int mtl_tm_fence(void)
+{
+	pmix_info_t info;
+	bool collect = true;
+	pmix_status_t rc;
+
+	rc = PMIx_Commit();
+	if (rc != PMIX_SUCCESS)
+		return opal_pmix_convert_status(rc);
+	PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+	rc = PMIx_Fence(NULL, 0, &info, 1);
+	PMIX_INFO_DESTRUCT(&info);
+	return opal_pmix_convert_status(rc);
+}
+
 #else /* Open MPI 4.1 */
 
 #include "opal/threads/mutex.h"
@@ -54,6 +72,13 @@
 #define mtl_tm_marker_dir() (ompi_process_info.jobfam_session_dir)
 #define MTL_TM_INIT_PARAMS bool progress_threads, bool mpi_threads
 #define mtl_tm_init_no_accelerator() ((void)0)
+
+static inline int mtl_tm_fence(void)
+{
+	int rc = opal_pmix.commit();
+
+	return rc == OPAL_SUCCESS ? opal_pmix.fence(NULL, 1) : rc;
+}
 
 #endif
 

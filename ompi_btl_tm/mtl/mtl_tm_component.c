@@ -18,9 +18,10 @@
  * --mca mtl ^tm.
  *
  * A requested provider that is not there (mtl_tm_provider verbs without
- * a card) gives one message per node (mtl_tm_show_error) and the
+ * an RDMA device) gives one message per node (mtl_tm_show_error) and the
  * component declines; so does a parameter it cannot use (mtl_tm.c, at
- * init), naming the parameter.
+ * init), naming the parameter, and a job no provider fits
+ * (mtl_tm_select.c).
  *
  * Parameters.  Each layer owns its settings and their defaults: the
  * engine's come from tm_engine_config_default(), the device layer's from
@@ -357,32 +358,29 @@ static int mtl_tm_component_query(mca_base_module_t **module, int *priority)
 {
 	bool requested = tm_requested();
 	bool need_verbs = verbs_required();
+	struct tm_dev_survey sv = { 0 };
 	bool card = false;
-	char devname[64];
 
 	*module = NULL;
 	*priority = -1;
 	if (!requested || need_verbs) {
-		card = tm_dev_card_present(devname, sizeof(devname)) == 1;
-		if (card)
+		tm_dev_survey(&sv);
+		card = sv.verbs & TM_DEV_HAS_TM;
+		if (sv.verbs)
 			opal_output_verbose(10, mtl_tm_output,
-					    "mtl tm: TM-capable device %s",
-					    devname);
+					    "mtl tm: libibverbs device %s%s",
+					    sv.verbs_name,
+					    card ? " (tag matching)" : "");
 	}
 	if (!requested && !card) {
 		opal_output_verbose(10, mtl_tm_output,
 				    "mtl tm: not requested (no tm in the mtl selection) and no TM-capable HCA: declining");
 		return OMPI_ERR_NOT_AVAILABLE;
 	}
-	if (need_verbs && !card) {
-		mtl_tm_show_error("no-verbs-device",
-				  "The tm MTL was asked for the \"verbs\" provider (a real HCA with\n"
-				  "hardware tag matching), but libibverbs lists no device with\n"
-				  "IBV_TM_CAP_RC on host %s, so the tm MTL declines (with\n"
-				  "--mca pml cm, MPI_Init then fails to select a PML).\n\n"
-				  "Use --mca mtl_tm_provider soft (the built-in soft HCA) or auto.",
-				  ompi_process_info.nodename ?
-				  ompi_process_info.nodename : "?");
+	if (need_verbs && !(sv.verbs & TM_DEV_HAS_RC) && !card) {
+		/* the verbs provider runs on any RDMA device, with tag
+		 * matching or without (mtl_tm_select.c) */
+		mtl_tm_show_no_local(0);
 		return OMPI_ERR_NOT_AVAILABLE;
 	}
 	opal_output_verbose(10, mtl_tm_output,

@@ -150,6 +150,9 @@ int softhca_config_from_env(struct softhca_config *cfg)
 	s = getenv("SOFTHCA_SINGLE_THREADED");
 	if (s)
 		cfg->single_threaded = atoi(s) != 0;
+	s = getenv("SOFTHCA_NO_TM");
+	if (s)
+		cfg->no_tm = atoi(s) != 0;
 	return config_check(cfg);
 }
 
@@ -243,6 +246,8 @@ static int sh_query_device_ex(struct ibv_context *c,
 	a->max_srq_wr = (int)cfg->max_wr;
 	a->max_srq_sge = SH_MAX_SGE;
 	a->phys_port_cnt = 1;
+	if (cfg->no_tm)
+		return 0; /* tm_caps stay zero, as on a card without TM */
 	attr->tm_caps.max_rndv_hdr_size = cfg->max_rndv_hdr_size;
 	attr->tm_caps.max_num_tags = cfg->max_num_tags;
 	attr->tm_caps.flags = IBV_TM_CAP_RC;

@@ -143,6 +143,10 @@ struct softhca_config {
 	int single_threaded;        /* contexts take no lock on the data
 				     * path: one thread at a time uses each
 				     * (as mlx5's MLX5_SINGLE_THREADED) */
+	int no_tm;                  /* a device without tag matching: tm_caps
+				     * all zero, IBV_SRQT_TM refused (EINVAL,
+				     * as mlx5's kernel driver answers a list
+				     * size above the device's, here zero) */
 };
 
 /*
@@ -179,7 +183,7 @@ void softhca_config_default(struct softhca_config *cfg);
  * (SOFTHCA_MAX_NUM_TAGS, SOFTHCA_MAX_OPS, SOFTHCA_MTU, SOFTHCA_RING_DEPTH,
  * SOFTHCA_MAX_MSG_SZ,
  * SOFTHCA_SCHED=auto|random|manual, SOFTHCA_SEED, SOFTHCA_FORCE_COPY_READ,
- * ...).  Returns 0, or EINVAL naming the bad variable on stderr.
+ * SOFTHCA_NO_TM=0/1, ...).  Returns 0, or EINVAL naming the bad variable on stderr.
  */
 int softhca_config_from_env(struct softhca_config *cfg);
 

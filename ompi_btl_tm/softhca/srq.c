@@ -133,7 +133,8 @@ struct ibv_srq *sh_create_srq_ex(struct ibv_context *c,
 		goto fail;
 	}
 	if (type == IBV_SRQT_TM &&
-	    (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq ||
+	    (ctx->cfg.no_tm ||
+	     !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq ||
 	     !to_sh_cq(attr->cq)->extended ||
 	     !(attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) ||
 	     (ctx->cfg.strict && attr->attr.max_wr < SH_TM_MIN_PLAIN)))

@@ -17,7 +17,7 @@
  * failure prints the seed that reproduces it.
  *
  * Random mode (test_differential): --seed N --events M [--tags T]
- *   [--ops O] [--mtu U] [--senders K] [--random] [--fault prefix|sync|order]
+ *   [--ops O] [--mtu U] [--senders K] [--random] [--fault prefix|sync|order] [--notm]
  *   Without --seed it runs the CI matrix (>= 1e6 events) and, with faults
  *   injected, checks that the test notices them.
  * Exhaustive mode (test_exhaustive, -DDIFF_EXHAUSTIVE): every interleaving
@@ -53,6 +53,7 @@ struct dfs {
 	int lim[512];
 };
 static struct dfs D;
+int diff_notm;
 
 int choose(int n)
 {
@@ -379,6 +380,8 @@ static void world_open(const struct dcfg *c, uint64_t seed)
 	o.max_ops = c->ops;
 	o.mtu = c->mtu;
 	o.sched = c->random_card ? SOFTHCA_SCHED_RANDOM : SOFTHCA_SCHED_MANUAL;
+	o.no_tm = c->notm;
+	diff_notm = c->notm;
 	o.seed = seed | 1;
 	o.arena_len = (size_t)SLOT * (NSLOT + NREV);
 	o.ecfg.eager_limit = 1024;
@@ -510,6 +513,7 @@ static void finish_and_check(void)
 	S.t_promoted += st.promoted;
 	for (i = 0; i < S.nrecvs; i++)
 		S.t_matched += S.recvs[i]->r.status != TM_REQ_CANCELLED;
+	memset(&hs, 0, sizeof(hs));
 	softhca_query_stats(S.w.node[0].dev->ctx, &hs);
 	if (hs.list_entries)
 		fail("the card still holds %u entries", hs.list_entries);
@@ -565,9 +569,10 @@ static int run_random(const struct dcfg *c, uint64_t seed)
 static void cfg_print(const struct dcfg *c, uint64_t seed, char *out,
 		      size_t n)
 {
-	snprintf(out, n, "--seed %lu --events %lu --tags %u --ops %u --mtu %u --senders %d%s%s",
+	snprintf(out, n, "--seed %lu --events %lu --tags %u --ops %u --mtu %u --senders %d%s%s%s",
 		 (unsigned long)seed, (unsigned long)c->events, c->tags, c->ops,
 		 c->mtu, c->k, c->random_card ? " --random" : "",
+		 c->notm ? " --notm" : "",
 		 c->faults & TM_FAULT_PREFIX ? " --fault prefix" :
 		 c->faults & TM_FAULT_SYNC_AHEAD ? " --fault sync" :
 		 c->faults & TM_FAULT_SYNC_ORDER ? " --fault order" : "");
@@ -612,16 +617,19 @@ static __attribute__((unused)) uint64_t run_many(const struct dcfg *c, uint64_t 
 #ifndef DIFF_EXHAUSTIVE
 
 static const struct dcfg matrix[] = {
-	/* tags ops mtu k random faults events */
-	{ 1, 1, 0, 2, 0, 0, 2000 },
-	{ 2, 1, 256, 2, 0, 0, 2000 },
-	{ 1, 4, 0, 3, 0, 0, 2000 },
-	{ 4, 2, 0, 2, 0, 0, 2000 },
-	{ 16, 8, 1024, 3, 0, 0, 2000 },
-	{ 0, 0, 0, 3, 0, 0, 2000 },
-	{ 1, 1, 0, 2, 1, 0, 2000 },
-	{ 8, 4, 0, 3, 1, 0, 2000 },
-	{ 0, 0, 0, 2, 1, 0, 2000 },
+	/* tags ops mtu k random faults events notm */
+	{ 1, 1, 0, 2, 0, 0, 2000, 0 },
+	{ 2, 1, 256, 2, 0, 0, 2000, 0 },
+	{ 1, 4, 0, 3, 0, 0, 2000, 0 },
+	{ 4, 2, 0, 2, 0, 0, 2000, 0 },
+	{ 16, 8, 1024, 3, 0, 0, 2000, 0 },
+	{ 0, 0, 0, 3, 0, 0, 2000, 0 },
+	{ 1, 1, 0, 2, 1, 0, 2000, 0 },
+	{ 8, 4, 0, 3, 1, 0, 2000, 0 },
+	{ 0, 0, 0, 2, 1, 0, 2000, 0 },
+	/* no tag matching: the engine is the whole matcher */
+	{ 0, 0, 0, 3, 0, 0, 2000, 1 },
+	{ 0, 0, 256, 2, 1, 0, 2000, 1 },
 };
 
 static int parse_fault(const char *s)
@@ -642,9 +650,10 @@ int main(int argc, char **argv)
 		{ "tags", 1, NULL, 't' }, { "ops", 1, NULL, 'o' },
 		{ "mtu", 1, NULL, 'm' }, { "senders", 1, NULL, 'k' },
 		{ "random", 0, NULL, 'r' }, { "fault", 1, NULL, 'f' },
-		{ "total", 1, NULL, 'T' }, { NULL, 0, NULL, 0 },
+		{ "total", 1, NULL, 'T' }, { "notm", 0, NULL, 'n' },
+		{ NULL, 0, NULL, 0 },
 	};
-	struct dcfg c = { 2, 2, 0, 2, 0, 0, 5000 };
+	struct dcfg c = { 2, 2, 0, 2, 0, 0, 5000, 0 };
 	uint64_t seed = 0, total = 2000000, bad;
 	int have_seed = 0, ch, i, runs;
 	size_t m;
@@ -660,6 +669,7 @@ int main(int argc, char **argv)
 		case 'r': c.random_card = 1; break;
 		case 'f': c.faults = (unsigned)parse_fault(optarg); break;
 		case 'T': total = strtoull(optarg, NULL, 0); break;
+		case 'n': c.notm = 1; break;
 		default: tap_bail("bad option");
 		}
 	}
@@ -695,7 +705,7 @@ int main(int argc, char **argv)
 		static const char *name[] = { "prefix rule ignored",
 					      "sync count one ahead",
 					      "queued ops carry the current count" };
-		struct dcfg fc = { 1, 1, 0, 2, 0, f[i], 2000 };
+		struct dcfg fc = { 1, 1, 0, 2, 0, f[i], 2000, 0 };
 
 		if (i == 2)
 			fc.tags = 4;

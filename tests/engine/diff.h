@@ -127,10 +127,13 @@ struct dcfg {
 	int random_card;      /* soft HCA RANDOM mode instead of MANUAL steps */
 	unsigned faults;
 	uint64_t events;
+	int notm;             /* devices without tag matching (tm_dev.h): all
+			       * in software, never a list op */
 };
 
 
 extern struct dstate S;
+extern int diff_notm;         /* the current run's dcfg.notm */
 
 void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void *grow(void *p, int *cap, int need, size_t sz);

@@ -238,6 +238,7 @@ void card_phase(void)
 
 	if (!S.phase_on || S.failed)
 		return;
+	memset(&hs, 0, sizeof(hs));
 	tm_engine_get_stats(eng, &st);
 	if (st.posted || st.uq_len || S.nrfree < n) {
 		fail("pre-posted phase: node 0 not clean (posted %lu uq %lu)",
@@ -249,7 +250,8 @@ void card_phase(void)
 	eu_pump(&S.w);
 	tm_engine_get_stats(eng, &st);
 	softhca_query_stats(S.w.node[0].dev->ctx, &hs);
-	if (st.card_entries != (uint32_t)n || hs.list_entries != (uint32_t)n ||
+	if (diff_notm ? st.card_entries || st.recv_to_card :
+	    st.card_entries != (uint32_t)n || hs.list_entries != (uint32_t)n ||
 	    hs.list_inactive) {
 		fail("pre-posted phase: %d receives, %u on the card by the engine, the card holds %u (%u inactive)",
 		     n, st.card_entries, hs.list_entries, hs.list_inactive);
@@ -265,6 +267,12 @@ void card_phase(void)
 			return;
 		}
 		on += S.recvs[i]->r.on_card;
+	}
+	if (diff_notm) {
+		if (on)
+			fail("pre-posted phase without tag matching: %d receives matched on a card",
+			     on);
+		return;
 	}
 	S.t_phase_recvs += (uint64_t)n;
 	S.t_phase_card += (uint64_t)on;
@@ -285,6 +293,17 @@ void card_agree(void)
 	if (S.failed)
 		return;
 	tm_engine_get_stats(eng, &st);
+	if (diff_notm) {
+		/* no card to agree with: nothing may have gone to one */
+		if (st.ops_posted || st.syncs || st.ops_outstanding ||
+		    st.ops_in_queue || st.card_matched || st.fatal)
+			fail("without tag matching: ops %lu syncs %lu outstanding %u queued %u card matched %lu fatal %d",
+			     (unsigned long)st.ops_posted,
+			     (unsigned long)st.syncs, st.ops_outstanding,
+			     st.ops_in_queue, (unsigned long)st.card_matched,
+			     st.fatal);
+		return;
+	}
 	softhca_query_stats(ctx, &hs);
 	if (st.unexpected != hs.unexpected)
 		fail("node 0 counted %lu unexpected messages, its card %lu",

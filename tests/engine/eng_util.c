@@ -22,6 +22,7 @@ static int node_open(struct eu_node *nd, const struct eu_opts *o)
 	dc.provider = "soft";
 	dc.max_num_tags = o->max_num_tags;
 	dc.max_ops = o->max_ops;
+	dc.tm = o->no_tm ? TM_DEV_TM_OFF : TM_DEV_TM_ON;
 	if (tm_dev_open(&dc, &nd->dev) != TM_OK)
 		return -1;
 	softhca_set_sched(nd->dev->ctx, o->sched, o->seed);
@@ -55,6 +56,7 @@ int eu_world_init(struct eu_world *w, int n, const struct eu_opts *o)
 		cfg.max_mr = o->max_mr;
 	cfg.sched = o->sched;
 	cfg.seed = o->seed;
+	cfg.no_tm = o->no_tm;
 	if (softhca_set_config(&cfg))
 		return -1;
 	w->n = n;

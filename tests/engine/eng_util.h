@@ -38,6 +38,8 @@ struct eu_opts {
 	enum softhca_sched sched;
 	uint64_t seed;
 	size_t arena_len;
+	int no_tm;            /* the soft HCA offers no tag matching: every
+			       * device opens in the plain mode (tm_dev.h) */
 	struct tm_engine_config ecfg;
 };
 

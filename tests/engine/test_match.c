@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tap.h"
-#include "dev/tm_status.h"
+#include "tm_status.h"
 #include "engine/tm_match.h"
 
 #define NR 64

@@ -12,6 +12,12 @@
 #   tm-small    tm with the soft HCA squeezed: one tag entry on the card,
 #               one outstanding list op, 2-packet rings, 256 B MTU
 #   tm-random   tm with the soft HCA's random scheduling (races)
+#   tm-notm     tm with the soft HCA offering no tag matching (softhca_no_tm):
+#               the mode of RDMA devices without it, every message matched
+#               in software over plain RC; each program at one rank count
+#               (the second of its list, else the first) to keep CI time
+#               down; mpi_card checks that every rank's statistics line
+#               says so and that the card matched nothing
 # The tm configurations run only when mtl tm is selectable; otherwise each
 # of their lines is "ok N ... # SKIP mtl tm not installed".  Which mtl tm:
 #   MPI_TESTS_TM=auto       (default) the one built in this tree
@@ -21,7 +27,7 @@
 #   MPI_TESTS_TM=build | installed | no
 # Other knobs (environment):
 #   MPI_TESTS_CONFIGS   configurations to run (default "ob1 tm tm-small
-#                       tm-random"); the others are not listed at all
+#                       tm-random tm-notm"); the others are not listed at all
 #   MPI_TESTS_NP        rank counts for every program (default: per program)
 #   MPI_TESTS_TIMEOUT   seconds per mpirun (default 60); a hang fails
 #   MPITEST_SEED        seed of the programs' random choices (default: the
@@ -40,7 +46,7 @@ builddir=$(cd "$top_builddir" && pwd)
 progdir=$builddir/tests/mpi
 MPIRUN=${MPIRUN:-mpirun}
 timeout_s=${MPI_TESTS_TIMEOUT:-60}
-configs=${MPI_TESTS_CONFIGS:-ob1 tm tm-small tm-random}
+configs=${MPI_TESTS_CONFIGS:-ob1 tm tm-small tm-random tm-notm}
 seed=${MPITEST_SEED:-$(date +%s)}
 export MPITEST_SEED=$seed
 
@@ -80,6 +86,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 selected=("$@")
 runs=()   # "prog np" pairs
+declare -A one_np # prog -> the one rank count of the reduced configurations
 while read -r prog nps; do
 	[ -n "$prog" ] || continue
 	if [ ${#selected[@]} -gt 0 ]; then
@@ -90,6 +97,8 @@ while read -r prog nps; do
 		[ $keep = 1 ] || continue
 	fi
 	[ -n "${MPI_TESTS_NP:-}" ] && nps=$MPI_TESTS_NP
+	set -- ${nps//,/ }
+	one_np[$prog]=${2:-$1}
 	for np in ${nps//,/ }; do
 		runs+=("$prog $np")
 	done
@@ -169,6 +178,12 @@ config_args() {
 		has_param softhca_seed &&
 			cfg_mca+=(--mca mtl_tm_softhca_seed "$seed")
 		;;
+	tm-notm)
+		cfg_mca=(--mca pml cm --mca mtl tm)
+		cfg_env=(SOFTHCA_NO_TM=1)
+		has_param softhca_no_tm &&
+			cfg_mca+=(--mca mtl_tm_softhca_no_tm 1)
+		;;
 	*)
 		echo "Bail out! unknown configuration $1"
 		exit 1
@@ -199,11 +214,35 @@ card_share() {
 	[ -z "$share_why" ]
 }
 
-ncfg=0
+# software_mode LOG NP: every rank's statistics line says it ran without
+# tag matching and that the card matched nothing; sets share_why otherwise
+software_mode() {
+	share_why=$(awk -v np="$2" '
+		/mtl tm: rank [0-9]+: receives [0-9]+ / {
+			n++
+			if ($0 !~ /mode: no tag matching/ || $0 !~ /card matched 0,/)
+				bad = bad " " $0
+		}
+		END {
+			if (n != np)
+				printf "%d statistics lines for %d ranks", n, np
+			else if (bad != "")
+				printf "not in the no-TM mode:%s", substr(bad, 1, 300)
+		}' "$1")
+	[ -z "$share_why" ]
+}
+
+# a configuration that runs each program at one rank count only (CI time)
+reduced() { [ "$1" = tm-notm ]; }
+nplan=0
 for c in $configs; do
-	ncfg=$((ncfg + 1))
+	if reduced "$c"; then
+		nplan=$((nplan + ${#one_np[@]}))
+	else
+		nplan=$((nplan + ${#runs[@]}))
+	fi
 done
-echo "1..$(( ${#runs[@]} * ncfg ))"
+echo "1..$nplan"
 echo "# seed $seed (rerun with MPITEST_SEED=$seed); timeout ${timeout_s} s per mpirun; $MPIRUN"
 if [ $tm_state = present ]; then
 	echo "# mtl tm: $tm_from"
@@ -226,6 +265,7 @@ for c in $configs; do
 	config_args "$c"
 	for run in "${runs[@]}"; do
 		read -r prog np <<< "$run"
+		reduced "$c" && [ "$np" != "${one_np[$prog]}" ] && continue
 		n=$((n + 1))
 		name="$prog [$c] np=$np"
 		if [ "${c#tm}" != "$c" ] && [ $tm_state != present ]; then
@@ -247,8 +287,9 @@ for c in $configs; do
 			xargs+=(-x OMPI_MCA_mca_base_component_path)
 		share=0
 		[ "$prog" = mpi_card ] && [ "$c" = tm ] && share=1
+		[ "$prog" = mpi_card ] && [ "$c" = tm-notm ] && share=2
 		extra=()
-		[ $share = 1 ] && extra=(--mca mtl_tm_verbose 10)
+		[ $share != 0 ] && extra=(--mca mtl_tm_verbose 10)
 		cmd=("$MPIRUN" "${root_args[@]}" --oversubscribe -np "$np"
 		     "${cfg_mca[@]}" "${extra[@]}" "${xargs[@]}" "$progdir/$prog")
 		log=$tmp/out
@@ -260,6 +301,10 @@ for c in $configs; do
 		if [ $rc = 0 ] && [ $share = 1 ] && ! card_share "$log" "$np"; then
 			rc=1
 			echo "FAIL: card share: $share_why" >> "$log"
+		fi
+		if [ $rc = 0 ] && [ $share = 2 ] && ! software_mode "$log" "$np"; then
+			rc=1
+			echo "FAIL: no-TM mode: $share_why" >> "$log"
 		fi
 		if [ $rc = 0 ]; then
 			echo "ok $n - $name (${secs} s)"

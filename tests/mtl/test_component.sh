@@ -8,7 +8,8 @@
 # provider gives one message, and MPI point-to-point works over it
 # (ping-pong, mpi_p2p's feature checks, with threads, and on a squeezed
 # soft HCA: one tag, one list op, 2-packet rings, 256-byte MTU, random
-# card scheduling).
+# card scheduling; and without tag matching, softhca_no_tm, including a
+# job whose ranks offer different modes and must agree on one).
 set -u
 
 builddir=${top_builddir:-.}
@@ -40,7 +41,7 @@ if [ ! -f "$libs/mca_mtl_tm.so" ]; then
 	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"
 	exit 0
 fi
-echo "1..11"
+echo "1..16"
 
 ompi_info > "$tmp/info" 2>&1
 check "ompi_info lists mtl tm" grep -q 'MCA mtl: tm' "$tmp/info"
@@ -84,7 +85,7 @@ rc=$?
 if [ $rc = 0 ]; then
 	ok "provider verbs: a TM-capable card is present # SKIP"
 else
-	check "provider verbs without a card: one message, MPI_Init fails" \
+	check "provider verbs without any RDMA device: one message, MPI_Init fails" \
 		bash -c "[ \$(grep -c 'libibverbs lists no device' '$tmp/verbs') = 1 ]"
 fi
 
@@ -113,6 +114,29 @@ extra=(--mca mtl_tm_softhca_max_num_tags 1 --mca mtl_tm_softhca_max_ops 1
        --mca mtl_tm_softhca_sched random)
 check "mpi_p2p over a squeezed soft HCA (4 ranks; 1 tag, 1 op, ring 2, MTU 256, random scheduling)" \
 	p2p "$tmp/p2p-squeezed" 4
+extra=(--mca mtl_tm_softhca_no_tm 1 --mca mtl_tm_verbose 10)
+check "mpi_p2p without tag matching (3 ranks, softhca_no_tm: all matched in software)" \
+	p2p "$tmp/p2p-notm" 3
+check "... and every rank's statistics line says so" \
+	bash -c "[ \$(grep -c 'mode: no tag matching (all matched in software)' '$tmp/p2p-notm') = 3 ]"
+extra=(--mca mtl_tm_softhca_sched random --mca mtl_tm_softhca_no_tm 1)
+check "mpi_p2p threads without tag matching (2 ranks, random scheduling)" \
+	p2p "$tmp/p2p-notm-threads" 2 threads
+
+# One provider for the job: rank 0's soft HCA offers no tag matching, the
+# others' do; every rank guessed its own, and the job must agree on the
+# plain mode (a second address exchange), not mix the two.  One app
+# context setting SOFTHCA_NO_TM by rank, not two (MPMD): prterun 3.0.8
+# (Debian 13) crashes on any command line with a ':'.
+"$MPIRUN" --oversubscribe -x OMPI_MCA_mca_base_component_path \
+	--mca pml cm --mca mtl tm --mca mtl_tm_verbose 10 -np 3 \
+	sh -c 'SOFTHCA_NO_TM=$((OMPI_COMM_WORLD_RANK == 0)) exec "$0"' \
+	"$prog/mpi_p2p" > "$tmp/mixed" 2>&1
+rc=$?
+check "mixed offers (rank 0 without tag matching): mpi_p2p passes" \
+	bash -c "[ $rc = 0 ] && grep -q 'all checks passed' '$tmp/mixed' && ! grep -q FAIL '$tmp/mixed'"
+check "... every rank opened again and ran without tag matching" \
+	bash -c "[ \$(grep -c 'opening again' '$tmp/mixed') = 3 ] && [ \$(grep -c 'mode: no tag matching' '$tmp/mixed') = 3 ]"
 
 for f in "$tmp"/*; do
 	case $f in */info|*/param) continue;; esac

@@ -8,6 +8,8 @@
 #   - a receive from a rank that dies returns an error within seconds, and
 #     an MPI_ANY_SOURCE receive still gets a survivor's message
 #     (mpi_peer_dead, 3 ranks, mpirun --enable-recovery);
+#   - both again without tag matching (softhca_no_tm: every message
+#     matched and every rendezvous read in software);
 #   - the communicator limit of mtl_tm(7): 16384 context ids, of which
 #     MPI_COMM_WORLD, MPI_COMM_SELF and MPI_COMM_NULL hold three, so the
 #     16382nd MPI_Comm_dup fails, with a message naming the limit, and
@@ -43,7 +45,7 @@ run() { # run seconds np logfile mpirun-args...: over mtl tm
 
 show() { sed 's/^/# /' "$1" | head -n 20; }
 
-echo "1..6"
+echo "1..8"
 
 # ---- 1: messages over 2 GiB ------------------------------------------------
 large() { # large what blocks mpirun-args...
@@ -63,6 +65,9 @@ large() { # large what blocks mpirun-args...
 large "2 GiB + 1 MiB, max_msg_sz 64 MiB" 2049 \
 	--mca mtl_tm_softhca_max_msg_sz 67108864
 large "2 GiB + 1 MiB, default max_msg_sz" 2049
+# without tag matching every read is the engine's own, in pieces
+large "2 GiB + 1 MiB, no tag matching (softhca_no_tm), max_msg_sz 64 MiB" 2049 \
+	--mca mtl_tm_softhca_no_tm 1 --mca mtl_tm_softhca_max_msg_sz 67108864
 if [ "${TM_TEST_HUGE:-0}" = 1 ]; then
 	large "4.5 GiB (derived datatype)" 4608
 else
@@ -70,16 +75,21 @@ else
 fi
 
 # ---- 5: a receive from a dead rank -----------------------------------------
-log=$tmp/dead.log
-run 60 3 "$log" --enable-recovery "$prog/mpi_peer_dead"
-rc=$?
-line=$(grep 'rank 0: ok' "$log")
-if [ -n "$line" ] && ! grep -q FAIL "$log"; then
-	ok "dead rank: ${line#rank 0: ok: }"
-else
-	notok "dead rank: rank 0's receives (mpirun status $rc)"
-	show "$log"
-fi
+dead() { # dead what mpirun-args...
+	local what=$1 log=$tmp/dead$n.log rc line
+	shift
+	run 60 3 "$log" --enable-recovery "$@" "$prog/mpi_peer_dead"
+	rc=$?
+	line=$(grep 'rank 0: ok' "$log")
+	if [ -n "$line" ] && ! grep -q FAIL "$log"; then
+		ok "$what: ${line#rank 0: ok: }"
+	else
+		notok "$what: rank 0's receives (mpirun status $rc)"
+		show "$log"
+	fi
+}
+dead "dead rank"
+dead "dead rank, no tag matching" --mca mtl_tm_softhca_no_tm 1
 
 # ---- 7: the communicator limit ---------------------------------------------
 log=$tmp/comm.log

@@ -4,7 +4,9 @@
 #   mtl -> engine -> dev -> {verbs, softhca}
 #
 # Each layer may include its own headers and those of the layers below it,
-# never those above it; only mtl/ may include Open MPI headers; mtl/ reaches
+# never those above it; the files at the top of the tree (tm_status.h,
+# shared by every layer) include none of any layer; only mtl/ may include
+# Open MPI headers; mtl/ reaches
 # the device only through dev/ (no softhca/ or verbs/ header).  Checked twice:
 # on each source file's own #include lines, and, when the build tree has
 # automake's dependency files (.deps/*.Plo), on every header a compiled
@@ -70,7 +72,23 @@ layers="mtl engine dev softhca verbs"
 # Library layers return status codes; only mtl/ prints (through Open MPI).
 # (softhca/ still prints its own complaints on stderr: not checked here.)
 quiet="engine dev verbs"
-echo "1..$(( $(echo $layers | wc -w) * 2 + $(echo $quiet | wc -w) ))"
+echo "1..$(( $(echo $layers | wc -w) * 2 + $(echo $quiet | wc -w) + 1 ))"
+
+# The shared files at the top belong to no layer: they include none.
+bad=
+for f in "$tree"/*.[ch]; do
+	[ -e "$f" ] || continue
+	for h in $(includes "$f"); do
+		if echo "$h" | grep -Eq "^(${layers// /|})/|$ompi_re"; then
+			bad="$bad ${f#$tree/}:$h"
+		fi
+	done
+done
+if [ -z "$bad" ]; then
+	ok "the shared files at the top include no layer's header"
+else
+	notok "the shared files at the top include a layer's header:$bad"
+fi
 
 for layer in $layers; do
 	bad=

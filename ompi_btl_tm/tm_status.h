@@ -1,8 +1,12 @@
 /*
- * tm_status.h - the status codes every dev/engine function returns.
+ * tm_status.h - the status codes the project's layers return (dev, engine;
+ * the MTL turns them into Open MPI's), and their names.
  *
  * Zero is success; errors are negative so that functions that also return
- * a count (tm_engine_progress) can share the int.
+ * a count (tm_engine_progress) can share the int.  This header is shared by
+ * every layer and so belongs to none: it sits at the top of the tree,
+ * includes nothing, and its one function (tm_status.c) is linked into the
+ * lowest layer that returns these codes, the device layer.
  */
 #ifndef TM_STATUS_H
 #define TM_STATUS_H
@@ -20,6 +24,7 @@ enum tm_status {
 	TM_ERR_PEER_DEAD = -9,   /* probe: nothing from that peer, and it died */
 };
 
+/* A short English name for a status, for messages (never NULL). */
 const char *tm_status_str(int status);
 
 #endif /* TM_STATUS_H */

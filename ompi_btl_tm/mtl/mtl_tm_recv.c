@@ -1,0 +1,222 @@
+/*
+ * mtl_tm_recv.c - MPI receives on the matching engine: posted receives
+ * (irecv), receives of a probed message (imrecv), and their completion
+ * towards pml cm.
+ *
+ * Data: a contiguous buffer is handed to the engine as is; any other
+ * datatype is received through a temporary buffer
+ * (ompi_mtl_datatype_recv_buf) and unpacked at completion.
+ *
+ * Small receives: the engine keeps a receive whose buffer cannot hold
+ * the tag and rendezvous headers in software (it could not finish a
+ * truncated rendezvous otherwise), and the prefix rule then keeps every
+ * later receive that could take the same message off the card too.  Tiny
+ * receives are the common case (barriers are zero-byte messages), so a
+ * receive of fewer than sizeof(small) bytes lands in a staging area in the
+ * request and is copied (or unpacked) out at completion; the MTL works
+ * out truncation against the user's length from the full message length.
+ *
+ * Status: a receive's status counts the bytes delivered (at most the
+ * receive's length), and reports MPI_ERR_TRUNCATE, or MPI_ERR_TYPE for a
+ * message ending inside a basic element of its datatype.  Those go in the
+ * request's own status, which Open MPI turns into the return value or,
+ * for the multiple-completion calls, copies out whole.  An engine error
+ * (a peer that died, a failed read) becomes MPI_ERR_OTHER.  A receive
+ * from a specific rank names that rank's engine peer, so it fails when
+ * that process dies (MPI_ANY_SOURCE ones do not).
+ */
+#include "mtl_tm.h"
+
+#include <string.h>
+
+#include "opal/datatype/opal_convertor.h"
+#include "opal/datatype/opal_datatype_internal.h"
+#include "opal/util/output.h"
+#include "ompi/communicator/communicator.h"
+#include "ompi/message/message.h"
+#include "ompi/request/request.h"
+#include "ompi/mca/mtl/base/mtl_base_datatype.h"
+
+/* The engine's callback: runs inside an engine call, under the lock. */
+static void recv_cb(struct tm_recv *r)
+{
+	struct mtl_tm_request *req = r->arg;
+
+	ucs_list_add_tail(&mtl_tm.done, &req->done_link);
+}
+
+/*
+ * A message that ends inside a basic element of the receive type (3 bytes
+ * into MPI_INT) cannot have matched the receive's type signature.  The
+ * wire carries bytes only, so this is the one signature mismatch a
+ * receiver can see.  pml ob1 and ucx let it pass with the element half
+ * written; MPICH reports MPI_ERR_TYPE, and so does tm.  Only datatypes
+ * built from one basic type are judged, in O(1) from the set of basic
+ * types they use: for mixed ones it would take a walk of the type's
+ * description (opal_datatype_get_element_count, which also allocas a
+ * stack entry per loop of the type and overflows the stack on large
+ * derived types), on every receive.
+ */
+static bool partial_element(const struct opal_convertor_t *conv, size_t got)
+{
+	const opal_datatype_t *dt = conv ? conv->pDesc : NULL;
+	uint32_t used;
+	size_t esize;
+	int basic;
+
+	if (!dt || !got)
+		return false;
+	/* bits below OPAL_DATATYPE_FIRST_TYPE are loop and bound markers */
+	used = dt->bdt_used & ~((1u << OPAL_DATATYPE_FIRST_TYPE) - 1);
+	if (!used || (used & (used - 1)))
+		return false;
+	basic = __builtin_ctz(used);
+	if (basic >= OPAL_DATATYPE_MAX_PREDEFINED)
+		return false;
+	esize = opal_datatype_local_sizes[basic];
+	return esize > 1 && got % esize;
+}
+
+/* A matched message into the user's buffer and status. */
+static void deliver(struct mtl_tm_request *req, ompi_status_public_t *st)
+{
+	struct tm_recv *r = &req->u.recv;
+	struct iovec iov;
+	uint32_t iov_count = 1;
+	size_t len, got = r->recv_len;
+	void *from = req->pack_buf;
+	bool trunc = r->status == TM_REQ_TRUNCATED;
+
+	st->MPI_SOURCE = r->env.src;
+	st->MPI_TAG = r->env.tag;
+	if (req->staged) {
+		/* the engine filled the staging area; the user's buffer is
+		 * pack_len bytes */
+		from = req->small;
+		got = r->msg_len < req->pack_len ? r->msg_len : req->pack_len;
+		trunc = r->msg_len > req->pack_len;
+		if (!req->pack_free && got)
+			memcpy(req->pack_buf, req->small, got);
+	}
+	st->_ucount = got;
+	st->MPI_ERROR = trunc ? MPI_ERR_TRUNCATE :
+			partial_element(req->convertor, got) ? MPI_ERR_TYPE :
+			OMPI_SUCCESS;
+	if (req->pack_free && got) {
+		/* exactly what arrived: a truncated message fills the packed
+		 * buffer, never more */
+		iov.iov_base = from;
+		iov.iov_len = got;
+		len = got;
+		opal_convertor_unpack(req->convertor, &iov, &iov_count, &len);
+	}
+}
+
+void mtl_tm_recv_complete(struct mtl_tm_request *req)
+{
+	struct tm_recv *r = &req->u.recv;
+	ompi_status_public_t *st = &req->super.ompi_req->req_status;
+
+	switch (r->status) {
+	case TM_REQ_CANCELLED:
+		st->_cancelled = true;
+		break;
+	case TM_REQ_OK:
+	case TM_REQ_TRUNCATED:
+		deliver(req, st);
+		break;
+	default:
+		st->MPI_SOURCE = r->env.src;
+		st->MPI_TAG = r->env.tag;
+		st->_ucount = 0;
+		st->MPI_ERROR = MPI_ERR_OTHER;
+		opal_output_verbose(10, mtl_tm_output,
+				    "mtl tm: rank %u: receive failed (peer %u)",
+				    mtl_tm.my_vpid, r->peer);
+		break;
+	}
+	mtl_tm_free_pack(req);
+	req->super.completion_callback(&req->super);
+}
+
+/* Where a receive lands: the user's buffer, or a staging one to unpack. */
+static int prepare_recv(struct opal_convertor_t *convertor,
+			struct mtl_tm_request *req)
+{
+	bool free_on_error;
+	int rc;
+
+	rc = ompi_mtl_datatype_recv_buf(convertor, &req->pack_buf,
+					&req->pack_len, &free_on_error);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	if (free_on_error && !req->pack_buf)
+		return OMPI_ERR_OUT_OF_RESOURCE;
+	req->pack_free = free_on_error;
+	req->staged = false;
+	req->kind = MTL_TM_REQ_RECV;
+	req->convertor = convertor;
+	req->u.recv.cb = recv_cb;
+	req->u.recv.arg = req;
+	return OMPI_SUCCESS;
+}
+
+int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
+		 struct ompi_communicator_t *comm, int src, int tag,
+		 struct opal_convertor_t *convertor,
+		 mca_mtl_request_t *mtl_request)
+{
+	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
+	uint32_t peer = mtl_tm_src_peer(comm, src);
+	void *buf;
+	size_t len;
+	int rc;
+
+	rc = prepare_recv(convertor, req);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	buf = req->pack_buf;
+	len = req->pack_len;
+	if (len < sizeof(req->small)) {
+		/* See "Small receives" at the top. */
+		req->staged = true;
+		buf = req->small;
+		len = sizeof(req->small);
+	}
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	rc = tm_engine_irecv_from(mtl_tm.eng, &req->u.recv,
+				  mtl_tm_comm_cid(comm), mtl_tm_src(src),
+				  mtl_tm_tag(tag), peer, buf, len, NULL);
+	mtl_tm_unlock_and_complete();
+	if (rc != TM_OK) {
+		mtl_tm_free_pack(req);
+		return mtl_tm_to_ompi(rc);
+	}
+	return OMPI_SUCCESS;
+}
+
+int mtl_tm_imrecv(struct mca_mtl_base_module_t *mtl,
+		  struct opal_convertor_t *convertor,
+		  struct ompi_message_t **message,
+		  mca_mtl_request_t *mtl_request)
+{
+	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
+	struct tm_msg *msg = (*message)->req_ptr;
+	int rc;
+
+	rc = prepare_recv(convertor, req);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	rc = tm_engine_imrecv(mtl_tm.eng, &req->u.recv, msg, req->pack_buf,
+			      req->pack_len, NULL);
+	mtl_tm_unlock_and_complete();
+	if (rc != TM_OK) {
+		mtl_tm_free_pack(req);
+		return mtl_tm_to_ompi(rc);
+	}
+	/* the engine owns the message now; the handle is spent */
+	ompi_message_return(*message);
+	*message = MPI_MESSAGE_NULL;
+	return OMPI_SUCCESS;
+}

@@ -1,0 +1,280 @@
+/*
+ * mtl_tm_send.c - MPI sends on the matching engine: blocking, nonblocking
+ * and buffered, and their completion towards pml cm.
+ *
+ * Data: a contiguous buffer goes to the engine as is; any other datatype
+ * is packed into a temporary buffer (ompi_mtl_datatype_pack), freed at
+ * completion.  Ready sends are standard ones here; only synchronous sends
+ * need the receiver's word (TM_SEND_SYNC).
+ *
+ * Buffered sends: pml cm packs them into the attached buffer and calls
+ * isend, but then completes its request at once, without waiting for the
+ * MTL, and may restart it (MPI_Bsend_init) while the first send is still in
+ * flight, or free the attached-buffer space when our completion comes.
+ * So a buffered send gets a request and a copy of its data of our own,
+ * and pml cm's request is completed before isend returns.
+ *
+ * Errors: an engine error on a send (a peer that died, which the engine
+ * learns from the soft HCA's RETRY_EXC completion, or a failed read of a
+ * rendezvous) becomes MPI_ERR_OTHER in the request's status.
+ */
+#include "mtl_tm.h"
+
+#include <stdlib.h>
+
+#include "opal/datatype/opal_convertor.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+#include "ompi/communicator/communicator.h"
+#include "ompi/request/request.h"
+#include "ompi/mca/mtl/base/mtl_base_datatype.h"
+
+/* A send's outcome as pml cm wants it; frees its packed copy. */
+static int send_error(struct mtl_tm_request *req)
+{
+	int st = req->u.send.status;
+	int err = st == TM_REQ_OK || st == TM_REQ_CANCELLED ? OMPI_SUCCESS :
+		  MPI_ERR_OTHER;
+
+	mtl_tm_free_pack(req);
+	req->error = err;
+	if (err != OMPI_SUCCESS)
+		opal_output_verbose(10, mtl_tm_output,
+				    "mtl tm: rank %u: send to peer %u failed",
+				    mtl_tm.my_vpid, req->u.send.peer);
+	return err;
+}
+
+/* The engine's callback: runs inside an engine call, under the lock. */
+static void send_cb(struct tm_send *s)
+{
+	struct mtl_tm_request *req = s->arg;
+
+	req->engine_done = true;
+	/*
+	 * A blocking send (mtl_tm_send: no ompi request, nothing of pml cm
+	 * runs at its completion) without MPI threads: its caller waits on
+	 * req->done further up this very thread's stack, so it is done here
+	 * rather than through the done list.  With threads its caller may
+	 * be another thread, which could return (its req is on its stack)
+	 * while the engine still holds s: the done list, after the engine
+	 * call, it is.
+	 */
+	if (!req->super.ompi_req && !req->detached && !mtl_tm.mpi_threads) {
+		send_error(req);
+		req->done = true;
+		return;
+	}
+	ucs_list_add_tail(&mtl_tm.done, &req->done_link);
+}
+
+void mtl_tm_send_complete(struct mtl_tm_request *req)
+{
+	bool cancelled = req->u.send.status == TM_REQ_CANCELLED;
+
+	if (req->cancel_wait) {
+		/* the outcome of a cancel of a send pml cm already completed
+		 * (mtl_tm_cancel.c, "Send cancel"): mtl_tm_cancel reports it */
+		req->cancel_result = cancelled;
+		req->cancel_wait = false;
+		return;
+	}
+	if (req->detached) {
+		/* a buffered send's own copy: only a cancel may wait for it */
+		if (req->bsend_waiter) {
+			req->bsend_waiter->cancel_result = cancelled;
+			req->bsend_waiter->cancel_wait = false;
+		}
+		if (req->u.send.status != TM_REQ_OK && !cancelled)
+			opal_output_verbose(10, mtl_tm_output,
+					    "mtl tm: rank %u: buffered send to peer %u failed",
+					    mtl_tm.my_vpid, req->u.send.peer);
+		mtl_tm_free_pack(req);
+		free(req);
+		return;
+	}
+
+	int err = send_error(req);
+
+	/* pml cm does not reset a send's MPI_ERROR when it (re)starts one:
+	 * a recycled request would keep an old value */
+	if (req->super.ompi_req) {
+		req->super.ompi_req->req_status.MPI_ERROR = err;
+		req->super.ompi_req->req_status._cancelled = cancelled;
+	}
+	req->completed = true;
+	req->super.completion_callback(&req->super);
+}
+
+/* What a buffered send's pml cm request keeps of its own copy's send. */
+static void keep_bsend_identity(struct mtl_tm_request *parent,
+				const struct tm_send *own)
+{
+	/* the copy may be freed as soon as the lock drops: keep its
+	 * identity where a cancel can find it */
+	parent->u.send = *own;
+	parent->u.send.cb = send_cb;
+	parent->u.send.arg = parent;
+	/* as a completed eager send, should a cancel re-arm it */
+	parent->u.send.status = TM_REQ_OK;
+	parent->u.send.waiting = 0;
+	parent->u.send.cflags = 0;
+	parent->u.send.own_mr = 0;
+	parent->u.send.mr = NULL;
+}
+
+/*
+ * Hands (buf, len) to the engine on req.  req owns buf from here if
+ * pack_free (freed at completion, or here on failure).
+ */
+static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
+		     void *buf, size_t len, bool pack_free, unsigned flags,
+		     struct mtl_tm_request *bsend_parent,
+		     struct mtl_tm_request *req)
+{
+	struct mtl_tm_endpoint *ep = mtl_tm_peer_ep(comm, dest);
+	int rc;
+
+	req->kind = MTL_TM_REQ_SEND;
+	req->detached = bsend_parent != NULL;
+	req->convertor = NULL;
+	req->pack_buf = buf;
+	req->pack_len = len;
+	req->pack_free = pack_free;
+	req->done = false;
+	req->error = OMPI_SUCCESS;
+	req->engine_done = false;
+	req->completed = false;
+	req->cancel_wait = false;
+	req->bsend_waiter = NULL;
+	req->u.send.cb = send_cb;
+	req->u.send.arg = req;
+	if (!ep) {
+		mtl_tm_free_pack(req);
+		opal_output(0, "mtl tm: rank %u: no connection to rank %d of %s",
+			    mtl_tm.my_vpid, dest, comm->c_name);
+		return OMPI_ERR_UNREACH;
+	}
+
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	rc = tm_engine_isend(mtl_tm.eng, &req->u.send, ep->peer,
+			     mtl_tm_comm_cid(comm), ompi_comm_rank(comm), tag,
+			     buf, len, NULL, flags);
+	if (rc == TM_OK && bsend_parent)
+		keep_bsend_identity(bsend_parent, &req->u.send);
+	mtl_tm_unlock_and_complete();
+	if (rc != TM_OK) {
+		mtl_tm_free_pack(req);
+		opal_output_verbose(10, mtl_tm_output,
+				    "mtl tm: isend of %zu bytes to rank %d: %s",
+				    len, dest, tm_status_str(rc));
+		return mtl_tm_to_ompi(rc);
+	}
+	return OMPI_SUCCESS;
+}
+
+static int start_send(struct ompi_communicator_t *comm, int dest, int tag,
+		      struct opal_convertor_t *convertor,
+		      mca_pml_base_send_mode_t mode,
+		      struct mtl_tm_request *req)
+{
+	void *buf;
+	size_t len;
+	bool free_after;
+	int rc;
+
+	rc = ompi_mtl_datatype_pack(convertor, &buf, &len, &free_after);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	return post_send(comm, dest, tag, buf, len, free_after,
+			 mode == MCA_PML_BASE_SEND_SYNCHRONOUS ? TM_SEND_SYNC : 0,
+			 NULL, req);
+}
+
+static void blocking_send_done(struct mca_mtl_request_t *mreq)
+{
+	((struct mtl_tm_request *)mreq)->done = true;
+}
+
+int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
+		struct ompi_communicator_t *comm, int dest, int tag,
+		struct opal_convertor_t *convertor,
+		mca_pml_base_send_mode_t mode)
+{
+	struct mtl_tm_request req;
+	int rc;
+
+	req.super.ompi_req = NULL;
+	req.super.completion_callback = blocking_send_done;
+	rc = start_send(comm, dest, tag, convertor, mode, &req);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	while (!req.done)
+		opal_progress();
+	return req.error;
+}
+
+/* The packed bytes of a buffered send, in a copy of our own (or NULL for
+ * none); false if out of memory. */
+static bool copy_packed(struct opal_convertor_t *convertor, void **copy,
+			size_t *len)
+{
+	struct iovec iov;
+	uint32_t iov_count = 1;
+
+	*copy = NULL;
+	opal_convertor_get_packed_size(convertor, len);
+	if (!*len)
+		return true;
+	*copy = malloc(*len);
+	if (!*copy)
+		return false;
+	iov.iov_base = *copy;
+	iov.iov_len = *len;
+	opal_convertor_pack(convertor, &iov, &iov_count, len);
+	return true;
+}
+
+/* See "Buffered sends" at the top. */
+static int start_buffered(struct ompi_communicator_t *comm, int dest,
+			  int tag, struct opal_convertor_t *convertor,
+			  mca_mtl_request_t *mtl_request)
+{
+	struct mtl_tm_request *pml = (struct mtl_tm_request *)mtl_request;
+	struct mtl_tm_request *own = malloc(sizeof(*own));
+	void *copy;
+	size_t len;
+	int rc;
+
+	if (!own)
+		return OMPI_ERR_OUT_OF_RESOURCE;
+	if (!copy_packed(convertor, &copy, &len)) {
+		free(own);
+		return OMPI_ERR_OUT_OF_RESOURCE;
+	}
+	own->super.ompi_req = NULL;
+	own->super.completion_callback = NULL;
+	pml->kind = MTL_TM_REQ_BSEND;
+	pml->cancel_wait = false;
+	rc = post_send(comm, dest, tag, copy, len, copy != NULL, 0, pml, own);
+	if (rc != OMPI_SUCCESS) {
+		free(own);
+		pml->kind = 0;
+		return rc;
+	}
+	mtl_request->ompi_req->req_status.MPI_ERROR = OMPI_SUCCESS;
+	mtl_request->completion_callback(mtl_request);
+	return OMPI_SUCCESS;
+}
+
+int mtl_tm_isend(struct mca_mtl_base_module_t *mtl,
+		 struct ompi_communicator_t *comm, int dest, int tag,
+		 struct opal_convertor_t *convertor,
+		 mca_pml_base_send_mode_t mode, bool blocking,
+		 mca_mtl_request_t *mtl_request)
+{
+	if (mode == MCA_PML_BASE_SEND_BUFFERED)
+		return start_buffered(comm, dest, tag, convertor, mtl_request);
+	return start_send(comm, dest, tag, convertor, mode,
+			  (struct mtl_tm_request *)mtl_request);
+}
