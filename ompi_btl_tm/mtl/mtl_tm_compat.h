@@ -7,8 +7,27 @@
  *
  *   MTL_TM_DECLSPEC        visibility of the component symbol
  *   MTL_TM_MODEX_GLOBAL    modex scope: every process of the job reads it
- *   mtl_tm_comm_cid(c)     the context id the tag carries: the same in
- *                          every member (pml cm without extended ids)
+ *   mtl_tm_comm_cid(c)     this process's context id of c: what its
+ *                          receives and probes match in the tag
+ *   mtl_tm_peer_cid(c, r, &cid)  the context id rank r of c knows c by:
+ *                          what a send to r carries.  The same as ours for
+ *                          a communicator made from another (dup, split,
+ *                          ...: Open MPI agrees on one id, "global index");
+ *                          for one made from a group (MPI-4 sessions, 5.0)
+ *                          each process picks its own.  Then each member
+ *                          publishes its id at add_comm (mtl_tm_publish_cid,
+ *                          a PMIx key named after the communicator's
+ *                          extended id, which all members share), and the
+ *                          first send to a peer fetches the peer's (PMIx
+ *                          waits for it to be published, at most
+ *                          MTL_TM_CID_TIMEOUT s) into c->c_index_vec, where
+ *                          Open MPI keeps remote ids.  Open MPI 5.0.7's own
+ *                          route (ompi_comm_get_remote_cid, which asks the
+ *                          PMIx group for PMIX_GROUP_LOCAL_CID) answers
+ *                          "not found" under Debian 13's PRRTE 3.0.8.
+ *   mtl_tm_publish_cid(c)  at add_comm: an OMPI status
+ *   MTL_TM_FLAG_EXT_CID    tells pml cm the MTL copes with such ids (5.0;
+ *                          without it pml cm refuses sessions)
  *   mtl_tm_marker_dir()    a directory that lives until mpirun ends and is
  *                          removed with it, or NULL (mtl_tm_show_error)
  *   mtl_tm_fence()         commits this process's modex data and waits
@@ -26,6 +45,9 @@
 
 #include "ompi_config.h"
 
+#include <inttypes.h>
+#include <stdio.h>
+
 #if OMPI_MAJOR_VERSION >= 5
 
 #include "opal/mca/threads/mutex.h"
@@ -36,6 +58,77 @@
 #define MTL_TM_DECLSPEC OMPI_DECLSPEC
 #define MTL_TM_MODEX_GLOBAL PMIX_GLOBAL
 #define mtl_tm_comm_cid(c) ompi_comm_get_local_cid(c)
+#define MTL_TM_FLAG_EXT_CID MCA_MTL_BASE_FLAG_SUPPORTS_EXT_CID
+#define MTL_TM_CID_TIMEOUT 60
+
+static inline void mtl_tm_cid_key(const ompi_communicator_t *c, char *key,
+				  size_t size)
+{
+	snprintf(key, size, "mtl.tm.cid.%" PRIx64 ".%" PRIx64,
+		 c->c_contextid.cid_base, c->c_contextid.cid_sub.u64);
+}
+
+static inline int mtl_tm_publish_cid(ompi_communicator_t *c)
+{
+	char key[PMIX_MAX_KEYLEN + 1];
+	pmix_value_t v;
+	pmix_status_t rc;
+
+	if (OMPI_COMM_IS_GLOBAL_INDEX(c))
+		return OMPI_SUCCESS;
+	mtl_tm_cid_key(c, key, sizeof(key));
+	PMIX_VALUE_CONSTRUCT(&v);
+	v.type = PMIX_UINT32;
+	v.data.uint32 = ompi_comm_get_local_cid(c);
+	rc = PMIx_Put(PMIX_GLOBAL, key, &v);
+	if (rc == PMIX_SUCCESS)
+		rc = PMIx_Commit();
+	return opal_pmix_convert_status(rc);
+}
+
+static inline int mtl_tm_fetch_cid(ompi_communicator_t *c, int r,
+				   uint32_t *cid)
+{
+	ompi_proc_t *proc = ompi_comm_peer_lookup(c, r);
+	char key[PMIX_MAX_KEYLEN + 1];
+	uint32_t timeout = MTL_TM_CID_TIMEOUT;
+	pmix_value_t *v = NULL;
+	pmix_proc_t p;
+	pmix_info_t info;
+	pmix_status_t rc;
+
+	if (!proc)
+		return OMPI_ERR_NOT_FOUND;
+	mtl_tm_cid_key(c, key, sizeof(key));
+	OPAL_PMIX_CONVERT_NAME(&p, &proc->super.proc_name);
+	PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &timeout, PMIX_UINT32);
+	rc = PMIx_Get(&p, key, &info, 1, &v);
+	PMIX_INFO_DESTRUCT(&info);
+	if (rc != PMIX_SUCCESS || !v || v->type != PMIX_UINT32) {
+		if (v)
+			PMIX_VALUE_RELEASE(v);
+		return rc != PMIX_SUCCESS ? opal_pmix_convert_status(rc) :
+		       OMPI_ERR_TYPE_MISMATCH;
+	}
+	*cid = v->data.uint32;
+	PMIX_VALUE_RELEASE(v);
+	c->c_index_vec[r] = *cid;
+	return OMPI_SUCCESS;
+}
+
+static inline int mtl_tm_peer_cid(ompi_communicator_t *c, int r,
+				  uint32_t *cid)
+{
+	if (OPAL_LIKELY(OMPI_COMM_IS_GLOBAL_INDEX(c))) {
+		*cid = c->c_index;
+		return OMPI_SUCCESS;
+	}
+	if (c->c_index_vec[r]) {
+		*cid = c->c_index_vec[r];
+		return OMPI_SUCCESS;
+	}
+	return mtl_tm_fetch_cid(c, r, cid);
+}
 /* PRRTE's session directory of this job: removed when mpirun ends. */
 #define mtl_tm_marker_dir() (ompi_process_info.job_session_dir)
 #define MTL_TM_INIT_PARAMS \
@@ -67,6 +160,10 @@ static inline int mtl_tm_fence(void)
 #define MTL_TM_DECLSPEC OMPI_MODULE_DECLSPEC
 #define MTL_TM_MODEX_GLOBAL OPAL_PMIX_GLOBAL
 #define mtl_tm_comm_cid(c) ompi_comm_get_cid(c)
+#define mtl_tm_peer_cid(c, r, cid) \
+	(*(cid) = ompi_comm_get_cid(c), OMPI_SUCCESS)
+#define mtl_tm_publish_cid(c) OMPI_SUCCESS
+#define MTL_TM_FLAG_EXT_CID 0
 /* The job family's, not the job's: ORTE removes the job's directory as
  * soon as the job aborts, while late ranks may still get here. */
 #define mtl_tm_marker_dir() (ompi_process_info.jobfam_session_dir)
