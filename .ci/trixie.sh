@@ -135,18 +135,19 @@ fi
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 say "chroot ready in $((SECONDS - start)) s"
 
-# This tree, without build products: the suite builds afresh inside.
-mkdir -p "$root/root/src"
+# This tree, without build products: the suite builds afresh inside, in
+# /srv/src (readable by other users: tests run scripts as nobody).
+mkdir -p "$root/srv/src"
 tar -C "$top" --exclude=./build --exclude=./.git -cf - . |
-	tar -C "$root/root/src" -xf -
+	tar -C "$root/srv/src" -xf -
 
 if [ $# -gt 0 ]; then
-	in_chroot "${TRIXIE_TIMEOUT:-3600}" "cd /root/src && $*"
+	in_chroot "${TRIXIE_TIMEOUT:-3600}" "cd /srv/src && $*"
 	exit
 fi
 rc=0
 in_chroot "${TRIXIE_TIMEOUT:-1200}" \
-	"cd /root/src && scripts/install-deps.sh </dev/null && ./autogen.sh </dev/null >/dev/null &&
+	"cd /srv/src && scripts/install-deps.sh </dev/null && ./autogen.sh </dev/null >/dev/null &&
 	 scripts/run-tests.sh $tests_args </dev/null" 2>&1 |
 	tee "$root.log" || rc=$?
 last=$(tail -n 1 "$root.log")

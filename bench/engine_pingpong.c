@@ -10,11 +10,14 @@
  * `valgrind --tool=callgrind` for instruction counts that do not depend on
  * the machine's noise: the count per message is total / (2 * iters).
  *
- *   bench/engine_pingpong [-n ITERS] [-s SIZE,...] [-S] [-d DEPTH]
+ *   bench/engine_pingpong [-n ITERS] [-s SIZE,...] [-S] [-N] [-d DEPTH]
  *
  * -S: no receive goes to the card (the engine's offload switch off), so
  * every message arrives unexpected at the card and is matched in software:
- * the cost of the path UCX takes below its TM threshold.  -d D: D receives
+ * the cost of the path UCX takes below its TM threshold.  -N: a device
+ * without tag matching (the soft HCA's no_tm; tm_dev.h, "Provider and
+ * mode"): a plain SRQ, every message matched in software, the path of
+ * RDMA devices without tag matching.  -d D: D receives
  * that never match stay posted on each node (see park()).
  */
 #define _GNU_SOURCE
@@ -107,27 +110,30 @@ int main(int argc, char **argv)
 	struct eu_opts o;
 	long iters = 20000;
 	char *list, *tok;
-	int c, sw = 0;
+	int c, sw = 0, notm = 0;
 	long depth = 0;
 
-	while ((c = getopt(argc, argv, "n:s:Sd:")) != -1) {
+	while ((c = getopt(argc, argv, "n:s:SNd:")) != -1) {
 		if (c == 'n')
 			iters = atol(optarg);
 		else if (c == 's')
 			sizes = optarg;
 		else if (c == 'S')
 			sw = 1;
+		else if (c == 'N')
+			notm = 1;
 		else if (c == 'd')
 			depth = atol(optarg);
 		else {
 			fprintf(stderr,
-				"usage: %s [-n ITERS] [-s SIZE,...] [-S] [-d DEPTH]\n",
+				"usage: %s [-n ITERS] [-s SIZE,...] [-S] [-N] [-d DEPTH]\n",
 				argv[0]);
 			return 2;
 		}
 	}
 	eu_opts_default(&o);
 	o.ecfg.offload = !sw;
+	o.no_tm = notm;
 	o.sched = SOFTHCA_SCHED_AUTO;
 	if (eu_world_init(&w, 2, &o)) {
 		fprintf(stderr, "engine_pingpong: set-up failed\n");

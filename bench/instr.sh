@@ -3,7 +3,7 @@
 # per layer, from callgrind (deterministic: use it for fast paths, timings
 # never).
 #
-#   bench/instr.sh [-b BUILD_DIR] [-s SIZE] [-n ITERS] [-t TOP] [-S] [-d D]
+#   bench/instr.sh [-b BUILD_DIR] [-s SIZE] [-n ITERS] [-t TOP] [-S] [-N] [-d D]
 #
 # Runs bench/engine_pingpong (two engines + soft HCAs in one process, the
 # receive posted before the send: the card-matched path) under callgrind
@@ -12,7 +12,8 @@
 # each message are counted (send and receive).  Prints the total, a table
 # per layer (by the source directory of the function, inlined helpers
 # counted with their caller) and the TOP functions.  -S: every receive
-# matched in software (engine_pingpong -S), for comparison; -d D: D
+# matched in software (engine_pingpong -S), for comparison; -N: a device
+# without tag matching (engine_pingpong -N, the plain mode); -d D: D
 # never-matching receives posted on each side (queue depth).
 #
 # TM_DEV_RCACHE=0: libucm's hooks turn themselves off under valgrind.
@@ -24,15 +25,16 @@ size=8
 iters=2000
 top=25
 extra=
-while getopts "b:s:n:t:Sd:h" o; do
+while getopts "b:s:n:t:SNd:h" o; do
 	case $o in
 	b) build=$OPTARG ;;
 	s) size=$OPTARG ;;
 	n) iters=$OPTARG ;;
 	t) top=$OPTARG ;;
 	S) extra="$extra -S" ;;
+	N) extra="$extra -N" ;;
 	d) extra="$extra -d $OPTARG" ;;
-	*) sed -n '2,16p' "$0"; exit 2 ;;
+	*) sed -n '2,17p' "$0"; exit 2 ;;
 	esac
 done
 prog="$build/bench/engine_pingpong"

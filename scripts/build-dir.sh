@@ -3,11 +3,12 @@
 #
 #   . "$(dirname "$0")/build-dir.sh"; ensure_build_dir NAME
 #
-# Sets top (the source tree) and dir (build/normal).  On a configure
+# Sets top (the source tree) and dir (build/normal, or TM_BUILD_DIR if set:
+# the tests point the scripts at the build they run in).  On a configure
 # failure it shows the end of configure's output and exits, naming NAME.
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-dir=$top/build/normal
+dir=${TM_BUILD_DIR:-$top/build/normal}
 
 ensure_build_dir() {
 	if [ ! -x "$top/configure" ]; then

@@ -3,30 +3,48 @@
 # prints what the card reports for tag matching and what the device layer
 # makes of it, runs a two-process self-test over the card (eager matched by
 # the card, a rendezvous the card reads and FINs, in the hardware's QP
-# layout), and, when mpirun and the MPI test programs are built, a 2-rank
-# ping-pong with --mca pml cm --mca mtl tm forced onto the card.
+# layout), and, when mpirun is there, a 2-rank ping-pong with
+# --mca pml cm --mca mtl tm forced onto the card.
 #
 #   scripts/card-check.sh [build-dir]      (default: build/normal)
 #
-# Build first (scripts/run-tests.sh --quick, or make in the build dir).
-# Nothing is installed.  Exit status: 0 all passed, 1 a check failed,
-# 2 no TM-capable card on this machine.
+# Builds what it runs (configuring build/normal first on a fresh checkout;
+# scripts/install-deps.sh installs what that needs).  Nothing is installed.
+# Exit status: 0 all passed, 1 a check failed, 2 no TM-capable card on this
+# machine (found before anything is built).
 set -u
-top=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$top/build/normal}
-bin=$build/tests/dev/tm_card_check
+. "$(dirname "$0")/build-dir.sh"
+sysfs_ib=${CARD_CHECK_SYSFS_IB:-/sys/class/infiniband} # tests point it elsewhere
 
-if [ ! -x "$bin" ]; then
-	echo "card-check: $bin is not built; run scripts/run-tests.sh --quick" \
-	     "(or make in $build) first" >&2
-	exit 1
-fi
-if [ -z "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
-	echo "card-check: no RDMA device on this machine (/sys/class/infiniband" \
+if [ -z "$(ls "$sysfs_ib" 2>/dev/null)" ]; then
+	echo "card-check: no RDMA device on this machine ($sysfs_ib" \
 	     "is empty): there is no card to check.  The component runs on the" \
 	     "built-in soft HCA here."
 	exit 2
 fi
+if [ $# -gt 0 ]; then
+	dir=$1
+	[ -f "$dir/Makefile" ] || {
+		echo "card-check: $dir is not a configured build directory" >&2
+		exit 1
+	}
+else
+	ensure_build_dir card-check
+fi
+build=$dir
+bin=$build/tests/dev/tm_card_check
+mpirun=$(command -v mpirun || true)
+targets=(tests/dev/tm_card_check)
+# the MPI part where the build has it (not in a sanitizer build)
+if [ -n "$mpirun" ] &&
+   make -n -C "$build" tests/mtl/mpi_pingpong > /dev/null 2>&1; then
+	targets+=(mca_mtl_tm.la tests/mtl/mpi_pingpong)
+fi
+echo "== building ${targets[*]} in $build"
+make -C "$build" -j2 --no-print-directory "${targets[@]}" > /dev/null || {
+	echo "card-check: building ${targets[*]} in $build failed" >&2
+	exit 1
+}
 if command -v ibv_devinfo >/dev/null; then
 	echo "== ibv_devinfo -v (tag matching and limits)"
 	ibv_devinfo -v | grep -E "hca_id|fw_ver|max_qp_wr|max_srq_wr|max_cqe|rd_atom|tm_caps|max_rndv_hdr_size|max_num_tags|max_ops|max_sge|state:|link_layer|active_mtu|GID\[" 
@@ -41,7 +59,6 @@ if [ $rc -eq 2 ]; then
 fi
 [ $rc -eq 0 ] || { echo "card-check: self-test FAILED"; exit 1; }
 
-mpirun=$(command -v mpirun || true)
 pp=$build/tests/mtl/mpi_pingpong
 if [ -n "$mpirun" ] && [ -x "$pp" ]; then
 	echo "== MPI: 2 ranks, pml cm, mtl tm, provider verbs"

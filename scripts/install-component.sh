@@ -19,18 +19,32 @@ set -euo pipefail
 . "$(dirname "$0")/build-dir.sh"
 ensure_build_dir install-component
 
+destdir=$(sed -n 's/^OMPI_PKGLIBDIR = //p' "$dir/Makefile")
+# Say why before trying: the one file goes into Open MPI's own directory.
+if [ ! -w "$destdir" ]; then
+	echo "install-component: cannot write to Open MPI's component directory $destdir" \
+	     "(owned by $(stat -c %U "$destdir" 2>/dev/null || echo '?')): run it as root" >&2
+	exit 1
+fi
 if [ "${1:-}" = --uninstall ]; then
 	exec make -C "$dir" --no-print-directory uninstall-mtltmLTLIBRARIES
 fi
-make -C "$dir" -j2 --no-print-directory mca_mtl_tm.la
-# libtool's install talk (ldconfig advice) goes to a log unless it fails
-make -C "$dir" --no-print-directory install-mtltmLTLIBRARIES \
-	> "$dir/install-component.log" 2>&1 || {
-	cat "$dir/install-component.log" >&2
-	echo "install-component: install failed (write access to Open MPI's component directory?)" >&2
+if ! make -C "$dir" -j2 --no-print-directory mca_mtl_tm.la; then
+	echo "install-component: building mca_mtl_tm.la in $dir failed" \
+	     "(is $dir writable by $(id -un)? it belongs to" \
+	     "$(stat -c %U "$dir" 2>/dev/null || echo '?'))" >&2
 	exit 1
-}
-destdir=$(sed -n 's/^OMPI_PKGLIBDIR = //p' "$dir/Makefile")
+fi
+# libtool's install talk (ldconfig advice) is shown only if it fails: this
+# run's, never an earlier run's
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! make -C "$dir" --no-print-directory install-mtltmLTLIBRARIES \
+	> "$log" 2>&1; then
+	cat "$log" >&2
+	echo "install-component: install into $destdir failed" >&2
+	exit 1
+fi
 echo "install-component: installed $destdir/mca_mtl_tm.so"
 if command -v ompi_info > /dev/null; then
 	ompi_info | grep 'MCA mtl: tm' || {

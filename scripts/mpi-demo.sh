@@ -8,6 +8,8 @@
 #
 # Extra mpirun options can be passed in MPIRUN_ARGS, e.g.
 #   MPIRUN_ARGS="--mca mtl_tm_softhca_max_num_tags 1" scripts/mpi-demo.sh
+# and another mpirun in MPIRUN.  The caller's OMPI_MCA_* variables stay as
+# they are (btl_vader_single_copy_mechanism is none only if unset).
 set -euo pipefail
 
 . "$(dirname "$0")/build-dir.sh"
@@ -20,14 +22,15 @@ args=(--oversubscribe -np "$np" --mca pml cm --mca mtl tm
 if [ "$(id -u)" -eq 0 ]; then
 	args+=(--allow-run-as-root)
 fi
-# vader's single-copy mechanism may be refused in containers; harmless here
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# vader's single-copy mechanism may be refused in containers: off, unless
+# the caller chose one
+export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 echo "mpirun -np $np --mca pml cm --mca mtl tm tests/mtl/mpi_ring"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
 # shellcheck disable=SC2086
-mpirun "${args[@]}" ${MPIRUN_ARGS:-} "$dir/tests/mtl/mpi_ring" > "$log" 2>&1
+"${MPIRUN:-mpirun}" "${args[@]}" ${MPIRUN_ARGS:-} "$dir/tests/mtl/mpi_ring" > "$log" 2>&1
 rc=$?
 set -e
 # the program's own output, then the per-rank card statistics

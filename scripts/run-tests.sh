@@ -4,7 +4,8 @@
 #   scripts/run-tests.sh [--quick] [--sanitizers] [-j N]
 #
 #   (default)     build/normal only
-#   --sanitizers  also build/asan (--enable-sanitizers: ASan + UBSan)
+#   --sanitizers  also build/asan (--enable-sanitizers: ASan + UBSan,
+#                 with --enable-debug: the engine checks its invariants)
 #   --quick       build/normal only, even with --sanitizers
 #   -j N          make parallelism (default 2)
 #
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
 	--quick) quick=1 ;;
 	-j) jobs=$2; shift ;;
 	-j*) jobs=${1#-j} ;;
-	-h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-tests: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -111,7 +112,7 @@ for name in "${builds[@]}"; do
 	conf_args=()
 	unset ASAN_OPTIONS
 	if [ "$name" = asan ]; then
-		conf_args+=(--enable-sanitizers)
+		conf_args+=(--enable-sanitizers --enable-debug)
 		if lsan_probe; then
 			export ASAN_OPTIONS=detect_leaks=1
 		else

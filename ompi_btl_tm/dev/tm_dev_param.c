@@ -13,67 +13,75 @@ static const char *const provider_names[] = { "auto", "soft", "verbs", NULL };
 /* MANUAL is left out on purpose: nothing outside a unit test steps it. */
 static const char *const sched_names[] = { "auto", "random", NULL };
 
-const struct tm_dev_param tm_dev_params[TM_DEV_NPARAMS] = {
+const struct tm_param tm_dev_params[TM_DEV_NPARAMS] = {
 	[TM_DEV_P_PROVIDER] = {
 		"provider",
 		"Device provider: auto (a TM-capable libibverbs device if present, else the soft HCA), soft (the built-in soft HCA), verbs (a real TM-capable HCA through libibverbs; fails if none)",
-		TM_DEV_PARAM_ENUM, "TM_DEV_PROVIDER", provider_names, 0 },
+		TM_PARAM_ENUM, "TM_DEV_PROVIDER", provider_names, 0 },
 	[TM_DEV_P_RCACHE] = {
 		"rcache",
 		"Keep registrations of message buffers in a cache (libucs rcache) instead of registering each rendezvous buffer per message",
-		TM_DEV_PARAM_BOOL, "TM_DEV_RCACHE", NULL, 1 },
+		TM_PARAM_BOOL, "TM_DEV_RCACHE", NULL, 1 },
+	[TM_DEV_P_MAX_TAGS] = {
+		"max_tags",
+		"Tagged receive entries to use on the card's matching list (0: all the device offers)",
+		TM_PARAM_UINT, NULL, NULL, 0 },
+	[TM_DEV_P_MAX_OPS] = {
+		"max_ops",
+		"Outstanding tag-list operations on the card (0: as the hardware allows: 2 per tag + 2, within the device's command-queue limit)",
+		TM_PARAM_UINT, NULL, NULL, 0 },
 	[TM_DEV_P_SOFT_MTU] = {
 		"softhca_mtu",
 		"Soft HCA: path MTU in bytes (packet payload size; eager messages above it complete in two steps as on a card)",
-		TM_DEV_PARAM_UINT, "SOFTHCA_MTU", NULL, 1 },
+		TM_PARAM_UINT, "SOFTHCA_MTU", NULL, 1 },
 	[TM_DEV_P_SOFT_RING_DEPTH] = {
 		"softhca_ring_depth",
 		"Soft HCA: packets per QP inbound ring in shared memory",
-		TM_DEV_PARAM_UINT, "SOFTHCA_RING_DEPTH", NULL, 1 },
+		TM_PARAM_UINT, "SOFTHCA_RING_DEPTH", NULL, 1 },
 	[TM_DEV_P_SOFT_MAX_NUM_TAGS] = {
 		"softhca_max_num_tags",
 		"Soft HCA: tagged entries its matching list holds (a ConnectX-5 reports 1023)",
-		TM_DEV_PARAM_UINT, "SOFTHCA_MAX_NUM_TAGS", NULL, 1 },
+		TM_PARAM_UINT, "SOFTHCA_MAX_NUM_TAGS", NULL, 1 },
 	[TM_DEV_P_SOFT_MAX_OPS] = {
 		"softhca_max_ops",
 		"Soft HCA: outstanding tag-list operations it accepts",
-		TM_DEV_PARAM_UINT, "SOFTHCA_MAX_OPS", NULL, 1 },
+		TM_PARAM_UINT, "SOFTHCA_MAX_OPS", NULL, 1 },
 	[TM_DEV_P_SOFT_MAX_RNDV_HDR_SIZE] = {
 		"softhca_max_rndv_hdr_size",
 		"Soft HCA: largest rendezvous header (TMH + RVH + metadata) in bytes; at most the MTU",
-		TM_DEV_PARAM_UINT, "SOFTHCA_MAX_RNDV_HDR_SIZE", NULL, 1 },
+		TM_PARAM_UINT, "SOFTHCA_MAX_RNDV_HDR_SIZE", NULL, 1 },
 	[TM_DEV_P_SOFT_MAX_QP] = {
 		"softhca_max_qp",
 		"Soft HCA: QPs per context (raised to the job size if smaller: one QP per peer)",
-		TM_DEV_PARAM_UINT, "SOFTHCA_MAX_QP", NULL, 1 },
+		TM_PARAM_UINT, "SOFTHCA_MAX_QP", NULL, 1 },
 	[TM_DEV_P_SOFT_MAX_MR] = {
 		"softhca_max_mr",
 		"Soft HCA: memory registrations per context",
-		TM_DEV_PARAM_UINT, "SOFTHCA_MAX_MR", NULL, 1 },
+		TM_PARAM_UINT, "SOFTHCA_MAX_MR", NULL, 1 },
 	[TM_DEV_P_SOFT_MAX_WR] = {
 		"softhca_max_wr",
 		"Soft HCA: work requests per send or receive queue",
-		TM_DEV_PARAM_UINT, "SOFTHCA_MAX_WR", NULL, 1 },
+		TM_PARAM_UINT, "SOFTHCA_MAX_WR", NULL, 1 },
 	[TM_DEV_P_SOFT_SCHED] = {
 		"softhca_sched",
 		"Soft HCA: how much card work each verbs call does: auto (all that is ready) or random (a random amount, to shake out races)",
-		TM_DEV_PARAM_ENUM, "SOFTHCA_SCHED", sched_names, 1 },
+		TM_PARAM_ENUM, "SOFTHCA_SCHED", sched_names, 1 },
 	[TM_DEV_P_SOFT_SEED] = {
 		"softhca_seed",
 		"Soft HCA: seed of the random scheduling mode (0: from pid and time)",
-		TM_DEV_PARAM_U64, "SOFTHCA_SEED", NULL, 1 },
+		TM_PARAM_U64, "SOFTHCA_SEED", NULL, 1 },
 	[TM_DEV_P_SOFT_FORCE_COPY_READ] = {
 		"softhca_force_copy_read",
 		"Soft HCA: never read a peer's memory with process_vm_readv; always use the read request/response packets (the fallback when the kernel refuses cross-memory attach)",
-		TM_DEV_PARAM_BOOL, "SOFTHCA_FORCE_COPY_READ", NULL, 1 },
+		TM_PARAM_BOOL, "SOFTHCA_FORCE_COPY_READ", NULL, 1 },
 	[TM_DEV_P_SOFT_MAX_MSG_SZ] = {
 		"softhca_max_msg_sz",
 		"Soft HCA: the port's max_msg_sz, the longest message or RDMA read it does in one go (a ConnectX reports 1 GiB); longer rendezvous transfers are read in pieces",
-		TM_DEV_PARAM_UINT, "SOFTHCA_MAX_MSG_SZ", NULL, 1 },
+		TM_PARAM_UINT, "SOFTHCA_MAX_MSG_SZ", NULL, 1 },
 	[TM_DEV_P_SOFT_NO_TM] = {
 		"softhca_no_tm",
 		"Soft HCA: offer no tag matching (its tm_caps read zero, as on an RDMA device without it), so that every message is matched in software over plain RC: the mode of such devices, on one machine",
-		TM_DEV_PARAM_BOOL, "SOFTHCA_NO_TM", NULL, 1 },
+		TM_PARAM_BOOL, "SOFTHCA_NO_TM", NULL, 1 },
 };
 
 /* Where each 32-bit soft HCA limit lives in struct softhca_config. */
@@ -101,14 +109,14 @@ static uint32_t *soft_field(struct softhca_config *c, size_t i)
 	return (uint32_t *)((char *)c + soft_u32[i].offset);
 }
 
-static int parse_value(const struct tm_dev_param *p, const char *s,
+static int parse_value(const struct tm_param *p, const char *s,
 		       uint64_t *v)
 {
 	unsigned long long n;
 	char *end;
 	int i;
 
-	if (p->type == TM_DEV_PARAM_ENUM) {
+	if (p->type == TM_PARAM_ENUM) {
 		for (i = 0; p->names[i]; i++)
 			if (!strcmp(s, p->names[i])) {
 				*v = (uint64_t)i;
@@ -116,7 +124,7 @@ static int parse_value(const struct tm_dev_param *p, const char *s,
 			}
 		return TM_ERR_INVALID;
 	}
-	if (p->type == TM_DEV_PARAM_BOOL) {
+	if (p->type == TM_PARAM_BOOL) {
 		if (!strcmp(s, "1") || !strcmp(s, "yes") || !strcmp(s, "true"))
 			*v = 1;
 		else if (!strcmp(s, "0") || !strcmp(s, "no") ||
@@ -131,7 +139,7 @@ static int parse_value(const struct tm_dev_param *p, const char *s,
 	/* strtoull takes "-1" as a huge number: a limit never is negative */
 	if (errno || !*s || *end || strchr(s, '-'))
 		return TM_ERR_INVALID;
-	if (p->type == TM_DEV_PARAM_UINT && n > UINT32_MAX)
+	if (p->type == TM_PARAM_UINT && n > UINT32_MAX)
 		return TM_ERR_INVALID;
 	*v = n;
 	return TM_OK;
@@ -150,6 +158,8 @@ int tm_dev_param_defaults(uint64_t values[TM_DEV_NPARAMS], unsigned *bad)
 	memset(values, 0, sizeof(uint64_t) * TM_DEV_NPARAMS);
 	values[TM_DEV_P_PROVIDER] = 0; /* provider_names[0]: "auto" */
 	values[TM_DEV_P_RCACHE] = dc.rcache != 0;
+	values[TM_DEV_P_MAX_TAGS] = dc.max_num_tags;
+	values[TM_DEV_P_MAX_OPS] = dc.max_ops;
 	for (i = 0; i < N_SOFT_U32; i++)
 		values[soft_u32[i].id] = *soft_field(&sc, i);
 	values[TM_DEV_P_SOFT_SCHED] = sc.sched == SOFTHCA_SCHED_RANDOM;
@@ -158,7 +168,7 @@ int tm_dev_param_defaults(uint64_t values[TM_DEV_NPARAMS], unsigned *bad)
 	values[TM_DEV_P_SOFT_NO_TM] = sc.no_tm != 0;
 
 	for (i = 0; i < TM_DEV_NPARAMS; i++) {
-		s = getenv(tm_dev_params[i].env);
+		s = tm_dev_params[i].env ? getenv(tm_dev_params[i].env) : NULL;
 		if (!s || !*s)
 			continue;
 		if (parse_value(&tm_dev_params[i], s, &values[i]) != TM_OK &&
@@ -188,16 +198,16 @@ static void soft_config(struct softhca_config *c, const uint64_t *values,
 /* Enum and bool values are checked here; numbers by their owner. */
 static int check_kinds(const uint64_t *values, unsigned *bad)
 {
-	const struct tm_dev_param *p;
+	const struct tm_param *p;
 	unsigned i, n;
 
 	for (i = 0; i < TM_DEV_NPARAMS; i++) {
 		p = &tm_dev_params[i];
-		if (p->type == TM_DEV_PARAM_UINT && values[i] > UINT32_MAX)
+		if (p->type == TM_PARAM_UINT && values[i] > UINT32_MAX)
 			goto bad;
-		if (p->type == TM_DEV_PARAM_BOOL && values[i] > 1)
+		if (p->type == TM_PARAM_BOOL && values[i] > 1)
 			goto bad;
-		if (p->type == TM_DEV_PARAM_ENUM) {
+		if (p->type == TM_PARAM_ENUM) {
 			for (n = 0; p->names[n]; n++)
 				;
 			if (values[i] >= n)
@@ -243,6 +253,8 @@ int tm_dev_config_set_params(struct tm_dev_config *cfg,
 	}
 	cfg->provider = provider_names[values[TM_DEV_P_PROVIDER]];
 	cfg->rcache = (int)values[TM_DEV_P_RCACHE];
+	cfg->max_num_tags = (uint32_t)values[TM_DEV_P_MAX_TAGS];
+	cfg->max_ops = (uint32_t)values[TM_DEV_P_MAX_OPS];
 	cfg->settled = 1;
 	return TM_OK;
 }

@@ -5,9 +5,14 @@
  *
  * Contract
  * --------
- * tm_dev_params[TM_DEV_NPARAMS] describes every setting: the provider
- * choice, the registration cache switch, and the soft HCA's limits.  A
- * setting's value is a uint64_t (ENUM: an index into names[]; BOOL: 0/1).
+ * tm_dev_params[TM_DEV_NPARAMS] describes every setting (tm_param.h): the
+ * provider choice, the registration cache switch, how much of the card's
+ * list to use (max_tags, max_ops: any value, clamped to what the device
+ * offers), and the soft HCA's limits.  A setting's value is a uint64_t
+ * (ENUM: an index into names[]; BOOL: 0/1).  The table declares no default
+ * or bounds (def, min, max are 0): the defaults are the layer's
+ * (tm_dev_config_default) and the soft HCA's (softhca_config_default), and
+ * the soft HCA judges its limits itself, as a whole.
  *
  * tm_dev_param_defaults() gives the value each setting has when nothing is
  * configured: the layer's default, replaced by the setting's environment
@@ -17,7 +22,8 @@
  *
  * A caller that never calls tm_dev_config_set_params() gets the old
  * behaviour: tm_dev_open() reads TM_DEV_PROVIDER and TM_DEV_RCACHE, the soft
- * HCA reads its SOFTHCA_* variables itself.
+ * HCA reads its SOFTHCA_* variables itself.  max_tags and max_ops have no
+ * environment variable (env NULL).
  *
  * Nothing here prints; a refused value comes back as TM_ERR_INVALID with
  * the index of the setting, for the caller to name in its own words.
@@ -26,19 +32,15 @@
 #define TM_DEV_PARAM_H
 
 #include <stdint.h>
+#include "tm_param.h"
 #include "dev/tm_dev.h"
-
-enum tm_dev_param_type {
-	TM_DEV_PARAM_UINT,   /* 32-bit unsigned */
-	TM_DEV_PARAM_U64,
-	TM_DEV_PARAM_BOOL,
-	TM_DEV_PARAM_ENUM,   /* value: index into names[] */
-};
 
 /* Indices into tm_dev_params[]: the order callers see the settings in. */
 enum tm_dev_param_id {
 	TM_DEV_P_PROVIDER,
 	TM_DEV_P_RCACHE,
+	TM_DEV_P_MAX_TAGS,
+	TM_DEV_P_MAX_OPS,
 	/* Soft HCA: the MTU before the header size, so that a header that
 	 * does not fit the MTU is blamed on the header
 	 * (tm_dev_config_set_params judges them in this order). */
@@ -58,16 +60,7 @@ enum tm_dev_param_id {
 	TM_DEV_NPARAMS
 };
 
-struct tm_dev_param {
-	const char *name;          /* short, lower case: "softhca_mtu" */
-	const char *help;          /* one paragraph for users */
-	enum tm_dev_param_type type;
-	const char *env;           /* variable that replaces the default */
-	const char *const *names;  /* ENUM only: NULL-terminated */
-	int expert;                /* 0: users choose it; 1: tuning/testing */
-};
-
-extern const struct tm_dev_param tm_dev_params[TM_DEV_NPARAMS];
+extern const struct tm_param tm_dev_params[TM_DEV_NPARAMS];
 
 /*
  * Fills values[] with the defaults, environment applied.  A variable that
@@ -79,7 +72,7 @@ int tm_dev_param_defaults(uint64_t values[TM_DEV_NPARAMS], unsigned *bad);
 
 /*
  * Takes values[] as the final settings for tm_dev_open(cfg): cfg's
- * provider and rcache come from them (and the environment is no longer
+ * provider, rcache, max_num_tags and max_ops come from them (and the environment is no longer
  * consulted), and the soft HCA gets its limits for contexts opened from
  * now on, with its QP limit raised to min_qp if smaller.  TM_ERR_INVALID,
  * with the index of the first refused setting in *bad, if a value is out

@@ -48,6 +48,7 @@
 #include "dev/tm_dev.h"
 #include "tm_status.h"
 #include "engine/tm_match.h"
+#include "engine/tm_engine_param.h"
 
 /* The longest keepalive_ms: a dead peer must fail its waiting requests
  * within about a minute, whatever the configuration. */
@@ -70,8 +71,9 @@ struct tm_env {
 };
 
 /*
- * Settings.  tm_engine_config_default() holds the one default of each;
- * tm_engine_create() refuses a value outside the bounds below with
+ * Settings.  Each one's name, default and bounds are declared once, in the
+ * table of tm_engine_param.h (tm_engine_config_default() writes the
+ * defaults); tm_engine_create() refuses a value outside the bounds with
  * TM_ERR_INVALID, and tm_engine_config_check() says which setting it was.
  */
 struct tm_engine_config {
@@ -91,22 +93,14 @@ struct tm_engine_config {
 /* An eager message (16-byte TMH and payload) is one verbs message: at
  * most 1 GiB, an mlx5 port's max_msg_sz (the soft HCA takes < 2 GiB). */
 #define TM_ENGINE_EAGER_LIMIT_MAX ((size_t)(1u << 30) - 16)
-/* The largest SRQ a ConnectX card offers (max_srq_wr 32767). */
 /* At least TM_DEV_MIN_PLAIN (33) plain WQEs on a TM-SRQ: a hardware
  * limitation of mlx5 cards (doc/mlx5-rules.md rule 5). */
 #define TM_ENGINE_N_PLAIN_MIN TM_DEV_MIN_PLAIN
+/* The largest SRQ a ConnectX card offers (max_srq_wr 32767). */
 #define TM_ENGINE_N_PLAIN_MAX 32767u
 /* Slot numbers are signed 32-bit in the send-queue ring. */
 #define TM_ENGINE_N_SEND_SLOTS_MIN 1u
 #define TM_ENGINE_N_SEND_SLOTS_MAX ((uint32_t)INT32_MAX)
-
-enum tm_engine_setting {
-	TM_SETTING_NONE = 0,
-	TM_SETTING_EAGER_LIMIT,
-	TM_SETTING_N_PLAIN,
-	TM_SETTING_N_SEND_SLOTS,
-	TM_SETTING_KEEPALIVE_MS,  /* above TM_KEEPALIVE_MAX_MS */
-};
 
 struct tm_engine_stats {
 	uint64_t recv_posted;
@@ -118,7 +112,7 @@ struct tm_engine_stats {
 	uint64_t sw_small_buf;
 	uint64_t sw_long_buf;      /* longer than the card reads at once */
 	uint64_t sw_no_stage;     /* small buffer, no staging buffer free */
-	uint64_t sw_no_offload;
+	uint64_t sw_no_offload;    /* offload off, or no tag list at all */
 	uint64_t sw_reg_fail;
 	uint64_t promoted;         /* software-held receives moved to the card */
 	uint64_t card_matched;     /* arrivals matched by the card */
@@ -159,6 +153,7 @@ struct tm_engine_stats {
 	uint64_t replies_owed;     /* ACK/FIN delayed for memory */
 	/* current state */
 	uint32_t card_entries;
+	uint32_t card_entries_max; /* card_entries' high-water mark */
 	uint32_t ops_outstanding;
 	uint32_t ops_in_queue;
 	uint64_t posted;           /* receives in the shadow */
@@ -173,17 +168,14 @@ struct tm_engine_stats {
 };
 
 struct tm_msg;
-struct tm_engine_priv_tx;
 
-/* A list op waiting for an op slot (engine-private).  Embedded in the
- * request (its DEL) and in the engine (the SYNC), so queuing one never
- * allocates. */
-struct tm_op {
-	ucs_list_link_t link;
-	int type;
-	struct tm_recv *r;
-	uint32_t count;
-};
+/*
+ * The engine's part of a request: storage the caller provides (inside its
+ * own request objects) and never touches.  Its layout is the engine's
+ * (tm_proto.h, which checks that it fits at compile time).
+ */
+#define TM_RECV_PRIV_SIZE 384
+#define TM_SEND_PRIV_SIZE 128
 
 /* ---- Receive request (caller storage) ------------------------------- */
 struct tm_recv {
@@ -201,53 +193,25 @@ struct tm_recv {
 	uint64_t match_stamp;
 	uint64_t cancel_stamp;
 	int on_card;             /* the card matched it */
-	/* private */
-	struct tm_mq_recv mq;
-	ucs_list_link_t done_link;
-	ucs_list_link_t sw_link; /* its context's software-held FIFO */
-	ucs_list_link_t card_link; /* the engine's unconfirmed entries */
-	ucs_list_link_t peer_link; /* its named peer's posted receives */
-	uint32_t want_peer;      /* the peer its source names, or TM_PEER_ANY */
-	uint64_t wait_ns;        /* when it started waiting on want_peer */
-	uint64_t add_seq;        /* its ADD's place in list-op post order */
-	void *buf;
-	size_t len;
-	struct ibv_mr *mr;
-	int own_mr;
-	int32_t stage;           /* staging buffer on the card, or -1 */
-	int state;
-	uint32_t handle;
-	uint32_t ops_pending;
-	uint32_t flags;
-	struct tm_msg *claim;
-	uint64_t rd_va;
-	uint32_t rd_rkey;
-	uint64_t rd_len;         /* the sender's full length */
-	struct tm_op del;        /* its DEL while queued */
-	ucs_list_link_t owed_link; /* its ACK/FIN waits for memory */
-	uint8_t hdr[32] __attribute__((aligned(8))); /* TMH+RVH, sw rndv */
+	union {                  /* engine-private */
+		uint64_t u64[TM_RECV_PRIV_SIZE / 8];
+		void *align;
+	} priv;
 };
 
 /* ---- Send request (caller storage) ---------------------------------- */
 struct tm_send {
+	/* in */
 	void (*cb)(struct tm_send *s);
 	void *arg;
+	/* out, valid in cb */
 	int status;
-	uint32_t seq;            /* out: the send's identity on its peer */
-	/* private */
-	ucs_list_link_t wait_link; /* peer's sends waiting for FIN/ACK */
-	ucs_list_link_t done_link;
-	uint64_t wait_ns;        /* when it started waiting */
-	int kind;
-	uint32_t peer;
-	uint64_t tag;
-	uint32_t app_ctx;
-	const void *buf;
-	size_t len;
-	struct ibv_mr *mr;
-	int own_mr;
-	uint32_t waiting;
-	uint32_t cflags;         /* S_REPLIED, S_CANCEL_* (tm_cancel.c) */
+	uint32_t peer;           /* the engine peer it goes to (as given) */
+	uint32_t seq;            /* the send's identity on its peer */
+	union {                  /* engine-private */
+		uint64_t u64[TM_SEND_PRIV_SIZE / 8];
+		void *align;
+	} priv;
 };
 
 struct tm_probe_info {
@@ -258,11 +222,6 @@ struct tm_probe_info {
 	uint64_t stamp;
 };
 
-void tm_engine_config_default(struct tm_engine_config *cfg);
-/* TM_OK, or TM_ERR_INVALID with *bad (if bad is not NULL) the first
- * setting out of its bounds (TM_SETTING_NONE when all are in). */
-int tm_engine_config_check(const struct tm_engine_config *cfg,
-			   enum tm_engine_setting *bad);
 /* Refuses a bad config with TM_ERR_INVALID (tm_engine_config_check). */
 int tm_engine_create(struct tm_dev *dev, const struct tm_engine_config *cfg,
 		     struct tm_engine **out);
@@ -301,6 +260,17 @@ int tm_engine_cancel_send(struct tm_engine *eng, struct tm_send *s);
 /* The pending send to peer with that seq (tm_send.seq), or NULL. */
 struct tm_send *tm_engine_find_send(struct tm_engine *eng, uint32_t peer,
 				    uint32_t seq);
+/*
+ * A buffered send's handle: s (caller storage; its cb and arg are the
+ * caller's and left alone) takes the identity (peer, seq) of the send
+ * `from`, just started, as if it were an eager standard send that
+ * completed OK at post: it owes nothing and holds no registration, and
+ * tm_engine_cancel_send(s) asks the receiver to withdraw that message.
+ * `from` itself stays the engine's until its own callback; while it is
+ * pending, tm_engine_find_send names it, not s.
+ */
+void tm_engine_send_detach(struct tm_engine *eng, const struct tm_send *from,
+			   struct tm_send *s);
 
 /* Receives: src/tag may be TM_ANY_SRC / TM_ANY_TAG.  mr may be NULL. */
 int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
@@ -352,6 +322,11 @@ int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
 int tm_engine_progress(struct tm_engine *eng);
 
 void tm_engine_get_stats(struct tm_engine *eng, struct tm_engine_stats *st);
+
+/* The receives posted and not matched, and the unexpected messages not
+ * received, of context ctx (a walk of the queues: for tools). */
+void tm_engine_ctx_queues(struct tm_engine *eng, uint32_t ctx,
+			  uint64_t *posted, uint64_t *unexpected);
 
 /*
  * Nothing in flight: no list op, read or queued work outstanding, and no

@@ -473,3 +473,33 @@ int tm_mq_sw_conflict_slow(struct tm_mq *mq, uint64_t tag, uint64_t mask)
 		return sw_count(mq, TM_MQ_ANYANY, ctx, 1);
 	}
 }
+
+/*
+ * Walks every bucket: O(queues + tables), for tools (MPI_T), never on the
+ * data path.  A message is in exactly one EXACT bucket, a receive in one
+ * bucket of its kind or in the lazy FIFO.
+ */
+void tm_mq_count_ctx(struct tm_mq *mq, uint32_t ctx, uint64_t *nrecvs,
+		     uint64_t *nmsgs)
+{
+	struct tm_mq_bucket *b;
+	struct tm_mq_recv *r;
+	struct tm_mq_msg *m;
+	int k;
+
+	*nrecvs = *nmsgs = 0;
+	ucs_list_for_each(r, &mq->lazy, link)
+		*nrecvs += tm_tag_ctx(r->tag) == ctx;
+	for (k = 0; k < TM_MQ_NKINDS; k++) {
+		kh_foreach_value(table(mq, k), b, {
+			if (tm_tag_ctx(b->key) != ctx)
+				continue;
+			ucs_list_for_each(r, &b->recvs, link)
+				(*nrecvs)++;
+			if (k != TM_MQ_EXACT)
+				continue;
+			ucs_list_for_each(m, &b->msgs, link[TM_MQ_EXACT])
+				(*nmsgs)++;
+		});
+	}
+}

@@ -250,4 +250,11 @@ static inline int tm_mq_sw_conflict(struct tm_mq *mq, uint64_t tag,
 	return mq->nsw_held && tm_mq_sw_conflict_slow(mq, tag, mask);
 }
 
+/*
+ * The posted receives and unexpected messages of context ctx, counted by
+ * walking the queues (for tools: not O(1)).
+ */
+void tm_mq_count_ctx(struct tm_mq *mq, uint32_t ctx, uint64_t *nrecvs,
+		     uint64_t *nmsgs);
+
 #endif /* TM_MATCH_H */

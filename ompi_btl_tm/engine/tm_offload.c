@@ -1,80 +1,38 @@
 /*
- * tm_offload.c - which receives go to the card, and when.
- *
- * Contract (argument: doc/DESIGN.md, "Offload policy" and "Promotion"):
- *  - a new receive goes to the card only if offload_refusal() finds no
- *    reason against it (the numbered checklist below); otherwise it is
- *    software-held, counted once under its reason;
- *  - each context keeps its software-held receives in a FIFO in post
- *    order; only the head of a FIFO is ever promoted, while the card has
- *    room (tme_card_has_room), from every engine call and before a new
- *    receive is placed: the head is the earliest software-held receive of
- *    its context and receives of other contexts accept none of its
- *    messages, so the prefix rule holds for it with no check;
- *  - a receive that can never go (offload off, small buffer, no
- *    registration, or its ADD failed) is pinned: it stays at the head and
- *    holds back the rest of its context until it matches or is cancelled.
- * Owns: swq, promo_ready, the RF_SWQ and RF_PINNED flags.
+ * tm_offload.c - which receives go to the card, and when.  Contract:
+ * tm_offload.h.
  */
 #include <stdlib.h>
-#include "engine/tm_engine_priv.h"
+#include "engine/tm_offload.h"
 
-/* ---- staging buffers ------------------------------------------------ */
-
-/*
- * A card has no tag-aware error for an eager message longer than the
- * tagged buffer it matched (doc/mlx5-rules.md rule 17: the QP goes to
- * error), so only buffers that hold any eager message go to the card.  A
- * smaller receive goes with a staging buffer of that size instead, and its
- * data is copied out at completion; a rendezvous never fits a staging
- * buffer, so the card hands it to software with its headers.
- */
-
-int tme_stage_setup(struct tm_engine *eng)
+int tme_offload_init(struct tm_engine *eng)
 {
-	size_t sz;
-	uint32_t i;
-
-	eng->stage_size = (uint32_t)eng->cfg.eager_limit;
-	if (eng->stage_size < TMH_LEN + RVH_LEN)
-		eng->stage_size = TMH_LEN + RVH_LEN;
-	/* one per card entry: fewer would keep small receives off a card
-	 * with room, and a deep queue of them would push the receive that
-	 * matches into software (a staging buffer is eager_limit bytes:
-	 * 8 MiB for 1023 entries of 8 KiB) */
-	eng->n_stage = eng->max_entries;
-	if (!eng->cfg.offload || !eng->n_stage)
-		return TM_OK;
-	sz = (size_t)eng->n_stage * eng->stage_size;
-	eng->stage = malloc(sz);
-	eng->free_stage = malloc(eng->n_stage * sizeof(uint32_t));
-	if (!eng->stage || !eng->free_stage)
-		return TM_ERR_NO_MEMORY;
-	if (tm_dev_reg(eng->dev, eng->stage, sz, 0, &eng->stage_mr))
-		return TM_ERR_IO;
-	for (i = 0; i < eng->n_stage; i++)
-		eng->free_stage[eng->n_free_stage++] = eng->n_stage - 1 - i;
-	return TM_OK;
+	ucs_list_head_init(&eng->offload.promo_ready);
+	eng->offload.swq = kh_init(tm_swq);
+	return eng->offload.swq ? TM_OK : TM_ERR_NO_MEMORY;
 }
 
-void tme_stage_cleanup(struct tm_engine *eng)
+void tme_offload_cleanup(struct tm_engine *eng)
 {
-	if (eng->stage_mr)
-		tm_dev_dereg(eng->dev, eng->stage_mr);
-	free(eng->stage);
-	free(eng->free_stage);
+	struct tm_swq *q;
+
+	if (!eng->offload.swq)
+		return;
+	kh_foreach_value(eng->offload.swq, q, free(q));
+	kh_destroy(tm_swq, eng->offload.swq);
 }
 
-static int needs_stage(const struct tm_engine *eng, const struct tm_recv *r)
+/* Posts r's ADD; 0 if the card took it.  A signalled one names r until
+ * its completion (ops_pending). */
+static inline __attribute__((always_inline)) int
+card_add(struct tm_engine *eng, struct tm_recv *r)
 {
-	return r->len < eng->stage_size;
-}
+	struct tme_recv *q = rp(r);
 
-static int stage_get(struct tm_engine *eng, struct tm_recv *r)
-{
-	if (!eng->n_free_stage)
+	if (tmx_card_add(&eng->x, &q->t, q->mq.tag, q->mq.mask, &q->b))
 		return -1;
-	r->stage = (int32_t)eng->free_stage[--eng->n_free_stage];
+	if (!(q->t.flags & TC_ADD_UNSIG))
+		q->ops_pending++;
 	return 0;
 }
 
@@ -83,24 +41,24 @@ static int stage_get(struct tm_engine *eng, struct tm_recv *r)
 /* The FIFO of context ctx (created on demand when create is set). */
 static struct tm_swq *swq_of(struct tm_engine *eng, uint32_t ctx, int create)
 {
-	khiter_t it = kh_get(tm_swq, eng->swq, ctx);
+	khiter_t it = kh_get(tm_swq, eng->offload.swq, ctx);
 	struct tm_swq *q;
 	int ret;
 
-	if (it != kh_end(eng->swq))
-		return kh_value(eng->swq, it);
+	if (it != kh_end(eng->offload.swq))
+		return kh_value(eng->offload.swq, it);
 	if (!create)
 		return NULL;
 	q = calloc(1, sizeof(*q));
 	if (!q)
 		return NULL;
-	it = kh_put(tm_swq, eng->swq, ctx, &ret);
+	it = kh_put(tm_swq, eng->offload.swq, ctx, &ret);
 	if (ret < 0) {
 		free(q);
 		return NULL;
 	}
 	ucs_list_head_init(&q->fifo);
-	kh_value(eng->swq, it) = q;
+	kh_value(eng->offload.swq, it) = q;
 	return q;
 }
 
@@ -111,14 +69,14 @@ static void swq_update(struct tm_engine *eng, struct tm_swq *q)
 	int ready = 0;
 
 	if (!ucs_list_is_empty(&q->fifo)) {
-		h = ucs_list_head(&q->fifo, struct tm_recv, sw_link);
-		ready = !(h->flags & RF_PINNED);
+		h = recv_head(&q->fifo, sw_link);
+		ready = !(rp(h)->flags & RF_PINNED);
 	}
 	if (ready == q->ready)
 		return;
 	q->ready = ready;
 	if (ready) {
-		ucs_list_add_tail(&eng->promo_ready, &q->ready_link);
+		ucs_list_add_tail(&eng->offload.promo_ready, &q->ready_link);
 		tme_pend(eng, TM_PEND_WORK);
 	} else
 		ucs_list_del(&q->ready_link);
@@ -134,11 +92,11 @@ static void swq_insert(struct tm_engine *eng, struct tm_swq *q,
 	ucs_list_link_t *pos = q->fifo.prev;
 
 	while (pos != &q->fifo &&
-	       ucs_container_of(pos, struct tm_recv, sw_link)->post_stamp >
+	       recv_of_link(pos, sw_link)->post_stamp >
 	       r->post_stamp)
 		pos = pos->prev;
-	ucs_list_insert_after(pos, &r->sw_link);
-	r->flags |= RF_SWQ;
+	ucs_list_insert_after(pos, &rp(r)->sw_link);
+	rp(r)->flags |= RF_SWQ;
 	swq_update(eng, q);
 }
 
@@ -146,30 +104,31 @@ void tme_swq_del(struct tm_engine *eng, struct tm_recv *r)
 {
 	struct tm_swq *q;
 
-	if (!(r->flags & RF_SWQ))
+	if (!(rp(r)->flags & RF_SWQ))
 		return;
-	r->flags &= ~RF_SWQ;
-	ucs_list_del(&r->sw_link);
-	q = swq_of(eng, tm_tag_ctx(r->mq.tag), 0);
+	rp(r)->flags &= ~RF_SWQ;
+	ucs_list_del(&rp(r)->sw_link);
+	q = swq_of(eng, tm_tag_ctx(rp(r)->mq.tag), 0);
 	if (q)
 		swq_update(eng, q);
 }
 
 /* Receives no card could take (whatever its state): never promoted. */
-static int never_on_card(struct tm_engine *eng, const struct tm_recv *r)
+static int never_on_card(struct tm_engine *eng, struct tm_recv *r)
 {
-	return !eng->cfg.offload || r->len > eng->max_read || !eng->n_stage;
+	return !tmx_has_card(&eng->x) || rp(r)->b.len > eng->x.max_read ||
+	       !eng->x.ops.n_stage;
 }
 
 /* The receive of q to promote: its head (see tme_promote()). */
 static struct tm_recv *promo_pick(struct tm_engine *eng, struct tm_swq *q)
 {
-	struct tm_recv *t = ucs_list_tail(&q->fifo, struct tm_recv, sw_link);
+	struct tm_recv *t = recv_of_link(q->fifo.prev, sw_link);
 
 	/* the fault: the latest first, past earlier ones it may overlap */
-	if ((eng->test.faults & TM_FAULT_PREFIX) && !(t->flags & RF_PINNED))
+	if ((eng->x.test.faults & TM_FAULT_PREFIX) && !(rp(t)->flags & RF_PINNED))
 		return t;
-	return ucs_list_head(&q->fifo, struct tm_recv, sw_link);
+	return recv_head(&q->fifo, sw_link);
 }
 
 /* Promotes one receive of q; 0 if it went to the card. */
@@ -177,29 +136,29 @@ static int promote_one(struct tm_engine *eng, struct tm_swq *q)
 {
 	struct tm_recv *r = promo_pick(eng, q);
 
-	if (needs_stage(eng, r)) {
-		if (stage_get(eng, r))
+	if (tmx_needs_stage(&eng->x, rp(r)->b.len)) {
+		if (tmx_stage_get(&eng->x, &rp(r)->t))
 			return -1; /* stays ready: a stage frees later */
-	} else if (!r->mr) {
+	} else if (!rp(r)->b.mr) {
 		/* from the registration cache, like a receive posted to the
 		 * card (released with tm_dev_mem_put) */
-		if (tm_dev_mem_get(eng->dev, r->buf, r->len,
-				   IBV_ACCESS_LOCAL_WRITE, &r->mr) != TM_OK) {
-			r->mr = NULL;
-			r->flags |= RF_PINNED;
+		if (tm_dev_mem_get(eng->x.dev, rp(r)->b.buf, rp(r)->b.len,
+				   IBV_ACCESS_LOCAL_WRITE, &rp(r)->b.mr) != TM_OK) {
+			rp(r)->b.mr = NULL;
+			rp(r)->flags |= RF_PINNED;
 			swq_update(eng, q);
 			return -1;
 		}
-		r->own_mr = 1;
+		rp(r)->own_mr = 1;
 	}
-	if (tme_card_add(eng, r)) {
-		tme_stage_put(eng, r);
+	if (card_add(eng, r)) {
+		tmx_stage_put(&eng->x, &rp(r)->t);
 		return -1;
 	}
 	tme_swq_del(eng, r);
-	tm_mq_set_held(&eng->mq, &r->mq, 0); /* cannot fail when clearing */
-	r->state = R_CARD;
-	eng->st.promoted++;
+	tm_mq_set_held(&eng->mq, &rp(r)->mq, 0); /* cannot fail when clearing */
+	tme_rstate(rp(r), R_CARD);
+	eng->x.st.promoted++;
 	return 0;
 }
 
@@ -213,26 +172,26 @@ int tme_promote(struct tm_engine *eng)
 	struct tm_swq *q;
 	int n = 0;
 
-	if (eng->promo_stuck)
+	if (eng->x.ops.want_room)
 		return 0;
-	while (!ucs_list_is_empty(&eng->promo_ready)) {
-		if (!tme_card_has_room(eng)) {
-			eng->promo_stuck = 1; /* until tme_promo_unstick */
+	while (!ucs_list_is_empty(&eng->offload.promo_ready)) {
+		if (!tmx_card_has_room(&eng->x)) {
+			eng->x.ops.want_room = 1; /* until tmx_room_freed */
 			break;
 		}
-		q = ucs_list_head(&eng->promo_ready, struct tm_swq, ready_link);
+		q = ucs_list_head(&eng->offload.promo_ready, struct tm_swq, ready_link);
 		if (promote_one(eng, q)) {
 			if (q->ready) {
 				/* no stage, or the card refused the ADD */
-				eng->promo_stuck = 1;
+				eng->x.ops.want_room = 1;
 				break;
 			}
 			continue;      /* pinned now: next context */
 		}
 		n++;
-		if (q->ready && eng->promo_ready.prev != &q->ready_link) {
+		if (q->ready && eng->offload.promo_ready.prev != &q->ready_link) {
 			ucs_list_del(&q->ready_link);
-			ucs_list_add_tail(&eng->promo_ready, &q->ready_link);
+			ucs_list_add_tail(&eng->offload.promo_ready, &q->ready_link);
 		}
 	}
 	return n;
@@ -244,13 +203,13 @@ int tme_promote(struct tm_engine *eng)
  */
 void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
 {
-	struct tm_swq *q = swq_of(eng, tm_tag_ctx(r->mq.tag), 1);
+	struct tm_swq *q = swq_of(eng, tm_tag_ctx(rp(r)->mq.tag), 1);
 
-	if (!q || tm_mq_set_held(&eng->mq, &r->mq, 1) != TM_OK)
-		eng->st.errors++;
-	r->state = R_SW;
-	r->flags |= RF_PINNED;
-	tme_stage_put(eng, r);
+	if (!q || tm_mq_set_held(&eng->mq, &rp(r)->mq, 1) != TM_OK)
+		eng->x.st.errors++;
+	tme_rstate(rp(r), R_SW);
+	rp(r)->flags |= RF_PINNED;
+	tmx_stage_put(&eng->x, &rp(r)->t);
 	if (q)
 		swq_insert(eng, q, r);
 }
@@ -261,7 +220,8 @@ void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
  * May r go to the card now?  NULL if so, else the counter of the first
  * reason it may not (one counter per reason, in tm_engine_stats).  The
  * checks, in order:
- *   1. offload is on (sw_no_offload);
+ *   1. offload is on and the transport has a tag list (tmx_has_card;
+ *      sw_no_offload);
  *   2. prefix rule: no software-held posted receive accepts a message r
  *      accepts, O(1) through the tm_mq counters (sw_conflict);
  *   3. a staging buffer exists (sw_small_buf), and its length is no more
@@ -280,27 +240,27 @@ void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
 static uint64_t *offload_refusal(struct tm_engine *eng, struct tm_recv *r,
 				 uint64_t tag, uint64_t mask)
 {
-	if (!eng->cfg.offload)						/* 1 */
-		return &eng->st.sw_no_offload;
-	if (!(eng->test.faults & TM_FAULT_PREFIX) &&			/* 2 */
+	if (!tmx_has_card(&eng->x))					/* 1 */
+		return &eng->x.st.sw_no_offload;
+	if (!(eng->x.test.faults & TM_FAULT_PREFIX) &&			/* 2 */
 	    tm_mq_sw_conflict(&eng->mq, tag, mask))
-		return &eng->st.sw_conflict;
-	if (!eng->n_stage)						/* 3 */
-		return &eng->st.sw_small_buf;
-	if (r->len > eng->max_read)
-		return &eng->st.sw_long_buf;
-	if (eng->card_entries >= eng->max_entries)			/* 4 */
-		return &eng->st.sw_list_full;
-	if (!ucs_list_is_empty(&eng->opq) || eng->ops_out >= eng->max_ops)
-		return &eng->st.sw_ops_full;				/* 5 */
-	if (needs_stage(eng, r)) {					/* 6 */
-		if (stage_get(eng, r))
-			return &eng->st.sw_no_stage;
-	} else if (!r->mr) {
-		if (tm_dev_mem_get(eng->dev, r->buf, r->len,
-				   IBV_ACCESS_LOCAL_WRITE, &r->mr) != TM_OK)
-			return &eng->st.sw_reg_fail;
-		r->own_mr = 1;
+		return &eng->x.st.sw_conflict;
+	if (!eng->x.ops.n_stage)						/* 3 */
+		return &eng->x.st.sw_small_buf;
+	if (rp(r)->b.len > eng->x.max_read)
+		return &eng->x.st.sw_long_buf;
+	if (eng->x.ops.card_entries >= eng->x.ops.max_entries)			/* 4 */
+		return &eng->x.st.sw_list_full;
+	if (!ucs_list_is_empty(&eng->x.ops.opq) || eng->x.ops.ops_out >= eng->x.ops.max_ops)
+		return &eng->x.st.sw_ops_full;				/* 5 */
+	if (tmx_needs_stage(&eng->x, rp(r)->b.len)) {					/* 6 */
+		if (tmx_stage_get(&eng->x, &rp(r)->t))
+			return &eng->x.st.sw_no_stage;
+	} else if (!rp(r)->b.mr) {
+		if (tm_dev_mem_get(eng->x.dev, rp(r)->b.buf, rp(r)->b.len,
+				   IBV_ACCESS_LOCAL_WRITE, &rp(r)->b.mr) != TM_OK)
+			return &eng->x.st.sw_reg_fail;
+		rp(r)->own_mr = 1;
 	}
 	return NULL;
 }
@@ -317,34 +277,34 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 	uint64_t *why;
 	int rc;
 
-	r->mq.tag = rtag;
-	r->mq.mask = mask;
-	if (!ucs_list_is_empty(&eng->promo_ready))
+	rp(r)->mq.tag = rtag;
+	rp(r)->mq.mask = mask;
+	if (!ucs_list_is_empty(&eng->offload.promo_ready))
 		tme_promote(eng); /* older software-held receives first */
 	why = offload_refusal(eng, r, rtag, mask);
-	if (!why && tme_card_add(eng, r)) {
-		tme_stage_put(eng, r);
-		why = &eng->st.sw_list_full;
+	if (!why && card_add(eng, r)) {
+		tmx_stage_put(&eng->x, &rp(r)->t);
+		why = &eng->x.st.sw_list_full;
 	}
 	/* a software-held receive must be in its FIFO, or a later one of
 	 * its context could be promoted past it: no FIFO, no receive */
 	swq = why ? swq_of(eng, ctx, 1) : NULL;
 	if (why && !swq) {
-		if (r->own_mr)
-			tm_dev_mem_put(eng->dev, r->mr);
+		if (rp(r)->own_mr)
+			tm_dev_mem_put(eng->x.dev, rp(r)->b.mr);
 		return TM_ERR_NO_MEMORY;
 	}
 	if (why)
 		(*why)++;
 	else
-		eng->st.recv_to_card++;
-	rc = tm_mq_post(&eng->mq, &r->mq, rtag, mask, r->post_stamp, !!why);
+		eng->x.st.recv_to_card++;
+	rc = tm_mq_post(&eng->mq, &rp(r)->mq, rtag, mask, r->post_stamp, !!why);
 	if (rc != TM_OK)
 		return rc;
-	r->state = why ? R_SW : R_CARD;
+	tme_rstate(rp(r), why ? R_SW : R_CARD);
 	if (why) {
-		if (never_on_card(eng, r) || why == &eng->st.sw_reg_fail)
-			r->flags |= RF_PINNED;
+		if (never_on_card(eng, r) || why == &eng->x.st.sw_reg_fail)
+			rp(r)->flags |= RF_PINNED;
 		swq_insert(eng, swq, r);
 	}
 	return TM_OK;

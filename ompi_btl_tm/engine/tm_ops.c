@@ -1,25 +1,73 @@
 /*
- * tm_ops.c - the card's list operations (ADD, DEL, SYNC) and the sync rule.
- *
- * Contract (argument: doc/DESIGN.md, "Sync protocol"):
- *  - every list op carries IBV_OPS_TM_SYNC and the unexpected count as of
- *    the moment it was decided (eng->reported), and ops reach the card in
- *    the order decided: a FIFO (eng->opq) once max_ops are outstanding, and
- *    an ADD only when that FIFO is empty (tme_card_has_room);
- *  - ADDs go unsignalled except every TM_ADD_SIG_EVERY-th and the one that
- *    takes the last op slot; DELs and SYNCs are always signalled; a
- *    signalled completion retires the unsignalled ops before it;
- *  - an explicit SYNC only when a live entry may be inactive (eng->unconf)
- *    and the count moved since the last op, one at a time, or when the
- *    card lags TM_SYNC_LAG_MAX unexpected messages behind.
- * Owns: uq_count/reported/sync_*, op_seq, unconf, ops_*, op_unsig, opq,
- * card_entries.  What a completed op means for its receive is tm_recv.c's
- * (tme_on_op_result).
+ * tm_ops.c - the card's list operations (ADD, DEL, SYNC), the sync rule,
+ * and the staging buffers.  Contract: tm_ops.h.
+ * Owns: the ops part of struct tm_xport.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "engine/tm_engine_priv.h"
+#include "engine/tm_ops.h"
+
+/* ---- staging buffers ------------------------------------------------ */
+
+/*
+ * A card has no tag-aware error for an eager message longer than the
+ * tagged buffer it matched (doc/mlx5-rules.md rule 17: the QP goes to
+ * error), so only buffers that hold any eager message go to the card.  A
+ * smaller receive goes with a staging buffer of that size instead, and its
+ * data is copied out at completion; a rendezvous never fits a staging
+ * buffer, so the card hands it to software with its headers.
+ */
+static int stage_setup(struct tm_xport *x)
+{
+	size_t sz;
+	uint32_t i;
+
+	x->ops.stage_size = (uint32_t)x->cfg.eager_limit;
+	if (x->ops.stage_size < TMH_LEN + RVH_LEN)
+		x->ops.stage_size = TMH_LEN + RVH_LEN;
+	/* one per card entry: fewer would keep small receives off a card
+	 * with room, and a deep queue of them would push the receive that
+	 * matches into software (a staging buffer is eager_limit bytes:
+	 * 8 MiB for 1023 entries of 8 KiB) */
+	x->ops.n_stage = x->ops.max_entries;
+	if (!x->cfg.offload || !x->ops.n_stage)
+		return TM_OK;
+	sz = (size_t)x->ops.n_stage * x->ops.stage_size;
+	x->ops.stage = malloc(sz);
+	x->ops.free_stage = malloc(x->ops.n_stage * sizeof(uint32_t));
+	if (!x->ops.stage || !x->ops.free_stage)
+		return TM_ERR_NO_MEMORY;
+	if (tm_dev_reg(x->dev, x->ops.stage, sz, 0, &x->ops.stage_mr))
+		return TM_ERR_IO;
+	for (i = 0; i < x->ops.n_stage; i++)
+		x->ops.free_stage[x->ops.n_free_stage++] =
+			x->ops.n_stage - 1 - i;
+	return TM_OK;
+}
+
+/* max_entries and max_ops are set (tm_api.c, from the device). */
+int tmx_ops_init(struct tm_xport *x)
+{
+	ucs_list_head_init(&x->ops.opq);
+	ucs_list_head_init(&x->ops.unconf);
+	/* max_ops 0 without a card: calloc(0) may return NULL */
+	x->ops.op_unsig = calloc(x->ops.max_ops + 1, sizeof(*x->ops.op_unsig));
+	if (!x->ops.op_unsig)
+		return TM_ERR_NO_MEMORY;
+	return stage_setup(x);
+}
+
+void tmx_ops_cleanup(struct tm_xport *x)
+{
+	free(x->ops.op_unsig);
+	if (x->ops.stage_mr)
+		tm_dev_dereg(x->dev, x->ops.stage_mr);
+	free(x->ops.stage);
+	free(x->ops.free_stage);
+}
+
+/* ---- posting -------------------------------------------------------- */
 
 /*
  * Selective signalling of ADDs.  Nothing waits for an ADD's completion
@@ -31,46 +79,45 @@
  * and the sync protocol.  The count and order rules are unchanged (every
  * op carries IBV_OPS_TM_SYNC and its count).  An ADD never fails at the
  * card once posted on the soft HCA; should one fail unsignalled (a real
- * card reports errors of unsignalled ops), tme_on_op_cqe puts its receive
- * back in software if it is still posted.
+ * card reports errors of unsignalled ops), tmx_on_op_cqe reports it.
  */
 /*
  * A list op the card did not take.  ENOMEM (no op slot or list entry) or
  * EAGAIN pass; anything else means the card's list is in a state the
  * engine no longer knows, so matching cannot go on: the engine stops
- * (tme_engine_fatal).  Returns ret.
+ * (tmx_fatal).  Returns ret.
  */
-static int op_refused(struct tm_engine *eng, int ret)
+static int op_refused(struct tm_xport *x, int ret)
 {
 	if (ret != ENOMEM && ret != EAGAIN) {
-		eng->st.post_failures++;
-		tme_engine_fatal(eng, TM_ERR_IO);
+		x->st.post_failures++;
+		tmx_fatal(x, TM_ERR_IO);
 	}
 	return ret;
 }
 
 /* The card took an op: its place in post order and its op slot. */
-static inline void op_account(struct tm_engine *eng, uint32_t count, int sig)
+static inline void op_account(struct tm_xport *x, uint32_t count, int sig)
 {
-	eng->op_seq++;
-	eng->ops_out++;
-	eng->st.ops_posted++;
+	x->ops.op_seq++;
+	x->ops.ops_out++;
+	x->st.ops_posted++;
 	if (sig) {
-		struct tm_sig_op *so =
-			&eng->op_unsig[eng->op_unsig_head++ % eng->max_ops];
+		struct tm_sig_op *so = &x->ops.op_unsig[x->ops.op_unsig_head++ %
+							x->ops.max_ops];
 
-		so->seq = eng->op_seq;
-		so->unsig = eng->ops_unsig;
+		so->seq = x->ops.op_seq;
+		so->unsig = x->ops.ops_unsig;
 		so->count = count;
-		eng->ops_unsig = 0;
-		eng->ops_sig_out++;
+		x->ops.ops_unsig = 0;
+		x->ops.ops_sig_out++;
 	} else {
-		eng->ops_unsig++;
+		x->ops.ops_unsig++;
 	}
 }
 
 /* A DEL or a SYNC (always signalled); 0 if the card took it. */
-static int op_post(struct tm_engine *eng, int type, struct tm_recv *r,
+static int op_post(struct tm_xport *x, int type, struct tm_tctx *t,
 		   uint32_t count)
 {
 	struct ibv_ops_wr wr, *bad;
@@ -79,21 +126,21 @@ static int op_post(struct tm_engine *eng, int type, struct tm_recv *r,
 	memset(&wr, 0, sizeof(wr));
 	wr.flags = IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC;
 	wr.tm.unexpected_cnt = count;
-	wr.wr_id = (uintptr_t)r | (uint64_t)type;
+	wr.wr_id = (uintptr_t)t | (uint64_t)type;
 	if (type == WR_DEL) {
 		wr.opcode = IBV_WR_TAG_DEL;
-		wr.tm.handle = r->handle;
+		wr.tm.handle = t->handle;
 	} else {
 		wr.opcode = IBV_WR_TAG_SYNC;
 	}
-	ret = tme_fault(eng, TM_SITE_POST_OPS);
+	ret = tmx_fault(x, TM_SITE_POST_OPS);
 	if (!ret)
-		ret = ibv_post_srq_ops(eng->dev->srq, &wr, &bad);
+		ret = ibv_post_srq_ops(x->dev->srq, &wr, &bad);
 	if (ret)
-		return op_refused(eng, ret);
+		return op_refused(x, ret);
 	if (type == WR_SYNC)
-		eng->st.syncs++;
-	op_account(eng, count, 1);
+		x->st.syncs++;
+	op_account(x, count, 1);
 	return 0;
 }
 
@@ -103,131 +150,120 @@ static int op_post(struct tm_engine *eng, int type, struct tm_recv *r,
  * is stored once (no memset first); the SGE is the staging buffer or the
  * receive's own.
  */
-static int op_post_add(struct tm_engine *eng, struct tm_recv *r,
-		       uint32_t count)
+static int op_post_add(struct tm_xport *x, struct tm_tctx *t, uint64_t tag,
+		       uint64_t mask, const struct tm_rbuf *b, uint32_t count)
 {
 	struct ibv_ops_wr wr, *bad;
 	struct ibv_sge sge;
-	int ret, sig = eng->ops_unsig + 1 >= TM_ADD_SIG_EVERY ||
-		       eng->ops_out + 1 >= eng->max_ops;
+	int ret, sig = x->ops.ops_unsig + 1 >= TM_ADD_SIG_EVERY ||
+		       x->ops.ops_out + 1 >= x->ops.max_ops;
 
-	if (r->stage >= 0) {
-		sge.addr = (uintptr_t)eng->stage +
-			   (size_t)r->stage * eng->stage_size;
-		sge.length = eng->stage_size;
-		sge.lkey = eng->stage_mr->lkey;
+	if (t->stage >= 0) {
+		sge.addr = (uintptr_t)x->ops.stage +
+			   (size_t)t->stage * x->ops.stage_size;
+		sge.length = x->ops.stage_size;
+		sge.lkey = x->ops.stage_mr->lkey;
 	} else {
-		sge.addr = (uintptr_t)r->buf;
-		sge.length = (uint32_t)r->len;
-		sge.lkey = r->mr->lkey;
+		sge.addr = (uintptr_t)b->buf;
+		sge.length = (uint32_t)b->len;
+		sge.lkey = b->mr->lkey;
 	}
-	wr.wr_id = (uintptr_t)r | WR_ADD;
+	wr.wr_id = (uintptr_t)t | WR_ADD;
 	wr.next = NULL;
 	wr.opcode = IBV_WR_TAG_ADD;
 	wr.flags = (sig ? IBV_OPS_SIGNALED : 0) | IBV_OPS_TM_SYNC;
 	wr.tm.unexpected_cnt = count;
 	wr.tm.handle = 0;
-	wr.tm.add.recv_wr_id = (uintptr_t)r | WR_RECV;
+	wr.tm.add.recv_wr_id = (uintptr_t)t | WR_RECV;
 	wr.tm.add.sg_list = &sge;
 	wr.tm.add.num_sge = 1;
-	wr.tm.add.tag = r->mq.tag;
-	wr.tm.add.mask = r->mq.mask;
-	ret = tme_fault(eng, TM_SITE_POST_OPS);
+	wr.tm.add.tag = tag;
+	wr.tm.add.mask = mask;
+	ret = tmx_fault(x, TM_SITE_POST_OPS);
 	if (!ret)
-		ret = ibv_post_srq_ops(eng->dev->srq, &wr, &bad);
+		ret = ibv_post_srq_ops(x->dev->srq, &wr, &bad);
 	if (ret)
-		return op_refused(eng, ret);
-	r->handle = wr.tm.handle;
-	op_account(eng, count, sig);
-	r->add_seq = eng->op_seq;
+		return op_refused(x, ret);
+	t->handle = wr.tm.handle;
+	op_account(x, count, sig);
+	t->add_seq = x->ops.op_seq;
 	if (!sig)
-		r->flags |= RF_ADD_UNSIG;
+		t->flags |= TC_ADD_UNSIG;
 	return 0;
 }
 
-/*
- * Decides a DEL or SYNC now, with the current count; posts it at once if
- * nothing is queued ahead of it and a slot is free, else queues it.  The
- * op keeps the count it was decided with (doc/DESIGN.md, "Sync protocol").
- */
-void tme_op_decide(struct tm_engine *eng, int type, struct tm_recv *r)
+void tmx_op_decide(struct tm_xport *x, int type, struct tm_tctx *t)
 {
 	struct tm_op *op;
 
-	eng->reported = tme_count_now(eng);
-	if (r)
-		r->ops_pending++;
+	x->ops.reported = tmx_count_now(x);
 	if (type == WR_SYNC)
-		eng->sync_out = 1;
-	if (ucs_list_is_empty(&eng->opq) && eng->ops_out < eng->max_ops &&
-	    op_post(eng, type, r, eng->reported) == 0)
+		x->ops.sync_out = 1;
+	if (ucs_list_is_empty(&x->ops.opq) && x->ops.ops_out < x->ops.max_ops &&
+	    op_post(x, type, t, x->ops.reported) == 0)
 		return;
-	/* one DEL per receive (RF_DEL_POSTED), one SYNC at a time
-	 * (sync_out): each has its place already */
-	op = r ? &r->del : &eng->sync_op;
+	/* one DEL per receive, one SYNC at a time (sync_out): each has its
+	 * place already */
+	op = t ? &t->del : &x->ops.sync_op;
 	op->type = type;
-	op->r = r;
-	op->count = eng->reported;
-	ucs_list_add_tail(&eng->opq, &op->link);
-	tme_pend(eng, TM_PEND_WORK);
-	eng->opq_len++;
-	eng->st.ops_queued++;
+	op->t = t;
+	op->count = x->ops.reported;
+	ucs_list_add_tail(&x->ops.opq, &op->link);
+	tmx_pend(x, TM_PEND_WORK);
+	x->ops.opq_len++;
+	x->st.ops_queued++;
 }
 
-/* A queued DEL that must not be posted: as if it failed (IBV_WC_TM_ERR). */
-static void op_dropped(struct tm_engine *eng, struct tm_recv *r)
+int tmx_flush_ops(struct tm_xport *x)
 {
-	struct tm_cqe c = { .status = IBV_WC_TM_ERR };
-
-	tme_on_op_result(eng, WR_DEL, r, &c);
-}
-
-int tme_flush_ops(struct tm_engine *eng)
-{
+	struct tm_cqe dropped = { .status = IBV_WC_TM_ERR };
 	struct tm_op *op;
 	uint32_t count;
 	int n = 0;
 
-	while (!ucs_list_is_empty(&eng->opq) && eng->ops_out < eng->max_ops) {
-		op = ucs_list_head(&eng->opq, struct tm_op, link);
-		count = (eng->test.faults & TM_FAULT_SYNC_ORDER) ?
-			tme_count_now(eng) : op->count;
-		if (op->type == WR_DEL && !(op->r->flags & RF_ENTRY_LIVE)) {
+	while (!ucs_list_is_empty(&x->ops.opq) &&
+	       x->ops.ops_out < x->ops.max_ops) {
+		op = ucs_list_head(&x->ops.opq, struct tm_op, link);
+		count = (x->test.faults & TM_FAULT_SYNC_ORDER) ?
+			tmx_count_now(x) : op->count;
+		ucs_list_del(&op->link);
+		x->ops.opq_len--;
+		if (op->type == WR_DEL && !(op->t->flags & TC_ENTRY_LIVE)) {
 			/* The entry was consumed and its final completion
 			 * polled while the DEL waited: its handle may already
 			 * name another entry.  Drop it as a failed DEL. */
-			op_dropped(eng, op->r);
-		} else if (op_post(eng, op->type, op->r, count)) {
+			x->cb->op_done(x->cb_arg, WR_DEL, op->t, &dropped);
+		} else if (op_post(x, op->type, op->t, count)) {
+			ucs_list_add_head(&x->ops.opq, &op->link);
+			x->ops.opq_len++;
 			break;
 		}
-		ucs_list_del(&op->link);
-		eng->opq_len--;
 		n++;
 	}
 	if (n)
-		tme_promo_unstick(eng);
+		tmx_room_freed(x);
 	return n;
 }
 
 /*
  * An explicit SYNC only when it can matter (the rule and its argument are
  * in doc/DESIGN.md, "Sync protocol"): the count moved since the last op was
- * decided, and some live entry may be inactive (eng->unconf), and no SYNC
+ * decided, and some live entry may be inactive (ops.unconf), and no SYNC
  * is outstanding (its completion re-runs this); or the card's view lags
- * TM_SYNC_LAG_MAX behind.  Runs after tme_promote(): an ADD posted there
+ * TM_SYNC_LAG_MAX behind.  Runs after promotion: an ADD posted there
  * carries the current count and makes the SYNC needless.
  */
-void tme_maybe_sync(struct tm_engine *eng)
+void tmx_maybe_sync(struct tm_xport *x)
 {
-	if (tme_sync_wanted(eng))
-		tme_op_decide(eng, WR_SYNC, NULL);
+	if (tmx_sync_wanted(x))
+		tmx_op_decide(x, WR_SYNC, NULL);
 }
 
-static void unconf_del(struct tm_recv *r)
+static void unconf_del(struct tm_tctx *t)
 {
-	if (r->flags & RF_UNCONF) {
-		r->flags &= ~RF_UNCONF;
-		ucs_list_del(&r->card_link);
+	if (t->flags & TC_UNCONF) {
+		t->flags &= ~TC_UNCONF;
+		ucs_list_del(&t->card_link);
 	}
 }
 
@@ -237,75 +273,69 @@ static void unconf_del(struct tm_recv *r)
  * completed before it in the same CQ, and none after.  Equal: the op was
  * in sync and activated every entry added before it, for good.
  */
-static void op_seen(struct tm_engine *eng, const struct tm_sig_op *so)
+static void op_seen(struct tm_xport *x, const struct tm_sig_op *so)
 {
-	struct tm_recv *h;
+	struct tm_tctx *h;
 
-	if (so->count != eng->uq_count || so->seq <= eng->sync_seq)
+	if (so->count != x->ops.uq_count || so->seq <= x->ops.sync_seq)
 		return;
-	eng->sync_seq = so->seq;
-	while (!ucs_list_is_empty(&eng->unconf)) {
-		h = ucs_list_head(&eng->unconf, struct tm_recv, card_link);
-		if (h->add_seq > eng->sync_seq)
+	x->ops.sync_seq = so->seq;
+	while (!ucs_list_is_empty(&x->ops.unconf)) {
+		h = ucs_list_head(&x->ops.unconf, struct tm_tctx, card_link);
+		if (h->add_seq > x->ops.sync_seq)
 			break;
 		unconf_del(h);
 	}
 }
 
-void tme_entry_gone(struct tm_engine *eng, struct tm_recv *r)
+void tmx_entry_gone(struct tm_xport *x, struct tm_tctx *t)
 {
-	if (r->flags & RF_ENTRY_LIVE) {
-		r->flags &= ~RF_ENTRY_LIVE;
-		eng->card_entries--;
-		tme_promo_unstick(eng);
+	if (t->flags & TC_ENTRY_LIVE) {
+		t->flags &= ~TC_ENTRY_LIVE;
+		x->ops.card_entries--;
+		tmx_room_freed(x);
 	}
-	unconf_del(r);
+	unconf_del(t);
 }
 
-/* Posts r's ADD with the current count; 0 if the card took it. */
-int tme_card_add(struct tm_engine *eng, struct tm_recv *r)
+int tmx_card_add(struct tm_xport *x, struct tm_tctx *t, uint64_t tag,
+		 uint64_t mask, const struct tm_rbuf *b)
 {
-	eng->reported = tme_count_now(eng);
-	if (op_post_add(eng, r, eng->reported))
+	x->ops.reported = tmx_count_now(x);
+	if (op_post_add(x, t, tag, mask, b, x->ops.reported))
 		return -1;
-	if (!(r->flags & RF_ADD_UNSIG))
-		r->ops_pending++;
-	r->flags |= RF_ENTRY_LIVE | RF_UNCONF;
-	ucs_list_add_tail(&eng->unconf, &r->card_link);
-	eng->card_entries++;
+	t->flags |= TC_ENTRY_LIVE | TC_UNCONF;
+	ucs_list_add_tail(&x->ops.unconf, &t->card_link);
+	if (++x->ops.card_entries > x->ops.card_entries_max)
+		x->ops.card_entries_max = x->ops.card_entries;
 	return 0;
 }
 
 /*
  * A list op's completion: op-slot and sync bookkeeping here, then the
- * receive it names moves on (tm_recv.c).
+ * protocol hears what it means for the receive it names (op_done).
  */
-void tme_on_op_cqe(struct tm_engine *eng, int type, struct tm_recv *r,
+void tmx_on_op_cqe(struct tm_xport *x, int type, struct tm_tctx *t,
 		   const struct tm_cqe *c)
 {
 	const struct tm_sig_op *so;
 
-	if (type == WR_ADD && (r->flags & RF_ADD_UNSIG)) {
-		/* an unsignalled ADD's error: it retires nothing, and r is
-		 * still posted (a failed ADD cannot have matched) unless a
-		 * cancel or claim finished it meanwhile */
-		if (c->status != IBV_WC_SUCCESS && r->state != R_DONE) {
-			r->ops_pending++; /* on_op_result drops one */
-			tme_on_op_result(eng, type, r, c);
-		}
+	if (type == WR_ADD && (t->flags & TC_ADD_UNSIG)) {
+		/* an unsignalled ADD's error: it retires nothing */
+		if (c->status != IBV_WC_SUCCESS)
+			x->cb->op_done(x->cb_arg, type, t, c);
 		return;
 	}
 	/* a signalled op: it and every unsignalled op before it retired */
-	so = &eng->op_unsig[eng->op_unsig_tail++ % eng->max_ops];
-	eng->ops_out -= 1 + so->unsig;
-	eng->ops_sig_out--;
-	tme_promo_unstick(eng);
+	so = &x->ops.op_unsig[x->ops.op_unsig_tail++ % x->ops.max_ops];
+	x->ops.ops_out -= 1 + so->unsig;
+	x->ops.ops_sig_out--;
+	tmx_room_freed(x);
 	if (c->status == IBV_WC_SUCCESS)
-		op_seen(eng, so);
+		op_seen(x, so);
 	if (type == WR_SYNC) {
-		eng->sync_out = 0;
-		tme_pend(eng, TM_PEND_WORK); /* the count may have moved */
+		x->ops.sync_out = 0;
+		tmx_pend(x, TM_PEND_WORK); /* the count may have moved */
 	}
-	tme_on_op_result(eng, type, r, c);
+	x->cb->op_done(x->cb_arg, type, t, c);
 }
-

@@ -1,25 +1,37 @@
 /*
- * tm_recv.c - the receive state machine (states: tm_engine_priv.h).
- *
- * Contract:
- *  - a new receive first takes the earliest matching unexpected message;
- *    otherwise tm_offload.c places it (card or software-held);
- *  - an unexpected arrival takes the earliest posted receive that accepts
- *    it; a card-held one is claimed: a DEL is decided, and the message is
- *    delivered when the DEL's completion confirms the card let go of the
- *    entry (the "claim race", doc/DESIGN.md "Sync protocol");
- *  - a cancel of a card-held receive is a DEL too; it completes
- *    TM_REQ_CANCELLED if the DEL succeeded, normally if a message won;
- *  - a rendezvous the card could not finish (or one matched in software)
- *    is read by software and answered with a FIN, whatever the outcome
- *    (tm_reply.c);
- *  - a receive completes (callback queued) once finished and no list op
- *    naming it is still pending.
- * Owns: the tm_recv private fields, unexpected messages (tm_msg), clock.
+ * tm_recv.c - the receive state machine.  Contract: tm_recv.h.
  */
 #include <stdlib.h>
 #include <string.h>
-#include "engine/tm_engine_priv.h"
+#include "engine/tm_offload.h"
+#include "engine/tm_recv.h"
+#include "engine/tm_reply.h"
+#include "engine/tm_rx.h"
+#include "engine/tm_tx.h"
+#include "engine/tm_work.h"
+
+int tme_recv_init(struct tm_engine *eng)
+{
+	ucs_list_head_init(&eng->recv.all_msgs);
+	ucs_list_head_init(&eng->recv.msg_free);
+	eng->recv.msg_pool = calloc(eng->x.plain.n,
+				    sizeof(*eng->recv.msg_pool));
+	return eng->recv.msg_pool ? TM_OK : TM_ERR_NO_MEMORY;
+}
+
+void tme_recv_cleanup(struct tm_engine *eng)
+{
+	struct tm_msg *m, *mt;
+
+	if (eng->recv.all_msgs.next) {
+		ucs_list_for_each_safe(m, mt, &eng->recv.all_msgs, all)
+			if (m->plain < 0)
+				free(m);
+		ucs_list_for_each_safe(m, mt, &eng->recv.msg_free, all)
+			free(m);
+	}
+	free(eng->recv.msg_pool);
+}
 
 /* The arrival hook (tests only: tm_engine_test.h). */
 static void report_arrival(struct tm_engine *eng, uint64_t tag, uint32_t app,
@@ -28,7 +40,7 @@ static void report_arrival(struct tm_engine *eng, uint64_t tag, uint32_t app,
 {
 	struct tm_arrival a;
 
-	if (!eng->test.arrival_hook)
+	if (!eng->x.test.arrival_hook)
 		return;
 	tme_env_from_tag(&a.env, tag);
 	a.peer = peer;
@@ -36,46 +48,23 @@ static void report_arrival(struct tm_engine *eng, uint64_t tag, uint32_t app,
 	a.len = len;
 	a.stamp = stamp;
 	a.on_card = on_card;
-	eng->test.arrival_hook(eng->test.hook_arg, &a);
+	eng->x.test.arrival_hook(eng->x.test.hook_arg, &a);
 }
 
-/* ---- completion of requests ----------------------------------------- */
-
-/* r is done: its buffers go back, its callback is queued. */
-static inline void recv_done(struct tm_engine *eng, struct tm_recv *r)
+/* r's DEL, once: its list op names r until the op's result comes. */
+static void recv_del(struct tm_engine *eng, struct tm_recv *r)
 {
-	r->state = R_DONE;
-	tme_stage_put(eng, r);
-	if (r->own_mr) {
-		tm_dev_mem_put(eng->dev, r->mr);
-		r->own_mr = 0;
-		r->mr = NULL;
-	}
-	ucs_list_add_tail(&eng->done_recv, &r->done_link);
-	tme_pend(eng, TM_PEND_DONE);
-}
+	struct tme_recv *q = rp(r);
 
-void tme_recv_try_done(struct tm_engine *eng, struct tm_recv *r)
-{
-	if (!(r->flags & RF_FINISHED) || r->ops_pending || r->state == R_DONE)
+	if (q->flags & RF_DEL_POSTED)
 		return;
-	recv_done(eng, r);
+	q->flags |= RF_DEL_POSTED;
+	q->ops_pending++;
+	tmx_op_decide(&eng->x, WR_DEL, &q->t);
 }
 
-void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r, int status)
-{
-	r->status = status;
-	if (status == TM_REQ_TRUNCATED)
-		eng->st.truncated++;
-	if (status == TM_REQ_ERROR)
-		eng->st.errors++;
-	r->flags |= RF_FINISHED;
-	tme_recv_try_done(eng, r);
-}
+/* ---- unexpected messages -------------------------------------------- */
 
-/* ---- matching in software ------------------------------------------- */
-
-/* m is done with: its memory, or its plain buffer back to the card. */
 /*
  * A copy for an unexpected message of plen payload bytes.  Small ones are
  * recycled, so that a program whose receives come late does not malloc
@@ -91,9 +80,10 @@ static struct tm_msg *msg_alloc(struct tm_engine *eng, uint32_t plen)
 			m->plain = TM_MSG_MALLOC;
 		return m;
 	}
-	if (!ucs_list_is_empty(&eng->msg_free)) {
-		eng->n_msg_free--;
-		m = ucs_list_extract_head(&eng->msg_free, struct tm_msg, all);
+	if (!ucs_list_is_empty(&eng->recv.msg_free)) {
+		eng->recv.n_msg_free--;
+		m = ucs_list_extract_head(&eng->recv.msg_free, struct tm_msg,
+					  all);
 	} else {
 		m = malloc(sizeof(*m) + TM_MSG_SMALL);
 	}
@@ -102,14 +92,14 @@ static struct tm_msg *msg_alloc(struct tm_engine *eng, uint32_t plen)
 	return m;
 }
 
-static void msg_free(struct tm_engine *eng, struct tm_msg *m)
+void tme_msg_free(struct tm_engine *eng, struct tm_msg *m)
 {
 	if (m->plain >= 0) {
-		tme_post_plain(eng, (uint32_t)m->plain);
+		tmx_post_plain(&eng->x, (uint32_t)m->plain);
 	} else if (m->plain == TM_MSG_RECYCLED &&
-		   eng->n_msg_free < TM_MSG_KEEP) {
-		ucs_list_add_head(&eng->msg_free, &m->all);
-		eng->n_msg_free++;
+		   eng->recv.n_msg_free < TM_MSG_KEEP) {
+		ucs_list_add_head(&eng->recv.msg_free, &m->all);
+		eng->recv.n_msg_free++;
 	} else {
 		free(m);
 	}
@@ -118,63 +108,70 @@ static void msg_free(struct tm_engine *eng, struct tm_msg *m)
 /* Delivers unexpected message m into receive r (which left the queues). */
 static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
 {
+	struct tme_recv *q = rp(r);
+
 	tme_env_from_tag(&r->env, m->tag);
 	r->peer = m->peer;
 	r->send_seq = m->app & TM_APP_SEQ_MASK;
 	r->match_stamp = m->stamp;
 	r->msg_len = m->len;
 	r->on_card = 0;
-	r->state = R_IDLE; /* out of the queues; finished below */
+	tme_rstate(q, R_IDLE); /* out of the queues; finished below */
 	ucs_list_del(&m->all);
 	if (m->rndv) {
-		memcpy(r->hdr, m->hdr, sizeof(r->hdr));
-		msg_free(eng, m);
+		memcpy(q->hdr, m->hdr, sizeof(q->hdr));
+		tme_msg_free(eng, m);
 		tme_sw_rndv_start(eng, r, r->msg_len);
 		return;
 	}
 	if (m->app & TM_APP_SYNC)
 		tme_recv_reply(eng, r, TX_ACK);
-	r->recv_len = m->len < r->len ? m->len : r->len;
-	memcpy(r->buf, m->data, r->recv_len);
-	msg_free(eng, m);
-	tme_recv_finish(eng, r, r->msg_len > r->len ? TM_REQ_TRUNCATED : TM_REQ_OK);
+	r->recv_len = m->len < q->b.len ? m->len : q->b.len;
+	memcpy(q->b.buf, m->data, r->recv_len);
+	tme_msg_free(eng, m);
+	tme_recv_finish(eng, r, r->msg_len > q->b.len ? TM_REQ_TRUNCATED :
+			TM_REQ_OK);
 }
 
 /* r names a peer: waits on it, oldest first (see tme_keepalive_scan). */
 static void recv_watch(struct tm_engine *eng, struct tm_recv *r)
 {
-	struct tm_peer *p = eng->peers[r->want_peer];
+	struct tme_recv *q = rp(r);
+	struct tme_peer *p = eng->peers[q->want_peer];
 
-	r->wait_ns = tme_now_ns();
+	q->wait_ns = tmx_now_ns();
 	if (ucs_list_is_empty(&p->recvq))
-		ucs_list_add_tail(&eng->rwait_peers, &p->rwait_link);
+		ucs_list_add_tail(&eng->send.rwait_peers, &p->rwait_link);
 	tme_pend(eng, TM_PEND_WAIT);
-	ucs_list_add_tail(&p->recvq, &r->peer_link);
-	r->flags |= RF_WATCHED;
+	ucs_list_add_tail(&p->recvq, &q->peer_link);
+	q->flags |= RF_WATCHED;
 }
 
 static void recv_unwatch(struct tm_engine *eng, struct tm_recv *r)
 {
-	struct tm_peer *p;
+	struct tme_recv *q = rp(r);
+	struct tme_peer *p;
 
-	if (!(r->flags & RF_WATCHED))
+	if (!(q->flags & RF_WATCHED))
 		return;
-	p = eng->peers[r->want_peer];
-	r->flags &= ~RF_WATCHED;
-	ucs_list_del(&r->peer_link);
+	p = eng->peers[q->want_peer];
+	q->flags &= ~RF_WATCHED;
+	ucs_list_del(&q->peer_link);
 	if (ucs_list_is_empty(&p->recvq))
 		ucs_list_del(&p->rwait_link);
 }
 
 static void recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
 {
+	struct tme_recv *q = rp(r);
+
 	/* the flags first: a card-held receive naming no peer (the common
 	 * case) is in neither list, and costs no call */
-	if (r->flags & RF_WATCHED)
+	if (q->flags & RF_WATCHED)
 		recv_unwatch(eng, r);
-	if (r->flags & RF_SWQ)
+	if (q->flags & RF_SWQ)
 		tme_swq_del(eng, r);
-	tm_mq_recv_remove(&eng->mq, &r->mq);
+	tm_mq_recv_remove(&eng->mq, &q->mq);
 }
 
 /*
@@ -184,35 +181,30 @@ static void recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
  */
 static void handle_unexpected_msg(struct tm_engine *eng, struct tm_msg *m)
 {
-	struct tm_mq_recv *q = tm_mq_find_recv(&eng->mq, m->tag);
+	struct tm_mq_recv *mq = tm_mq_find_recv(&eng->mq, m->tag);
 	struct tm_recv *r;
 
-	if (!q) {
+	if (!mq) {
 		/* a message that cannot be queued cannot be matched: stop
 		 * rather than lose it (it stays on all_msgs) */
 		if (tm_mq_msg_add(&eng->mq, &m->mq, m->tag, m->stamp) != TM_OK)
-			tme_engine_fatal(eng, TM_ERR_NO_MEMORY);
+			tmx_fatal(&eng->x, TM_ERR_NO_MEMORY);
 		else
 			m->in_uq = 1; /* a CANCEL_REQ may still withdraw it */
 		return;
 	}
-	r = ucs_container_of(q, struct tm_recv, mq);
+	r = rpub(ucs_container_of(mq, struct tme_recv, mq));
 	recv_leave_queues(eng, r);
-	if (r->state == R_SW) {
-		eng->st.unexp_to_sw_recv++;
+	if (rp(r)->state == R_SW) {
+		eng->x.st.unexp_to_sw_recv++;
 		deliver(eng, r, m);
 		return;
 	}
-	eng->st.unexp_claimed++;
-	r->state = R_CLAIM;
-	r->claim = m;
-	if (!(r->flags & RF_DEL_POSTED)) {
-		r->flags |= RF_DEL_POSTED;
-		tme_op_decide(eng, WR_DEL, r);
-	}
+	eng->x.st.unexp_claimed++;
+	rp(r)->claim = m;
+	recv_del(eng, r);
+	tme_rstate(rp(r), R_CLAIM);
 }
-
-/* ---- TM CQ handlers ------------------------------------------------- */
 
 /*
  * The length of a rendezvous request: the metadata's 64 bits when it came
@@ -231,7 +223,7 @@ static uint64_t rndv_len(struct tm_engine *eng, const uint8_t *buf,
 	memcpy(&md, buf + TMH_LEN + RVH_LEN, sizeof(md));
 	full = be64toh(md.len);
 	if ((full > UINT32_MAX ? UINT32_MAX : full) != len) {
-		eng->st.malformed++;
+		eng->x.st.malformed++;
 		return len;
 	}
 	return full;
@@ -246,25 +238,24 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	struct tm_msg *m;
 	int rndv = tmh->opcode == IBV_TMH_RNDV, held;
 
-	eng->uq_count++;
-	tme_pend(eng, TM_PEND_WORK);
-	eng->st.unexpected++;
+	tmx_count_unexpected(&eng->x);
 	if (!rndv && c->byte_len >= TMH_LEN)
 		plen = c->byte_len - TMH_LEN;
-	m = tme_fault(eng, TM_SITE_ALLOC_MSG) ? NULL : msg_alloc(eng, plen);
+	m = tmx_fault(&eng->x, TM_SITE_ALLOC_MSG) ? NULL :
+	    msg_alloc(eng, plen);
 	if (m) {
 		m->data = (uint8_t *)(m + 1);
 	} else {
 		/* no copy: the message keeps its plain buffer until it is
 		 * received, and the card has one buffer less meanwhile */
-		m = &eng->msg_pool[idx];
+		m = &eng->recv.msg_pool[idx];
 		m->plain = (int32_t)idx;
 		m->data = buf + TMH_LEN;
-		eng->st.msg_held++;
+		eng->x.st.msg_held++;
 	}
 	m->tag = be64toh(tmh->tag);
 	m->app = be32toh(tmh->app_ctx);
-	m->peer = tme_peer_of_qpn(eng, c->qp_num);
+	m->peer = tmx_peer_of_qpn(&eng->x, c->qp_num);
 	m->rndv = rndv;
 	m->in_uq = 0;
 	m->len = rndv ? rndv_len(eng, buf, c->byte_len) : plen;
@@ -273,48 +264,83 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	else if (m->plain < 0)
 		memcpy(m->data, buf + TMH_LEN, plen);
 	m->stamp = eng->clock++;
-	ucs_list_add_tail(&eng->all_msgs, &m->all);
+	ucs_list_add_tail(&eng->recv.all_msgs, &m->all);
 	report_arrival(eng, m->tag, m->app, m->peer, m->len, m->stamp, 0);
 	held = m->plain >= 0; /* m may be gone after the next line */
 	handle_unexpected_msg(eng, m);
 	return held;
 }
 
-/* The card matched r: this is the message's linearisation point. */
+/* ---- the card's completions ------------------------------------------ */
+
+/*
+ * The steps of a card-held receive's completion.  The slow path
+ * (on_card_match, on_card_data) and the fast one (recv_fast) are built
+ * from the same steps; the fast one only skips the tests for the cases it
+ * excludes.
+ */
+
+/* Step: the card matched r; this is the message's linearisation point. */
+static inline void match_take(struct tm_engine *eng, struct tm_recv *r,
+			      const struct tm_cqe *c)
+{
+	uint32_t app = c->tm.priv;
+
+	rp(r)->flags |= RF_MATCH_SEEN;
+	r->on_card = 1;
+	tme_env_from_tag(&r->env, c->tm.tag);
+	r->peer = tmx_peer_of_qpn(&eng->x, c->qp_num);
+	r->send_seq = app & TM_APP_SEQ_MASK;
+	r->match_stamp = eng->clock++;
+	eng->x.st.card_matched++;
+}
+
+/* Step: an eager message's data is in place: copied out of its staging
+ * buffer, if it has one.  Returns r's status. */
+static inline int data_eager(struct tm_engine *eng, struct tm_recv *r,
+			     const struct tm_cqe *c)
+{
+	struct tme_recv *q = rp(r);
+
+	r->msg_len = c->byte_len;
+	r->recv_len = r->msg_len < q->b.len ? r->msg_len : q->b.len;
+	if (q->t.stage >= 0) {
+		memcpy(q->b.buf, tmx_card_buf(&eng->x, &q->t, &q->b),
+		       r->recv_len);
+		tmx_stage_put(&eng->x, &q->t);
+	}
+	return r->msg_len > q->b.len ? TM_REQ_TRUNCATED : TM_REQ_OK;
+}
+
 static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
 			  const struct tm_cqe *c)
 {
+	struct tme_recv *q = rp(r);
 	uint32_t app = c->tm.priv;
 	struct tm_msg *lost = NULL;
 
-	r->flags |= RF_MATCH_SEEN;
-	r->on_card = 1;
-	tme_env_from_tag(&r->env, c->tm.tag);
-	r->peer = tme_peer_of_qpn(eng, c->qp_num);
-	r->send_seq = app & TM_APP_SEQ_MASK;
+	match_take(eng, r, c);
 	/* a rendezvous' length is only in its data completion (mlx5 puts it
 	 * there; doc/mlx5-rules.md rule 15) */
 	r->msg_len = (app & TM_APP_RNDV) ? 0 : c->byte_len;
-	if (app & TM_APP_RNDV)
-		r->flags |= RF_RNDV;
+	if (app & TM_APP_RNDV) {
+		q->flags |= RF_RNDV;
+		eng->x.st.rndv_card++;
+	}
 	if (c->status == IBV_WC_TM_RNDV_INCOMPLETE)
-		r->flags |= RF_SW_RNDV;
-	r->match_stamp = eng->clock++;
-	eng->st.card_matched++;
-	if (app & TM_APP_RNDV)
-		eng->st.rndv_card++;
+		q->flags |= RF_SW_RNDV;
 	report_arrival(eng, c->tm.tag, app, r->peer, r->msg_len,
 		       r->match_stamp, 1);
-	if (r->state == R_CARD) {
+	if (q->state == R_CARD) {
 		recv_leave_queues(eng, r);
-	} else if (r->state == R_CLAIM) {
+	} else if (q->state == R_CLAIM) {
 		/* The card used the entry before our DEL: cannot happen while
 		 * ops carry the count in order; keep the message anyway. */
-		lost = r->claim;
-		r->claim = NULL;
-		eng->st.claim_del_failed++;
+		lost = q->claim;
+		q->claim = NULL;
+		eng->x.st.claim_del_failed++;
 	}
-	r->state = R_WAIT_DATA;
+	tme_rstate(q, R_WAIT_DATA);
 	if ((app & TM_APP_SYNC) && !(app & TM_APP_RNDV))
 		tme_recv_reply(eng, r, TX_ACK);
 	if (lost)
@@ -324,102 +350,78 @@ static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
 static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 			 const struct tm_cqe *c)
 {
-	tme_entry_gone(eng, r);
+	struct tme_recv *q = rp(r);
+
+	tmx_entry_gone(&eng->x, &q->t);
 	if (c->status == IBV_WC_TM_RNDV_INCOMPLETE ||
-	    (c->status == IBV_WC_SUCCESS && (r->flags & RF_SW_RNDV))) {
+	    (c->status == IBV_WC_SUCCESS && (q->flags & RF_SW_RNDV))) {
 		/* handed to software, in either of mlx5's shapes (rule 16):
 		 * the card left TMH+RVH in the buffer (>= 32 bytes) */
-		memcpy(r->hdr, tme_card_buf(eng, r), TMH_LEN + RVH_LEN);
-		tme_stage_put(eng, r);
+		memcpy(q->hdr, tmx_card_buf(&eng->x, &q->t, &q->b),
+		       TMH_LEN + RVH_LEN);
+		tmx_stage_put(&eng->x, &q->t);
 		/* the RVH length is all there is: the metadata did not come,
 		 * and a saturated one still exceeds the buffer (truncated) */
 		tme_sw_rndv_start(eng, r, be32toh(((const struct ibv_rvh *)
-					      (r->hdr + TMH_LEN))->len));
+					      (q->hdr + TMH_LEN))->len));
 		return;
 	}
-	switch (c->status) {
-	case IBV_WC_SUCCESS:
-		r->msg_len = c->byte_len;
-		r->recv_len = r->msg_len < r->len ? r->msg_len : r->len;
-		if (r->stage >= 0) {
-			memcpy(r->buf, tme_card_buf(eng, r), r->recv_len);
-			tme_stage_put(eng, r);
-		}
-		tme_recv_finish(eng, r, r->msg_len > r->len ?
-				TM_REQ_TRUNCATED : TM_REQ_OK);
-		break;
-	default:
-		r->recv_len = 0;
-		if (tme_qp_failed(c->status))
-			tme_peer_fail(eng, r->peer); /* before the FIN, not after */
-		if (r->flags & RF_RNDV) {
-			/* the card sends no FIN after a failed read */
-			memset(r->hdr, 0, sizeof(r->hdr));
-			tmh_fill(r->hdr, IBV_TMH_RNDV, c->tm.priv, c->tm.tag);
-			tme_fin_failed(r);
-			tme_recv_reply(eng, r, TX_FIN);
-		}
-		tme_recv_finish(eng, r, TM_REQ_ERROR);
-		break;
+	if (c->status == IBV_WC_SUCCESS) {
+		tme_recv_finish(eng, r, data_eager(eng, r, c));
+		return;
 	}
+	r->recv_len = 0;
+	if (tmx_qp_failed(c->status)) /* before the FIN, not after */
+		tmx_peer_fail(&eng->x, r->peer);
+	if (q->flags & RF_RNDV) {
+		/* the card sends no FIN after a failed read */
+		memset(q->hdr, 0, sizeof(q->hdr));
+		tmh_fill(q->hdr, IBV_TMH_RNDV, c->tm.priv, c->tm.tag);
+		tme_fin_failed(r);
+		tme_recv_reply(eng, r, TX_FIN);
+	}
+	tme_recv_finish(eng, r, TM_REQ_ERROR);
 }
 
 /*
  * The common case in one pass: a small eager message, neither
  * synchronous nor rendezvous, matched and delivered by one successful
  * MATCH|DATA_VALID completion to a card-held receive with nothing else
- * going on (no peer watch, no FIFO, no cancel or DEL, no op pending: a
- * signalled ADD completed before its entry could match, in the same CQ;
- * no test hook).  Does
- * exactly what on_card_match + on_card_data + tme_recv_finish do for it,
- * without their tests for the cases excluded here.  0: not that case.
+ * going on (no protocol flag: no peer watch, no FIFO, no cancel or DEL;
+ * no op pending: a signalled ADD completed before its entry could match,
+ * in the same CQ; no test hook).  The steps of on_card_match and
+ * on_card_data, without their tests for the cases excluded here: no
+ * rendezvous or ACK, no claim, no watch or FIFO to leave, nothing left
+ * naming it when it finishes.  0: not that case.
  */
-#define RF_FAST_OK (RF_ENTRY_LIVE | RF_UNCONF | RF_ADD_UNSIG)
 static int recv_fast(struct tm_engine *eng, struct tm_recv *r,
 		     const struct tm_cqe *c)
 {
-	uint32_t app = c->tm.priv;
-	int status = TM_REQ_OK;
+	struct tme_recv *q = rp(r);
 
 	if (c->status != IBV_WC_SUCCESS ||
 	    (c->flags & (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID)) !=
 	    (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID) ||
-	    (app & (TM_APP_RNDV | TM_APP_SYNC)) || (r->flags & ~RF_FAST_OK) ||
-	    r->state != R_CARD || r->ops_pending || eng->test.arrival_hook)
+	    (c->tm.priv & (TM_APP_RNDV | TM_APP_SYNC)) || q->flags ||
+	    q->state != R_CARD || q->ops_pending || eng->x.test.arrival_hook)
 		return 0;
-	/* the match (on_card_match) */
-	r->on_card = 1;
-	tme_env_from_tag(&r->env, c->tm.tag);
-	r->peer = tme_peer_of_qpn(eng, c->qp_num);
-	r->send_seq = app & TM_APP_SEQ_MASK;
-	r->match_stamp = eng->clock++;
-	eng->st.card_matched++;
-	tm_mq_recv_remove(&eng->mq, &r->mq);
-	/* the data (on_card_data) */
-	tme_entry_gone(eng, r);
-	r->msg_len = c->byte_len;
-	r->recv_len = r->msg_len < r->len ? r->msg_len : r->len;
-	if (r->stage >= 0) {
-		memcpy(r->buf, tme_card_buf(eng, r), r->recv_len);
-		tme_stage_put(eng, r);
-	}
-	if (r->msg_len > r->len) {
-		status = TM_REQ_TRUNCATED;
-		eng->st.truncated++;
-	}
-	/* the end (tme_recv_finish, tme_recv_try_done) */
-	r->status = status;
-	r->flags |= RF_MATCH_SEEN | RF_FINISHED;
-	recv_done(eng, r);
+	match_take(eng, r, c);
+	tm_mq_recv_remove(&eng->mq, &q->mq); /* recv_leave_queues */
+	tme_rstate(q, R_WAIT_DATA);
+	tmx_entry_gone(&eng->x, &q->t);
+	tme_recv_outcome(eng, r, data_eager(eng, r, c));
+	tme_recv_done(eng, r); /* tme_recv_try_done's tests hold */
 	return 1;
 }
 
-void tme_on_recv_cqe(struct tm_engine *eng, struct tm_recv *r,
-		     const struct tm_cqe *c)
+void tme_on_recv_cqe(void *arg, struct tm_tctx *t, const struct tm_cqe *c)
 {
+	struct tm_engine *eng = arg;
+	struct tm_recv *r = recv_of_tctx(t);
+
 	if (recv_fast(eng, r, c))
 		return;
-	if (!(r->flags & RF_MATCH_SEEN))
+	if (!(rp(r)->flags & RF_MATCH_SEEN))
 		on_card_match(eng, r, c);
 	/* RNDV_INCOMPLETE without DATA_VALID keeps the tag: the data
 	 * completion follows (mlx5's two-completion form) */
@@ -433,37 +435,44 @@ void tme_on_recv_cqe(struct tm_engine *eng, struct tm_recv *r,
 void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
 		      const struct tm_cqe *c)
 {
+	struct tme_recv *q = rp(r);
 	struct tm_msg *m;
 
-	if (!r)
-		return;
-	r->ops_pending--;
+	if (type == WR_ADD && (q->t.flags & TC_ADD_UNSIG)) {
+		/* an unsignalled ADD failed: r is still posted (a failed ADD
+		 * cannot have matched) unless a cancel or claim finished it
+		 * meanwhile; nothing counted it in ops_pending */
+		if (q->state == R_DONE)
+			return;
+		q->ops_pending++;
+	}
+	q->ops_pending--;
 	if (type == WR_ADD && c->status != IBV_WC_SUCCESS) {
 		/* never on the list: behave as software-held from now on */
-		eng->st.errors++;
-		tme_entry_gone(eng, r);
-		if (r->state == R_CARD)
+		eng->x.st.errors++;
+		tmx_entry_gone(&eng->x, &q->t);
+		if (q->state == R_CARD)
 			tme_recv_back_to_sw(eng, r);
 	} else if (type == WR_DEL && c->status == IBV_WC_SUCCESS) {
-		tme_entry_gone(eng, r);
-		if (r->state == R_CLAIM) {
-			m = r->claim;
-			r->claim = NULL;
+		tmx_entry_gone(&eng->x, &q->t);
+		if (q->state == R_CLAIM) {
+			m = q->claim;
+			q->claim = NULL;
 			deliver(eng, r, m);
-		} else if (r->state == R_CARD && (r->flags & RF_PEER_DEAD)) {
+		} else if (q->state == R_CARD && (q->flags & RF_PEER_DEAD)) {
 			recv_leave_queues(eng, r);
-			r->peer = r->want_peer;
+			r->peer = q->want_peer;
 			tme_recv_finish(eng, r, TM_REQ_ERROR);
-		} else if (r->state == R_CARD) { /* cancel confirmed */
+		} else if (q->state == R_CARD) { /* cancel confirmed */
 			recv_leave_queues(eng, r);
 			r->cancel_stamp = eng->clock++;
-			eng->st.cancel_ok++;
+			eng->x.st.cancel_ok++;
 			tme_recv_finish(eng, r, TM_REQ_CANCELLED);
 		}
 	} else if (type == WR_DEL) {
 		/* consumed by a message whose completion came first */
-		if (r->flags & RF_CANCEL_REQ)
-			eng->st.cancel_late++;
+		if (q->flags & RF_CANCEL_REQ)
+			eng->x.st.cancel_late++;
 	}
 	tme_recv_try_done(eng, r);
 }
@@ -471,6 +480,8 @@ void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
 static void recv_init(struct tm_recv *r, void *buf, size_t len,
 		      struct ibv_mr *mr)
 {
+	struct tme_recv *q = rp(r);
+
 	r->status = TM_REQ_OK;
 	memset(&r->env, 0, sizeof(r->env));
 	r->msg_len = r->recv_len = 0;
@@ -478,16 +489,16 @@ static void recv_init(struct tm_recv *r, void *buf, size_t len,
 	r->send_seq = 0;
 	r->match_stamp = r->cancel_stamp = 0;
 	r->on_card = 0;
-	r->buf = buf;
-	r->len = len;
-	r->mr = mr;
-	r->own_mr = 0;
-	r->stage = -1;
-	r->state = R_IDLE;
-	r->ops_pending = 0;
-	r->flags = 0;
-	r->want_peer = TM_PEER_ANY;
-	r->claim = NULL;
+	tmx_tctx_init(&q->t);
+	q->b.buf = buf;
+	q->b.len = len;
+	q->b.mr = mr;
+	q->own_mr = 0;
+	q->state = R_IDLE;
+	q->ops_pending = 0;
+	q->flags = 0;
+	q->want_peer = TM_PEER_ANY;
+	q->claim = NULL;
 }
 
 /*
@@ -495,26 +506,84 @@ static void recv_init(struct tm_recv *r, void *buf, size_t len,
  * software-held receive fails at once; a card-held one once the card
  * confirms its DEL (a message that took the entry first is delivered).
  */
-void tme_recv_peer_dead(struct tm_engine *eng, struct tm_peer *p)
+void tme_recv_peer_dead(struct tm_engine *eng, uint32_t peer)
 {
+	struct tme_peer *p = eng->peers[peer];
 	struct tm_recv *r;
 
 	while (!ucs_list_is_empty(&p->recvq)) {
-		r = ucs_list_head(&p->recvq, struct tm_recv, peer_link);
+		r = recv_head(&p->recvq, peer_link);
 		recv_unwatch(eng, r);
-		if (r->state == R_SW) {
+		if (rp(r)->state == R_SW) {
 			recv_leave_queues(eng, r);
-			r->peer = p->id;
+			r->peer = peer;
 			tme_recv_finish(eng, r, TM_REQ_ERROR);
-		} else if (r->state == R_CARD) {
-			r->flags |= RF_PEER_DEAD;
-			if (!(r->flags & RF_DEL_POSTED)) {
-				r->flags |= RF_DEL_POSTED;
-				tme_op_decide(eng, WR_DEL, r);
-			}
+		} else if (rp(r)->state == R_CARD) {
+			rp(r)->flags |= RF_PEER_DEAD;
+			recv_del(eng, r);
 		}
 	}
 }
+
+static int recv_post(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
+		     int32_t src, int32_t tag, uint32_t peer, void *buf,
+		     size_t len, struct ibv_mr *mr)
+{
+	struct tm_mq_msg *m;
+	uint64_t rtag, mask;
+	int rc;
+
+	recv_init(r, buf, len, mr);
+	rp(r)->want_peer = peer;
+	r->post_stamp = eng->clock++;
+	eng->x.st.recv_posted++;
+	tm_tag_recv(ctx, src, tag, &rtag, &mask);
+	m = tm_mq_find_msg(&eng->mq, rtag, mask);
+	if (m) {
+		tm_mq_msg_remove(&eng->mq, m);
+		eng->x.st.sw_matched_uq++;
+		deliver(eng, r, ucs_container_of(m, struct tm_msg, mq));
+		return TM_OK;
+	}
+	if (peer != TM_PEER_ANY && eng->x.peers[peer]->dead) {
+		/* what it sent before dying was looked at above */
+		r->peer = peer;
+		tme_recv_finish(eng, r, TM_REQ_ERROR);
+		return TM_OK;
+	}
+	rc = tme_recv_place(eng, r, ctx, rtag, mask);
+	if (rc != TM_OK)
+		return rc;
+	if (peer != TM_PEER_ANY)
+		recv_watch(eng, r);
+	return TM_OK;
+}
+
+static void recv_cancel(struct tm_engine *eng, struct tm_recv *r)
+{
+	struct tme_recv *q = rp(r);
+
+	if (q->state == R_SW) {
+		recv_leave_queues(eng, r);
+		r->cancel_stamp = eng->clock++;
+		eng->x.st.cancel_ok++;
+		tme_recv_finish(eng, r, TM_REQ_CANCELLED);
+	} else if (q->state == R_CARD) {
+		q->flags |= RF_CANCEL_REQ;
+		recv_del(eng, r);
+	}
+}
+
+static void recv_imrecv(struct tm_engine *eng, struct tm_recv *r,
+			struct tm_msg *msg, void *buf, size_t len,
+			struct ibv_mr *mr)
+{
+	recv_init(r, buf, len, mr);
+	r->post_stamp = eng->clock++;
+	deliver(eng, r, msg);
+}
+
+/* ---- entry points (tm_engine.h) ------------------------------------ */
 
 int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		    int32_t src, int32_t tag, void *buf, size_t len,
@@ -528,65 +597,30 @@ int tm_engine_irecv_from(struct tm_engine *eng, struct tm_recv *r,
 			 uint32_t ctx, int32_t src, int32_t tag, uint32_t peer,
 			 void *buf, size_t len, struct ibv_mr *mr)
 {
-	struct tm_mq_msg *q;
-	uint64_t rtag, mask;
 	int rc;
 
 	if (ctx > TM_MAX_CTX || (src != TM_ANY_SRC &&
 	    (src < 0 || (uint32_t)src > TM_MAX_SRC)) ||
-	    (peer != TM_PEER_ANY && (peer >= eng->npeers || src == TM_ANY_SRC)))
+	    (peer != TM_PEER_ANY &&
+	     (peer >= eng->x.npeers || src == TM_ANY_SRC)))
 		return TM_ERR_RANGE;
-	if (eng->fatal)
-		return eng->fatal;
-	tme_drain(eng);
-	recv_init(r, buf, len, mr);
-	r->want_peer = peer;
-	r->post_stamp = eng->clock++;
-	eng->st.recv_posted++;
-	tm_tag_recv(ctx, src, tag, &rtag, &mask);
-	q = tm_mq_find_msg(&eng->mq, rtag, mask);
-	if (q) {
-		tm_mq_msg_remove(&eng->mq, q);
-		eng->st.sw_matched_uq++;
-		deliver(eng, r, ucs_container_of(q, struct tm_msg, mq));
-		goto out;
-	}
-	if (peer != TM_PEER_ANY && eng->peers[peer]->dead) {
-		/* what it sent before dying was looked at above */
-		r->peer = peer;
-		tme_recv_finish(eng, r, TM_REQ_ERROR);
-		goto out;
-	}
-	rc = tme_recv_place(eng, r, ctx, rtag, mask);
+	if (eng->x.fatal)
+		return eng->x.fatal;
+	tmx_drain(&eng->x);
+	rc = recv_post(eng, r, ctx, src, tag, peer, buf, len, mr);
 	if (rc != TM_OK)
 		return rc;
-	if (peer != TM_PEER_ANY)
-		recv_watch(eng, r);
-out:
-	tme_flush_work(eng);
-	tme_fire_done(eng);
+	tme_call_end(eng);
 	return TM_OK;
 }
 
 int tm_engine_cancel_recv(struct tm_engine *eng, struct tm_recv *r)
 {
-	if (eng->fatal)
-		return eng->fatal;
-	tme_drain(eng);
-	if (r->state == R_SW) {
-		recv_leave_queues(eng, r);
-		r->cancel_stamp = eng->clock++;
-		eng->st.cancel_ok++;
-		tme_recv_finish(eng, r, TM_REQ_CANCELLED);
-	} else if (r->state == R_CARD) {
-		r->flags |= RF_CANCEL_REQ;
-		if (!(r->flags & RF_DEL_POSTED)) {
-			r->flags |= RF_DEL_POSTED;
-			tme_op_decide(eng, WR_DEL, r);
-		}
-	}
-	tme_flush_work(eng);
-	tme_fire_done(eng);
+	if (eng->x.fatal)
+		return eng->x.fatal;
+	tmx_drain(&eng->x);
+	recv_cancel(eng, r);
+	tme_call_end(eng);
 	return TM_OK;
 }
 
@@ -596,18 +630,11 @@ int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
 {
 	if (!msg)
 		return TM_ERR_INVALID;
-	if (eng->fatal)
-		return eng->fatal;
-	tme_drain(eng);
-	recv_init(r, buf, len, mr);
-	r->post_stamp = eng->clock++;
-	deliver(eng, r, msg);
-	tme_flush_work(eng);
-	tme_fire_done(eng);
+	if (eng->x.fatal)
+		return eng->x.fatal;
+	tmx_drain(&eng->x);
+	recv_imrecv(eng, r, msg, buf, len, mr);
+	tme_call_end(eng);
 	return TM_OK;
 }
 
-void tme_msg_free(struct tm_engine *eng, struct tm_msg *m)
-{
-	msg_free(eng, m);
-}

@@ -1,25 +1,13 @@
 /*
- * tm_send.c - send requests, the replies they wait for, and peer failure.
- *
- * Contract (argument: doc/DESIGN.md, "Sends" and "Dead peers"):
- *  - an eager send is posted from its slot at once when nothing is queued
- *    ahead (tm_tx.c), else queued on its peer; a rendezvous or synchronous
- *    send also waits for its FIN/ACK, findable by (peer, seq);
- *  - a send that waited keepalive_ms for its reply makes the engine post a
- *    signalled KEEPALIVE on that peer's QP (at most one per keepalive_ms
- *    per peer, looked at from tm_engine_progress) so that a dead receiver
- *    fails something;
- *  - any error completion on a peer's QP, or a transport error on a
- *    receive from it, marks the peer dead: every send waiting on it or
- *    queued for it, every queued read from it, completes TM_REQ_ERROR, and
- *    nothing is sent to it again.
- * Owns: sends (the reply table), wait_peers, sends_waiting, keepalive
- * pacing, tm_peer.waitq/dead/ka_*.
+ * tm_send.c - send requests, the replies they wait for, keepalive.
+ * Contract: tm_send.h.
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include "engine/tm_engine_priv.h"
+#include "engine/tm_rx.h"
+#include "engine/tm_send.h"
+#include "engine/tm_tx.h"
+#include "engine/tm_work.h"
 
 /* The key of a send waiting for its reply: who it went to, and its seq. */
 static uint64_t send_key(uint32_t peer, uint32_t seq)
@@ -27,20 +15,48 @@ static uint64_t send_key(uint32_t peer, uint32_t seq)
 	return ((uint64_t)peer << 32) | seq;
 }
 
-/* ---- sends waiting for a reply (FIN/ACK) ---------------------------- */
-
-/*
- * Keepalive pacing is in milliseconds, so the coarse clock will do; the
- * precise one is called on every progress while a send waits and cost a
- * third of the CPU in a bidirectional rendezvous benchmark.
- */
-uint64_t tme_now_ns(void)
+int tme_send_init(struct tm_engine *eng)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	ucs_list_head_init(&eng->send.wait_peers);
+	ucs_list_head_init(&eng->send.rwait_peers);
+	eng->send.ka_ns = (uint64_t)(eng->x.cfg.keepalive_ms ?
+				     eng->x.cfg.keepalive_ms :
+				     TM_KEEPALIVE_MS_DEFAULT) * 1000000ULL;
+	eng->send.sends = kh_init(tm_sends);
+	return eng->send.sends ? TM_OK : TM_ERR_NO_MEMORY;
 }
+
+void tme_send_cleanup(struct tm_engine *eng)
+{
+	uint32_t i;
+
+	if (eng->peers)
+		for (i = 0; i < eng->x.npeers; i++)
+			free(eng->peers[i]);
+	free(eng->peers);
+	if (eng->send.sends)
+		kh_destroy(tm_sends, eng->send.sends);
+}
+
+int tme_send_add_peer(struct tm_engine *eng, uint32_t id)
+{
+	struct tme_peer **np, *p;
+
+	np = realloc(eng->peers, sizeof(*np) * (id + 1));
+	if (!np)
+		return TM_ERR_NO_MEMORY;
+	eng->peers = np;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return TM_ERR_NO_MEMORY;
+	p->id = id;
+	ucs_list_head_init(&p->waitq);
+	ucs_list_head_init(&p->recvq);
+	np[id] = p;
+	return TM_OK;
+}
+
+/* ---- sends waiting for a reply (FIN/ACK) ---------------------------- */
 
 /*
  * s waits for its FIN/ACK from now on: findable by (peer, seq) when the
@@ -49,127 +65,67 @@ uint64_t tme_now_ns(void)
  */
 int tme_wait_reply_start(struct tm_engine *eng, struct tm_send *s)
 {
-	struct tm_peer *p = eng->peers[s->peer];
+	struct tme_send *q = sp(s);
+	struct tme_peer *p = eng->peers[s->peer];
 	khiter_t it;
 	int ret;
 
-	it = kh_put(tm_sends, eng->sends, send_key(s->peer, s->seq), &ret);
+	it = kh_put(tm_sends, eng->send.sends, send_key(s->peer, s->seq), &ret);
 	if (ret < 0)
 		return TM_ERR_NO_MEMORY;
-	kh_value(eng->sends, it) = s;
-	s->waiting |= S_WAIT_REPLY;
-	s->wait_ns = tme_now_ns();
+	kh_value(eng->send.sends, it) = s;
+	q->waiting |= S_WAIT_REPLY;
+	q->wait_ns = tmx_now_ns();
 	if (ucs_list_is_empty(&p->waitq))
-		ucs_list_add_tail(&eng->wait_peers, &p->wait_link);
+		ucs_list_add_tail(&eng->send.wait_peers, &p->wait_link);
 	tme_pend(eng, TM_PEND_WAIT);
-	ucs_list_add_tail(&p->waitq, &s->wait_link);
+	ucs_list_add_tail(&p->waitq, &q->wait_link);
 	return TM_OK;
 }
 
 void tme_wait_reply_end(struct tm_engine *eng, struct tm_send *s)
 {
-	struct tm_peer *p = eng->peers[s->peer];
+	struct tme_send *q = sp(s);
+	struct tme_peer *p = eng->peers[s->peer];
 	khiter_t it;
 
-	if (!(s->waiting & S_WAIT_REPLY))
+	if (!(q->waiting & S_WAIT_REPLY))
 		return;
-	s->waiting &= ~S_WAIT_REPLY;
-	it = kh_get(tm_sends, eng->sends, send_key(s->peer, s->seq));
-	if (it != kh_end(eng->sends) && kh_value(eng->sends, it) == s)
-		kh_del(tm_sends, eng->sends, it);
-	ucs_list_del(&s->wait_link);
+	q->waiting &= ~S_WAIT_REPLY;
+	it = kh_get(tm_sends, eng->send.sends, send_key(s->peer, s->seq));
+	if (it != kh_end(eng->send.sends) && kh_value(eng->send.sends, it) == s)
+		kh_del(tm_sends, eng->send.sends, it);
+	ucs_list_del(&q->wait_link);
 	if (ucs_list_is_empty(&p->waitq))
 		ucs_list_del(&p->wait_link);
 }
 
-/*
- * An error completion on the peer's QP: an RC QP in error never delivers
- * again, so no FIN/ACK will come and nothing queued can go.  Fail what
- * waits on it; WRs already posted complete flushed and fail their own
- * requests (on_send_cqe).
- */
-void tme_peer_fail(struct tm_engine *eng, uint32_t peer)
+/* The send's item is done: posted (EAGER), its WR completed (RNDV), or
+ * never to be posted (TMX_ABORTED: its peer died). */
+static void send_tx_done(struct tm_tx *tx, int status)
 {
-	struct tm_peer *p;
-	struct tm_send *s;
-	struct tm_tx *tx;
+	struct tm_engine *eng = ucs_container_of(tx->x, struct tm_engine, x);
+	struct tm_send *s = tx->arg;
 
-	if (peer >= eng->npeers || eng->peers[peer]->dead)
-		return;
-	p = eng->peers[peer];
-	p->dead = 1;
-	eng->st.peer_failures++;
-	while (!ucs_list_is_empty(&p->txq)) {
-		tx = ucs_list_extract_head(&p->txq, struct tm_tx, link);
-		eng->tx_queued--;
-		tme_tx_abort(eng, tx);
+	sp(s)->waiting &= ~S_WAIT_CQE;
+	if (status != IBV_WC_SUCCESS) {
+		s->status = TM_REQ_ERROR;
+		tme_wait_reply_end(eng, s);
 	}
+	tme_send_try_done(eng, s);
+}
+
+void tme_send_peer_dead(struct tm_engine *eng, uint32_t peer)
+{
+	struct tme_peer *p = eng->peers[peer];
+	struct tm_send *s;
+
 	while (!ucs_list_is_empty(&p->waitq)) {
-		s = ucs_list_head(&p->waitq, struct tm_send, wait_link);
+		s = send_head(&p->waitq, wait_link);
 		s->status = TM_REQ_ERROR;
 		tme_wait_reply_end(eng, s);
 		tme_send_try_done(eng, s);
 	}
-	tme_recv_peer_dead(eng, p);
-}
-
-/* ACK: a synchronous send matched.  TM_ERR_NO_MEMORY: not sent (the
- * receive owes it, tm_recv.c). */
-int tme_send_ack(struct tm_engine *eng, uint32_t peer, uint32_t app)
-{
-	struct tm_tx *tx;
-
-	if (peer >= eng->npeers)
-		return TM_OK; /* an unknown peer: nobody to tell */
-	tx = tme_tx_new(eng, TX_ACK, peer);
-	if (!tx)
-		return TM_ERR_NO_MEMORY;
-	tmh_fill(tx->hdr, IBV_TMH_NO_TAG,
-		 ((uint32_t)TM_CTRL_ACK << TM_APP_CTRL_SHIFT) |
-		 (app & TM_APP_SEQ_MASK), 0);
-	tx->hdr_len = TMH_LEN;
-	tme_tx_queue(eng, tx);
-	return TM_OK;
-}
-
-/*
- * FIN: a copy of the request's TMH (opcode FIN) and RVH; as for ACK.  A
- * receive that failed the transfer (the read was refused, the buffer could
- * not be registered) has set TM_APP_FIN_ERR in that TMH (tm_recv.c), so
- * that the send fails too rather than report a transfer that did not
- * happen.
- */
-int tme_send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr)
-{
-	struct ibv_tmh *tmh;
-	struct tm_tx *tx;
-
-	if (peer >= eng->npeers)
-		return TM_OK; /* an unknown peer: nobody to tell */
-	tx = tme_tx_new(eng, TX_FIN, peer);
-	if (!tx)
-		return TM_ERR_NO_MEMORY;
-	memcpy(tx->hdr, hdr, TMH_LEN + RVH_LEN);
-	tmh = (struct ibv_tmh *)tx->hdr;
-	tmh->opcode = IBV_TMH_FIN;
-	tx->hdr_len = TMH_LEN + RVH_LEN;
-	tme_tx_queue(eng, tx);
-	return TM_OK;
-}
-
-void tme_send_keepalive(struct tm_engine *eng, struct tm_peer *p,
-			   uint64_t now)
-{
-	struct tm_tx *tx = tme_tx_new(eng, TX_KEEPALIVE, p->id);
-
-	if (!tx)
-		return; /* the next look tries again */
-	tmh_fill(tx->hdr, IBV_TMH_NO_TAG,
-		 (uint32_t)TM_CTRL_KEEPALIVE << TM_APP_CTRL_SHIFT, 0);
-	tx->hdr_len = TMH_LEN;
-	p->ka_out = 1;
-	p->ka_last_ns = now;
-	tme_tx_queue(eng, tx);
 }
 
 /*
@@ -180,31 +136,30 @@ void tme_send_keepalive(struct tm_engine *eng, struct tm_peer *p,
  */
 void tme_keepalive_scan(struct tm_engine *eng)
 {
-	struct tm_peer *p;
-	struct tm_send *s;
-	struct tm_recv *r;
-	uint64_t now;
+	uint64_t now, ka = eng->send.ka_ns;
+	struct tmx_peer *xp;
+	struct tme_peer *p;
 
-	if (ucs_list_is_empty(&eng->wait_peers) &&
-	    ucs_list_is_empty(&eng->rwait_peers)) {
-		eng->pending &= ~TM_PEND_WAIT;
+	if (ucs_list_is_empty(&eng->send.wait_peers) &&
+	    ucs_list_is_empty(&eng->send.rwait_peers)) {
+		eng->x.pending &= ~TM_PEND_WAIT;
 		return;
 	}
-	now = tme_now_ns();
-	if (now < eng->ka_next_ns)
+	now = tmx_now_ns();
+	if (now < eng->send.ka_next_ns)
 		return;
-	eng->ka_next_ns = now + eng->ka_ns / 4;
-	ucs_list_for_each(p, &eng->wait_peers, wait_link) {
-		s = ucs_list_head(&p->waitq, struct tm_send, wait_link);
-		if (!p->ka_out && now - s->wait_ns >= eng->ka_ns &&
-		    now - p->ka_last_ns >= eng->ka_ns)
-			tme_send_keepalive(eng, p, now);
+	eng->send.ka_next_ns = now + ka / 4;
+	ucs_list_for_each(p, &eng->send.wait_peers, wait_link) {
+		xp = eng->x.peers[p->id];
+		if (now - sp(send_head(&p->waitq, wait_link))->wait_ns >= ka &&
+		    now - xp->ka_last_ns >= ka)
+			tmx_keepalive(&eng->x, xp, now);
 	}
-	ucs_list_for_each(p, &eng->rwait_peers, rwait_link) {
-		r = ucs_list_head(&p->recvq, struct tm_recv, peer_link);
-		if (!p->ka_out && now - r->wait_ns >= eng->ka_ns &&
-		    now - p->ka_last_ns >= eng->ka_ns)
-			tme_send_keepalive(eng, p, now);
+	ucs_list_for_each(p, &eng->send.rwait_peers, rwait_link) {
+		xp = eng->x.peers[p->id];
+		if (now - rp(recv_head(&p->recvq, peer_link))->wait_ns >= ka &&
+		    now - xp->ka_last_ns >= ka)
+			tmx_keepalive(&eng->x, xp, now);
 	}
 }
 
@@ -216,153 +171,239 @@ void tme_keepalive_scan(struct tm_engine *eng)
  */
 int tme_probe_missed(struct tm_engine *eng, uint32_t peer)
 {
-	struct tm_peer *p;
-	uint64_t now;
+	struct tme_peer *p;
+	struct tmx_peer *xp;
+	uint64_t now, ka = eng->send.ka_ns;
 
 	if (peer == TM_PEER_ANY)
 		return TM_ERR_NOT_FOUND;
 	p = eng->peers[peer];
-	if (p->dead)
+	xp = eng->x.peers[peer];
+	if (xp->dead)
 		return TM_ERR_PEER_DEAD;
-	now = tme_now_ns();
-	if (now - p->probe_last_ns > eng->ka_ns)
+	now = tmx_now_ns();
+	if (now - p->probe_last_ns > ka)
 		p->probe_since_ns = now;
 	p->probe_last_ns = now;
-	if (!p->ka_out && now - p->probe_since_ns >= eng->ka_ns &&
-	    now - p->ka_last_ns >= eng->ka_ns)
-		tme_send_keepalive(eng, p, now);
+	if (now - p->probe_since_ns >= ka && now - xp->ka_last_ns >= ka)
+		tmx_keepalive(&eng->x, xp, now);
 	return TM_ERR_NOT_FOUND;
 }
 
-/* A NO_TAG or FIN message: the reply a waiting send expects, or a probe. */
-void tme_on_control(struct tm_engine *eng, const uint8_t *buf,
-		       const struct tm_cqe *c)
+void tme_send_on_reply(struct tm_engine *eng, uint32_t peer, uint32_t app,
+		       int opcode)
 {
-	const struct ibv_tmh *tmh = (const void *)buf;
-	uint32_t app = be32toh(tmh->app_ctx);
-	uint32_t peer = tme_peer_of_qpn(eng, c->qp_num);
-	uint32_t ctrl = (app & TM_APP_CTRL_MASK) >> TM_APP_CTRL_SHIFT;
 	struct tm_send *s;
 	khiter_t it;
 
-	if (c->byte_len >= TMH_LEN && tmh->opcode == IBV_TMH_NO_TAG &&
-	    ctrl == TM_CTRL_KEEPALIVE) {
-		eng->st.keepalives_recv++; /* the transport's ack is the point */
+	if (opcode == IBV_TMH_FIN)
+		eng->x.st.fins_recv++;
+	it = kh_get(tm_sends, eng->send.sends,
+		    send_key(peer, app & TM_APP_SEQ_MASK));
+	if (it == kh_end(eng->send.sends)) {
+		eng->x.st.fin_unknown++;
 		return;
 	}
-	if (c->byte_len >= TMH_LEN && tmh->opcode == IBV_TMH_NO_TAG &&
-	    ctrl == TM_CTRL_CANCEL_REQ) {
-		tme_on_cancel_req(eng, peer, app);
-		return;
-	}
-	if (c->byte_len >= TMH_LEN && tmh->opcode == IBV_TMH_NO_TAG &&
-	    ctrl == TM_CTRL_CANCEL_REP) {
-		tme_on_cancel_rep(eng, peer, app, be64toh(tmh->tag));
-		return;
-	}
-	if (c->byte_len < TMH_LEN ||
-	    (tmh->opcode == IBV_TMH_NO_TAG && ctrl != TM_CTRL_ACK)) {
-		eng->st.malformed++;
-		return;
-	}
-	if (tmh->opcode == IBV_TMH_FIN)
-		eng->st.fins_recv++;
-	it = kh_get(tm_sends, eng->sends, send_key(peer, app & TM_APP_SEQ_MASK));
-	if (it == kh_end(eng->sends)) {
-		eng->st.fin_unknown++;
-		return;
-	}
-	s = kh_value(eng->sends, it);
-	if (tmh->opcode == IBV_TMH_FIN && (app & TM_APP_FIN_ERR))
+	s = kh_value(eng->send.sends, it);
+	if (opcode == IBV_TMH_FIN && (app & TM_APP_FIN_ERR))
 		s->status = TM_REQ_ERROR;
-	s->cflags |= S_REPLIED; /* matched: a cancel from now on is late */
+	sp(s)->cflags |= S_REPLIED; /* matched: a cancel from now on is late */
 	tme_wait_reply_end(eng, s);
 	tme_send_try_done(eng, s);
 }
+
+/*
+ * The eager fast path: nothing queued ahead on a live peer and a
+ * send-queue entry free (tmx_eager_ready): the data is out of the
+ * caller's buffer when the post returns, so the send is done (or waits for
+ * its ACK only), with no tx allocated.  0: take the queue.
+ */
+static inline __attribute__((always_inline)) int
+eager_now(struct tm_engine *eng, struct tm_send *s)
+{
+	struct tme_send *q = sp(s);
+
+	if (!(q->app_ctx & TM_APP_SYNC)) {
+		if (!tmx_eager_post(&eng->x, s->peer, q->tag, q->app_ctx,
+				    q->buf, q->len))
+			return 0;
+	} else {
+		/* the reply may come as soon as it is posted */
+		if (!tmx_eager_ready(&eng->x, s->peer, q->len) ||
+		    tme_wait_reply_start(eng, s) != TM_OK)
+			return 0;
+		if (!tmx_eager_post(&eng->x, s->peer, q->tag, q->app_ctx,
+				    q->buf, q->len)) {
+			tme_wait_reply_end(eng, s);
+			return 0;
+		}
+	}
+	eng->send.sends_waiting++;
+	q->waiting &= ~S_WAIT_CQE;
+	tme_send_try_done(eng, s);
+	return 1;
+}
+
+/* s's header (and data) into its item: TMH, or TMH+RVH+length. */
+static void send_fill(struct tm_tx *tx, struct tm_send *s)
+{
+	struct tme_send *q = sp(s);
+	struct ibv_rvh *rvh;
+	struct tm_rndv_md *md;
+
+	tx->done = send_tx_done;
+	tx->arg = s;
+	tx->key = s->seq;
+	if (q->kind == TX_EAGER) {
+		tmh_fill(tx->hdr, IBV_TMH_EAGER, q->app_ctx, q->tag);
+		tx->hdr_len = TMH_LEN;
+		tx->data = q->buf;
+		tx->len = q->len;
+		return;
+	}
+	tmh_fill(tx->hdr, IBV_TMH_RNDV, q->app_ctx, q->tag);
+	rvh = (struct ibv_rvh *)(tx->hdr + TMH_LEN);
+	rvh->va = htobe64((uintptr_t)q->buf);
+	rvh->rkey = htobe32(q->mr->rkey);
+	/* saturated: longer than any card buffer (tm_offload.c, refusal 3),
+	 * so the card hands it to software, which reads the full length from
+	 * the metadata */
+	rvh->len = htobe32(q->len > UINT32_MAX ? UINT32_MAX : (uint32_t)q->len);
+	md = (struct tm_rndv_md *)(tx->hdr + TMH_LEN + RVH_LEN);
+	md->len = htobe64(q->len);
+	tx->hdr_len = RNDV_HDR_LEN;
+}
+
+static int send_start(struct tm_engine *eng, struct tm_send *s,
+		      uint32_t peer, uint32_t ctx, int32_t src, int32_t tag,
+		      const void *buf, size_t len, struct ibv_mr *mr,
+		      unsigned flags)
+{
+	struct tme_send *q = sp(s);
+	struct tm_tx *tx;
+	int ret, reply;
+
+	/* A send takes no stamp: the completions in the CQs may wait for the
+	 * next call.  An eager one drains only if the fast path found the
+	 * send queue or the slots full, which retiring WRs may cure. */
+	if (len > eng->x.cfg.eager_limit)
+		tmx_drain(&eng->x);
+	s->status = TM_REQ_OK;
+	s->peer = peer;
+	s->seq = eng->peers[peer]->next_seq++ & TM_APP_SEQ_MASK;
+	q->tag = tm_tag_make(ctx, (uint32_t)src, tag);
+	q->buf = buf;
+	q->len = len;
+	q->mr = mr;
+	q->own_mr = 0;
+	q->app_ctx = s->seq;
+	q->waiting = S_WAIT_CQE;
+	q->cflags = 0;
+	q->kind = len <= eng->x.cfg.eager_limit ? TX_EAGER : TX_RNDV;
+	reply = q->kind == TX_RNDV || (flags & TM_SEND_SYNC);
+	if (q->kind == TX_EAGER && (flags & TM_SEND_SYNC))
+		q->app_ctx |= TM_APP_SYNC;
+	if (q->kind == TX_RNDV) {
+		q->app_ctx |= TM_APP_RNDV;
+		if (!mr) {
+			ret = tm_dev_mem_get(eng->x.dev, (void *)buf, len,
+					     IBV_ACCESS_REMOTE_READ, &q->mr);
+			if (ret != TM_OK)
+				return ret;
+			q->own_mr = 1;
+		}
+	}
+	if (q->kind == TX_EAGER &&
+	    (eager_now(eng, s) ||
+	     (tmx_drain(&eng->x) && eager_now(eng, s))))
+		return TM_OK;
+	tx = tmx_tx_new(&eng->x, q->kind, peer);
+	if (!tx) {
+		if (q->own_mr)
+			tm_dev_mem_put(eng->x.dev, q->mr);
+		return TM_ERR_NO_MEMORY;
+	}
+	send_fill(tx, s);
+	if (reply && tme_wait_reply_start(eng, s) != TM_OK) {
+		tmx_tx_free(tx);
+		if (q->own_mr)
+			tm_dev_mem_put(eng->x.dev, q->mr);
+		return TM_ERR_NO_MEMORY;
+	}
+	eng->send.sends_waiting++;
+	/* a dead peer: completes TM_REQ_ERROR at once */
+	tmx_tx_queue(&eng->x, tx);
+	return TM_OK;
+}
+
+void tm_engine_send_detach(struct tm_engine *eng, const struct tm_send *from,
+			   struct tm_send *s)
+{
+	struct tme_send *q = sp(s);
+
+	(void)eng;
+	*q = *sp((struct tm_send *)from);
+	s->peer = from->peer;
+	s->seq = from->seq;
+	s->status = TM_REQ_OK;
+	q->waiting = 0;
+	q->cflags = 0;
+	q->own_mr = 0;
+	q->mr = NULL;
+}
+
+/* A send in the reply table (waiting for FIN/ACK/CANCEL_REP), or queued
+ * on its peer and not yet posted. */
+struct tm_send *tme_find_send(struct tm_engine *eng, uint32_t peer,
+			      uint32_t seq)
+{
+	khiter_t it = kh_get(tm_sends, eng->send.sends, send_key(peer, seq));
+	struct tm_tx *tx;
+
+	if (it != kh_end(eng->send.sends))
+		return kh_value(eng->send.sends, it);
+	tx = tmx_tx_find_send(&eng->x, peer, seq);
+	return tx ? tx->arg : NULL;
+}
+
+int tme_send_withdraw(struct tm_engine *eng, struct tm_send *s, int status)
+{
+	struct tm_tx *tx = tmx_tx_find_send(&eng->x, s->peer, s->seq);
+
+	if (!tx || tx->arg != s)
+		return 0;
+	tmx_tx_withdraw(&eng->x, tx);
+	s->status = status;
+	sp(s)->waiting &= ~S_WAIT_CQE;
+	tme_wait_reply_end(eng, s);
+	tme_send_try_done(eng, s);
+	return 1;
+}
+
+/* ---- sends ----------------------------------------------------------- */
 
 int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 		    uint32_t ctx, int32_t src, int32_t tag, const void *buf,
 		    size_t len, struct ibv_mr *mr, unsigned flags)
 {
-	struct tm_tx *tx;
-	int ret, reply;
+	int rc;
 
-	if (peer >= eng->npeers || ctx > TM_MAX_CTX || src < 0 ||
+	if (peer >= eng->x.npeers || ctx > TM_MAX_CTX || src < 0 ||
 	    (uint32_t)src > TM_MAX_SRC)
 		return TM_ERR_RANGE;
-	if (eng->fatal)
-		return eng->fatal;
-	/* A send takes no stamp: the completions in the CQs may wait for the
-	 * next call.  An eager one drains only if the fast path found the
-	 * send queue or the slots full, which retiring WRs may cure. */
-	if (len > eng->cfg.eager_limit)
-		tme_drain(eng);
-	s->status = TM_REQ_OK;
-	s->peer = peer;
-	s->seq = eng->peers[peer]->next_seq++ & TM_APP_SEQ_MASK;
-	s->tag = tm_tag_make(ctx, (uint32_t)src, tag);
-	s->buf = buf;
-	s->len = len;
-	s->mr = mr;
-	s->own_mr = 0;
-	s->app_ctx = s->seq;
-	s->waiting = S_WAIT_CQE;
-	s->cflags = 0;
-	s->kind = len <= eng->cfg.eager_limit ? TX_EAGER : TX_RNDV;
-	reply = s->kind == TX_RNDV || (flags & TM_SEND_SYNC);
-	if (s->kind == TX_EAGER && (flags & TM_SEND_SYNC))
-		s->app_ctx |= TM_APP_SYNC;
-	if (s->kind == TX_RNDV) {
-		s->app_ctx |= TM_APP_RNDV;
-		if (!mr) {
-			ret = tm_dev_mem_get(eng->dev, (void *)buf, len,
-					     IBV_ACCESS_REMOTE_READ, &s->mr);
-			if (ret != TM_OK)
-				return ret;
-			s->own_mr = 1;
-		}
-	}
-	if (s->kind == TX_EAGER &&
-	    (tme_eager_now(eng, s) ||
-	     (tme_drain(eng) && tme_eager_now(eng, s)))) {
-		tme_flush_work(eng);
-		tme_fire_done(eng);
-		return TM_OK;
-	}
-	tx = tme_tx_new(eng, s->kind, peer);
-	if (!tx) {
-		if (s->own_mr)
-			tm_dev_mem_put(eng->dev, s->mr);
-		return TM_ERR_NO_MEMORY;
-	}
-	tx->send = s;
-	if (reply && tme_wait_reply_start(eng, s) != TM_OK) {
-		tme_tx_free(tx);
-		if (s->own_mr)
-			tm_dev_mem_put(eng->dev, s->mr);
-		return TM_ERR_NO_MEMORY;
-	}
-	eng->sends_waiting++;
-	tme_tx_queue(eng, tx); /* a dead peer: completes TM_REQ_ERROR at once */
-	tme_flush_work(eng);
-	tme_fire_done(eng);
+	if (eng->x.fatal)
+		return eng->x.fatal;
+	rc = send_start(eng, s, peer, ctx, src, tag, buf, len, mr, flags);
+	if (rc != TM_OK)
+		return rc;
+	tme_call_end(eng);
 	return TM_OK;
 }
 
-/* A send in the reply table (waiting for FIN/ACK/CANCEL_REP), or queued
- * on its peer and not yet posted. */
 struct tm_send *tm_engine_find_send(struct tm_engine *eng, uint32_t peer,
 				    uint32_t seq)
 {
-	khiter_t it = kh_get(tm_sends, eng->sends, send_key(peer, seq));
-	struct tm_tx *tx;
-
-	if (it != kh_end(eng->sends))
-		return kh_value(eng->sends, it);
-	if (peer >= eng->npeers)
-		return NULL;
-	ucs_list_for_each(tx, &eng->peers[peer]->txq, link)
-		if (tx->send && tx->send->seq == seq)
-			return tx->send;
-	return NULL;
+	return tme_find_send(eng, peer, seq);
 }
+
+

@@ -1,55 +1,119 @@
 /*
  * tm_tx.c - the send queues: send slots, posting, selective signalling,
- * retiring WRs from completions.
- *
- * Contract (argument: doc/DESIGN.md, "Selective signalling"):
- *  - every outgoing item (eager data, rendezvous request, ACK, FIN, read,
- *    keepalive) is a tm_tx queued on its peer in order, or, for an eager
- *    send with nothing queued ahead, posted at once with no tx at all;
- *  - a send whose header and data fit the QP's max_inline goes inline and
- *    takes no slot; others are copied into a slot;
- *  - a tx for a dead peer is never queued: it fails its request at once;
- *  - WRs are signalled only when something must happen at their
- *    completion, every sig_every-th WR of a QP, and when slots or the send
- *    queue run low; an RC QP completes in order, so a signalled completion
- *    retires every earlier WR of its QP and frees their slots;
- *  - at most sq_limit WRs per QP are outstanding.
- * Owns: slots, free_slots, sq_*, sig_*, tm_peer.wrs/txq, all_tx, tx_queued.
+ * retiring WRs from completions.  Contract: tm_tx.h.
+ * Owns: the tx part of struct tm_xport, tmx_peer's send queue, ka_*, dead.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "engine/tm_engine_priv.h"
+#include <time.h>
+#include "engine/tm_tx.h"
 
-/* A queued item of work for peer's send queue (type TX_*). */
-struct tm_tx *tme_tx_new(struct tm_engine *eng, int type, uint32_t peer)
+/*
+ * Keepalive pacing is in milliseconds, so the coarse clock will do; the
+ * precise one is called on every progress while a send waits and cost a
+ * third of the CPU in a bidirectional rendezvous benchmark.
+ */
+uint64_t tmx_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+int tmx_tx_init(struct tm_xport *x, size_t slot_size)
+{
+	uint32_t i;
+
+	ucs_list_head_init(&x->tx.all_tx);
+	x->tx.sq_limit = x->dev->qp_max_send_wr > 4 ?
+			 x->dev->qp_max_send_wr / 2 : 1;
+	x->tx.slot_low = x->tx.n_slots / 4;
+	x->tx.slot_size = (uint32_t)slot_size;
+	x->tx.slots = calloc(x->tx.n_slots, slot_size);
+	x->tx.free_slots = calloc(x->tx.n_slots, sizeof(uint32_t));
+	if (!x->tx.slots || !x->tx.free_slots)
+		return TM_ERR_NO_MEMORY;
+	if (tm_dev_reg(x->dev, x->tx.slots, (size_t)x->tx.n_slots * slot_size,
+		       0, &x->tx.slots_mr))
+		return TM_ERR_IO;
+	for (i = 0; i < x->tx.n_slots; i++)
+		x->tx.free_slots[x->tx.n_free_slots++] = x->tx.n_slots - 1 - i;
+	return TM_OK;
+}
+
+void tmx_tx_cleanup(struct tm_xport *x)
+{
+	struct tm_tx *tx, *tt;
+
+	if (x->tx.all_tx.next)
+		ucs_list_for_each_safe(tx, tt, &x->tx.all_tx, all)
+			free(tx);
+	if (x->tx.slots_mr)
+		tm_dev_dereg(x->dev, x->tx.slots_mr);
+	free(x->tx.slots);
+	free(x->tx.free_slots);
+}
+
+int tmx_tx_add_peer(struct tm_xport *x, struct tmx_peer *p)
+{
+	uint32_t n;
+
+	ucs_list_head_init(&p->txq);
+	/* at most sq_limit WRs outstanding: a power of two above it */
+	for (n = 1; n <= x->tx.sq_limit; n <<= 1)
+		;
+	p->wrs = calloc(n, sizeof(*p->wrs));
+	if (!p->wrs)
+		return TM_ERR_NO_MEMORY;
+	p->wr_mask = n - 1;
+	/* see "Selective signalling" (sq_post) for the bounds; the caller
+	 * counted p in npeers */
+	n = x->tx.n_slots / (2 * x->npeers);
+	x->tx.sig_every = n < 1 ? 1 : n > TM_SIG_EVERY ? TM_SIG_EVERY : n;
+	if (x->tx.sig_every > x->tx.sq_limit)
+		x->tx.sig_every = x->tx.sq_limit;
+	x->tx.sig_max = x->tx.sq_limit / 2 > x->tx.sig_every ?
+			x->tx.sq_limit / 2 : x->tx.sig_every;
+	return TM_OK;
+}
+
+struct tm_tx *tmx_tx_new(struct tm_xport *x, int type, uint32_t peer)
 {
 	struct tm_tx *tx;
 
-	if (tme_fault(eng, (enum tm_site)(TM_SITE_ALLOC_TX + type)))
+	if (tmx_fault(x, (enum tm_site)(TM_SITE_ALLOC_TX + type)))
 		return NULL;
 	tx = calloc(1, sizeof(*tx));
 	if (!tx)
 		return NULL;
+	tx->x = x;
 	tx->type = type;
 	tx->peer = peer;
 	tx->slot = -1;
-	ucs_list_add_tail(&eng->all_tx, &tx->all);
+	ucs_list_add_tail(&x->tx.all_tx, &tx->all);
 	return tx;
 }
 
-void tme_tx_free(struct tm_tx *tx)
+void tmx_tx_free(struct tm_tx *tx)
 {
 	ucs_list_del(&tx->all);
 	free(tx);
 }
 
-/* A tx that will never be posted (its peer is dead, or its QP refused
- * it): fail its request. */
-void tme_tx_abort(struct tm_engine *eng, struct tm_tx *tx)
+/* Tells the item's owner (once) and frees it. */
+static void tx_done(struct tm_tx *tx, int status)
 {
-	struct tm_send *s = tx->send;
+	if (tx->done)
+		tx->done(tx, status);
+	tmx_tx_free(tx);
+}
 
+/* A tx that will never be posted (its peer is dead, or its QP refused
+ * it): its owner hears TMX_ABORTED. */
+static void tx_abort(struct tm_xport *x, struct tm_tx *tx)
+{
 	tx->queued = 0; /* the caller took it off the queue */
 	if (tx->type == TX_READ && tx->rd_out) {
 		/* pieces in flight still write into the buffer: the receive
@@ -59,39 +123,43 @@ void tme_tx_abort(struct tm_engine *eng, struct tm_tx *tx)
 			tx->rd_status = IBV_WC_WR_FLUSH_ERR;
 		return;
 	}
-	switch (tx->type) {
-	case TX_EAGER:
-	case TX_RNDV:
-		s->status = TM_REQ_ERROR;
-		s->waiting &= ~S_WAIT_CQE;
-		tme_wait_reply_end(eng, s);
-		tme_send_try_done(eng, s);
-		break;
-	case TX_READ:
-		eng->reads_active--;
-		tx->recv->recv_len = 0;
-		tme_recv_finish(eng, tx->recv, TM_REQ_ERROR);
-		break;
-	case TX_KEEPALIVE:
-		eng->peers[tx->peer]->ka_out = 0;
-		break;
-	default: /* ACK, FIN: nobody left to tell */
-		break;
-	}
-	tme_tx_free(tx);
+	if (tx->type == TX_KEEPALIVE)
+		x->peers[tx->peer]->ka_out = 0;
+	tx_done(tx, TMX_ABORTED);
 }
 
-/* Every tx goes through here, so nothing is queued for a dead peer. */
-void tme_tx_queue(struct tm_engine *eng, struct tm_tx *tx)
+void tmx_tx_queue(struct tm_xport *x, struct tm_tx *tx)
 {
-	if (eng->peers[tx->peer]->dead) {
-		tme_tx_abort(eng, tx);
+	if (x->peers[tx->peer]->dead) {
+		tx_abort(x, tx);
 		return;
 	}
-	ucs_list_add_tail(&eng->peers[tx->peer]->txq, &tx->link);
+	ucs_list_add_tail(&x->peers[tx->peer]->txq, &tx->link);
 	tx->queued = 1;
-	eng->tx_queued++;
-	tme_pend(eng, TM_PEND_WORK);
+	x->tx.tx_queued++;
+	tmx_pend(x, TM_PEND_WORK);
+}
+
+struct tm_tx *tmx_tx_find_send(struct tm_xport *x, uint32_t peer,
+				uint64_t key)
+{
+	struct tm_tx *tx;
+
+	if (peer >= x->npeers)
+		return NULL;
+	ucs_list_for_each(tx, &x->peers[peer]->txq, link)
+		if ((tx->type == TX_EAGER || tx->type == TX_RNDV) &&
+		    tx->key == key)
+			return tx;
+	return NULL;
+}
+
+void tmx_tx_withdraw(struct tm_xport *x, struct tm_tx *tx)
+{
+	ucs_list_del(&tx->link);
+	tx->queued = 0;
+	x->tx.tx_queued--;
+	tmx_tx_free(tx);
 }
 
 /*
@@ -110,20 +178,20 @@ void tme_tx_queue(struct tm_engine *eng, struct tm_tx *tx)
  * full send queue always drains.  An error completes even an unsignalled
  * WR, and retires everything up to it.
  */
-static int sq_post(struct tm_engine *eng, struct tm_peer *p,
+static int sq_post(struct tm_xport *x, struct tmx_peer *p,
 		   struct ibv_send_wr *wr, int32_t slot, struct tm_tx *keep)
 {
 	struct ibv_send_wr *bad;
 	struct tm_wr *w;
-	int ret, sig = keep || p->unsig + 1 >= eng->sig_max ||
-		       (slot >= 0 && p->unsig_slots + 1 >= eng->sig_every) ||
-		       p->sq_out + 1 >= eng->sq_limit ||
-		       eng->n_free_slots < eng->slot_low;
+	int ret, sig = keep || p->unsig + 1 >= x->tx.sig_max ||
+		       (slot >= 0 && p->unsig_slots + 1 >= x->tx.sig_every) ||
+		       p->sq_out + 1 >= x->tx.sq_limit ||
+		       x->tx.n_free_slots < x->tx.slot_low;
 
 	wr->wr_id = ((uint64_t)p->id << 32) | p->wr_head;
 	wr->send_flags = (wr->send_flags & IBV_SEND_INLINE) |
 			 (sig ? IBV_SEND_SIGNALED : 0);
-	ret = tme_fault(eng, TM_SITE_POST_SEND);
+	ret = tmx_fault(x, TM_SITE_POST_SEND);
 	if (!ret)
 		ret = ibv_post_send(p->qp, wr, &bad);
 	if (ret)
@@ -133,12 +201,12 @@ static int sq_post(struct tm_engine *eng, struct tm_peer *p,
 	w->sig = sig;
 	w->tx = keep;
 	p->sq_out++;
-	eng->sq_out++;
+	x->tx.sq_out++;
 	if (sig) {
 		p->unsig = 0;
 		p->unsig_slots = 0;
 		p->sig_out++;
-		eng->sig_out++;
+		x->tx.sig_out++;
 	} else {
 		p->unsig++;
 		p->unsig_slots += slot >= 0;
@@ -147,19 +215,19 @@ static int sq_post(struct tm_engine *eng, struct tm_peer *p,
 }
 
 /* Takes a send slot; fills it with hdr (hdr_len) and data (len). */
-static int32_t slot_fill(struct tm_engine *eng, const void *hdr,
+static int32_t slot_fill(struct tm_xport *x, const void *hdr,
 			 uint32_t hdr_len, const void *data, size_t len,
 			 struct ibv_send_wr *wr, struct ibv_sge *sge)
 {
-	int32_t slot = (int32_t)eng->free_slots[--eng->n_free_slots];
-	uint8_t *buf = eng->slots + (size_t)slot * eng->slot_size;
+	int32_t slot = (int32_t)x->tx.free_slots[--x->tx.n_free_slots];
+	uint8_t *buf = x->tx.slots + (size_t)slot * x->tx.slot_size;
 
 	memcpy(buf, hdr, hdr_len);
 	if (len)
 		memcpy(buf + hdr_len, data, len);
 	sge->addr = (uintptr_t)buf;
 	sge->length = hdr_len + (uint32_t)len;
-	sge->lkey = eng->slots_mr->lkey;
+	sge->lkey = x->tx.slots_mr->lkey;
 	wr->next = NULL;
 	wr->sg_list = sge;
 	wr->num_sge = 1;
@@ -194,14 +262,13 @@ static void inline_fill(const void *hdr, uint32_t hdr_len, const void *data,
 /*
  * One piece of a software rendezvous read: at most max_read bytes, the
  * longest read the device does in one go (a whole 2 GiB read is refused by
- * the port).  Each piece is signalled and names the tx, which completes
- * the receive when the last one is retired.  TX_MORE: pieces remain.
+ * the port).  Each piece is signalled and names the tx, which is done when
+ * the last one is retired.  TX_MORE: pieces remain.
  */
 #define TX_MORE (-1)
-static int read_post(struct tm_engine *eng, struct tm_peer *p,
+static int read_post(struct tm_xport *x, struct tmx_peer *p,
 		     struct tm_tx *tx)
 {
-	struct tm_recv *r = tx->recv;
 	struct ibv_send_wr wr;
 	struct ibv_sge sge;
 	uint64_t n = tx->rd_end - tx->rd_next;
@@ -209,18 +276,18 @@ static int read_post(struct tm_engine *eng, struct tm_peer *p,
 
 	if (tx->rd_stop)
 		return EAGAIN;
-	if (n > eng->max_read)
-		n = eng->max_read;
+	if (n > x->max_read)
+		n = x->max_read;
 	memset(&wr, 0, sizeof(wr));
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_RDMA_READ;
-	wr.wr.rdma.remote_addr = r->rd_va + tx->rd_next;
-	wr.wr.rdma.rkey = r->rd_rkey;
-	sge.addr = (uintptr_t)r->buf + tx->rd_next;
+	wr.wr.rdma.remote_addr = tx->rd_va + tx->rd_next;
+	wr.wr.rdma.rkey = tx->rd_rkey;
+	sge.addr = (uintptr_t)tx->rd_buf + tx->rd_next;
 	sge.length = (uint32_t)n;
-	sge.lkey = r->mr->lkey;
-	ret = sq_post(eng, p, &wr, -1, tx);
+	sge.lkey = tx->rd_lkey;
+	ret = sq_post(x, p, &wr, -1, tx);
 	if (ret)
 		return ret;
 	tx->rd_next += n;
@@ -228,92 +295,62 @@ static int read_post(struct tm_engine *eng, struct tm_peer *p,
 	return tx->rd_next < tx->rd_end ? TX_MORE : 0;
 }
 
+/* Counts what went out, by the header it carried. */
+static void tx_count(struct tm_xport *x, const struct tm_tx *tx)
+{
+	if (tx->type == TX_FIN)
+		x->st.fins_sent++;
+	if (tx->type == TX_ACK && /* not a CANCEL_REQ/REP riding as one */
+	    (be32toh(((const struct ibv_tmh *)tx->hdr)->app_ctx) &
+	     TM_APP_CTRL_MASK) == (uint32_t)TM_CTRL_ACK << TM_APP_CTRL_SHIFT)
+		x->st.acks_sent++;
+	if (tx->type == TX_KEEPALIVE)
+		x->st.keepalives_sent++;
+}
+
 /* Posts one queued item; returns 0, TX_MORE (a read with pieces left),
  * EAGAIN when no slot is free, or the post's errno.  A tx with nothing to
  * do at its completion is done once posted (tx_posted). */
-static int tx_post(struct tm_engine *eng, struct tm_peer *p, struct tm_tx *tx)
+static int tx_post(struct tm_xport *x, struct tmx_peer *p, struct tm_tx *tx)
 {
 	struct ibv_send_wr wr;
 	struct ibv_sge sge[2];
-	struct tm_send *s = tx->send;
-	uint8_t hdr[RNDV_HDR_LEN] __attribute__((aligned(8)));
-	struct ibv_rvh *rvh;
-	struct tm_rndv_md *md;
-	const void *data = NULL;
-	uint32_t hdr_len;
-	size_t len = 0;
 	int32_t slot;
 	int ret;
 
 	if (tx->type == TX_READ)
-		return read_post(eng, p, tx);
+		return read_post(x, p, tx);
 	memset(&wr, 0, sizeof(wr));
-	switch (tx->type) {
-	case TX_EAGER:
-		tmh_fill(hdr, IBV_TMH_EAGER, s->app_ctx, s->tag);
-		hdr_len = TMH_LEN;
-		data = s->buf;
-		len = s->len;
-		break;
-	case TX_RNDV:
-		tmh_fill(hdr, IBV_TMH_RNDV, s->app_ctx, s->tag);
-		rvh = (struct ibv_rvh *)(hdr + TMH_LEN);
-		rvh->va = htobe64((uintptr_t)s->buf);
-		rvh->rkey = htobe32(s->mr->rkey);
-		/* saturated: longer than any card buffer (tm_offload.c,
-		 * refusal 3), so the card hands it to software, which reads
-		 * the full length from the metadata */
-		rvh->len = htobe32(s->len > UINT32_MAX ? UINT32_MAX :
-				   (uint32_t)s->len);
-		md = (struct tm_rndv_md *)(hdr + TMH_LEN + RVH_LEN);
-		md->len = htobe64(s->len);
-		hdr_len = RNDV_HDR_LEN;
-		break;
-	default: /* ACK, FIN, KEEPALIVE: prepared header */
-		memcpy(hdr, tx->hdr, tx->hdr_len);
-		hdr_len = tx->hdr_len;
-		break;
-	}
-	if (hdr_len + len <= p->max_inline) {
-		inline_fill(hdr, hdr_len, data, len, &wr, sge);
+	if (tx->hdr_len + tx->len <= p->max_inline) {
+		inline_fill(tx->hdr, tx->hdr_len, tx->data, tx->len, &wr, sge);
 		slot = -1;
-		eng->st.sends_inline++;
-	} else if (!eng->n_free_slots) {
+		x->st.sends_inline++;
+	} else if (!x->tx.n_free_slots) {
 		return EAGAIN;
 	} else {
-		slot = slot_fill(eng, hdr, hdr_len, data, len, &wr, sge);
+		slot = slot_fill(x, tx->hdr, tx->hdr_len, tx->data, tx->len,
+				 &wr, sge);
 	}
-	ret = sq_post(eng, p, &wr, slot, tx->type == TX_RNDV ||
+	ret = sq_post(x, p, &wr, slot, tx->type == TX_RNDV ||
 		      tx->type == TX_KEEPALIVE ? tx : NULL);
 	if (ret) {
 		if (slot >= 0)
-			eng->free_slots[eng->n_free_slots++] = (uint32_t)slot;
+			x->tx.free_slots[x->tx.n_free_slots++] = (uint32_t)slot;
 		else
-			eng->st.sends_inline--;
+			x->st.sends_inline--;
 		return ret;
 	}
-	if (tx->type == TX_FIN)
-		eng->st.fins_sent++;
-	if (tx->type == TX_ACK && /* not a CANCEL_REQ/REP riding as one */
-	    (be32toh(((struct ibv_tmh *)tx->hdr)->app_ctx) &
-	     TM_APP_CTRL_MASK) == (uint32_t)TM_CTRL_ACK << TM_APP_CTRL_SHIFT)
-		eng->st.acks_sent++;
-	if (tx->type == TX_KEEPALIVE)
-		eng->st.keepalives_sent++;
+	tx_count(x, tx);
 	return 0;
 }
 
-/* tx was posted: an eager send is complete, ACK/FIN need nothing more. */
-static void tx_posted(struct tm_engine *eng, struct tm_tx *tx)
+/* tx was posted: an eager send is done, ACK/FIN need nothing more. */
+static void tx_posted(struct tm_tx *tx)
 {
 	if (tx->type == TX_RNDV || tx->type == TX_KEEPALIVE ||
 	    tx->type == TX_READ)
 		return; /* kept until its completion */
-	if (tx->type == TX_EAGER) {
-		tx->send->waiting &= ~S_WAIT_CQE;
-		tme_send_try_done(eng, tx->send);
-	}
-	tme_tx_free(tx);
+	tx_done(tx, IBV_WC_SUCCESS);
 }
 
 /* A post that may succeed later: no free slot, or a full send queue. */
@@ -322,14 +359,14 @@ static int post_again(int ret)
 	return ret == EAGAIN || ret == ENOMEM;
 }
 
-static int flush_peer(struct tm_engine *eng, struct tm_peer *p)
+static int flush_peer(struct tm_xport *x, struct tmx_peer *p)
 {
 	struct tm_tx *tx;
 	int n = 0, ret;
 
-	while (!ucs_list_is_empty(&p->txq) && p->sq_out < eng->sq_limit) {
+	while (!ucs_list_is_empty(&p->txq) && p->sq_out < x->tx.sq_limit) {
 		tx = ucs_list_head(&p->txq, struct tm_tx, link);
-		ret = tx_post(eng, p, tx);
+		ret = tx_post(x, p, tx);
 		if (ret == TX_MORE) {
 			n++;
 			continue;
@@ -338,48 +375,38 @@ static int flush_peer(struct tm_engine *eng, struct tm_peer *p)
 			break;
 		ucs_list_del(&tx->link);
 		tx->queued = 0;
-		eng->tx_queued--;
+		x->tx.tx_queued--;
 		if (ret) {
 			/* the QP refuses work for good: fail this item, and
 			 * the peer with everything queued for it */
-			eng->st.post_failures++;
-			tme_tx_abort(eng, tx);
-			tme_peer_fail(eng, p->id);
+			x->st.post_failures++;
+			tx_abort(x, tx);
+			tmx_peer_fail(x, p->id);
 			break;
 		}
-		tx_posted(eng, tx);
+		tx_posted(tx);
 		n++;
 	}
 	return n;
 }
 
-int tme_flush_tx(struct tm_engine *eng)
+int tmx_flush_tx(struct tm_xport *x)
 {
 	uint32_t i;
 	int n = 0;
 
-	if (!eng->tx_queued)
+	if (!x->tx.tx_queued)
 		return 0;
-	for (i = 0; i < eng->npeers; i++)
-		n += flush_peer(eng, eng->peers[i]);
+	for (i = 0; i < x->npeers; i++)
+		n += flush_peer(x, x->peers[i]);
 	return n;
 }
 
 /* What a kept tx does when its WR completed with status. */
-static void tx_complete(struct tm_engine *eng, struct tm_peer *p,
+static void tx_complete(struct tm_xport *x, struct tmx_peer *p,
 			struct tm_tx *tx, int status)
 {
-	struct tm_send *s = tx->send;
-
 	switch (tx->type) {
-	case TX_RNDV:
-		s->waiting &= ~S_WAIT_CQE;
-		if (status != IBV_WC_SUCCESS) {
-			s->status = TM_REQ_ERROR;
-			tme_wait_reply_end(eng, s);
-		}
-		tme_send_try_done(eng, s);
-		break;
 	case TX_READ:
 		tx->rd_out--;
 		if (status != IBV_WC_SUCCESS && tx->rd_status == IBV_WC_SUCCESS) {
@@ -391,9 +418,9 @@ static void tx_complete(struct tm_engine *eng, struct tm_peer *p,
 		if (tx->queued) { /* failed with pieces not yet posted */
 			ucs_list_del(&tx->link);
 			tx->queued = 0;
-			eng->tx_queued--;
+			x->tx.tx_queued--;
 		}
-		tme_sw_rndv_done(eng, tx->recv, tx->rd_status);
+		status = tx->rd_status;
 		break;
 	case TX_KEEPALIVE:
 		p->ka_out = 0;
@@ -401,39 +428,39 @@ static void tx_complete(struct tm_engine *eng, struct tm_peer *p,
 	default:
 		break;
 	}
-	tme_tx_free(tx);
+	tx_done(tx, status);
 }
 
 /* Retires p's oldest WR (it completed with status). */
-static void wr_retire(struct tm_engine *eng, struct tm_peer *p, int status)
+static void wr_retire(struct tm_xport *x, struct tmx_peer *p, int status)
 {
 	struct tm_wr *w = &p->wrs[p->wr_tail++ & p->wr_mask];
 
 	p->sq_out--;
-	eng->sq_out--;
+	x->tx.sq_out--;
 	if (w->slot >= 0)
-		eng->free_slots[eng->n_free_slots++] = (uint32_t)w->slot;
+		x->tx.free_slots[x->tx.n_free_slots++] = (uint32_t)w->slot;
 	if (w->sig) {
 		p->sig_out--;
-		eng->sig_out--;
+		x->tx.sig_out--;
 	}
 	if (w->tx)
-		tx_complete(eng, p, w->tx, status);
+		tx_complete(x, p, w->tx, status);
 }
 
 /*
  * A completion names its WR by (peer, post count); every earlier WR of
  * that QP completed before it (in order; the unsignalled ones silently).
  */
-static void on_send_cqe(struct tm_engine *eng, const struct ibv_wc *wc)
+static void on_send_cqe(struct tm_xport *x, const struct ibv_wc *wc)
 {
 	uint32_t peer = (uint32_t)(wc->wr_id >> 32);
 	uint32_t n = (uint32_t)wc->wr_id;
-	struct tm_peer *p;
+	struct tmx_peer *p;
 
-	if (peer >= eng->npeers)
+	if (peer >= x->npeers)
 		return;
-	p = eng->peers[peer];
+	p = x->peers[peer];
 	/* not outstanding: an unsignalled WR of a dead peer that
 	 * tm_engine_idle() already gave up on */
 	if (n - p->wr_tail >= p->sq_out)
@@ -453,71 +480,97 @@ static void on_send_cqe(struct tm_engine *eng, const struct ibv_wc *wc)
 		}
 		p->wr_tail += k;
 		p->sq_out -= k;
-		eng->sq_out -= k;
+		x->tx.sq_out -= k;
 		if (p->wr_tail != n)
-			wr_retire(eng, p, IBV_WC_SUCCESS);
+			wr_retire(x, p, IBV_WC_SUCCESS);
 	}
 	if (wc->status != IBV_WC_SUCCESS)
-		eng->st.errors++;
-	wr_retire(eng, p, wc->status);
+		x->st.errors++;
+	wr_retire(x, p, wc->status);
 	/* any error on an RC QP leaves it in the error state */
 	if (wc->status != IBV_WC_SUCCESS)
-		tme_peer_fail(eng, p->id);
+		tmx_peer_fail(x, p->id);
 }
 
-/* Polls the send CQ once (up to CQE_BATCH completions). */
-int tme_poll_send(struct tm_engine *eng)
+int tmx_poll_send(struct tm_xport *x)
 {
 	struct ibv_wc wc[CQE_BATCH];
 	int i, n;
 
-	eng->poll_skip = 0;
-	n = ibv_poll_cq(eng->dev->send_cq, CQE_BATCH, wc);
-	eng->st.send_cqes += n > 0 ? (uint64_t)n : 0;
+	x->tx.poll_skip = 0;
+	n = ibv_poll_cq(x->dev->send_cq, CQE_BATCH, wc);
+	x->st.send_cqes += n > 0 ? (uint64_t)n : 0;
 	for (i = 0; i < n; i++)
-		on_send_cqe(eng, &wc[i]);
+		on_send_cqe(x, &wc[i]);
 	return n > 0 ? n : 0;
 }
 
-/*
- * The eager fast path: nothing queued ahead on a live peer and a
- * send-queue entry free: post the message inline if it fits the QP's
- * inline limit, else copy it into a free slot and post that; either way
- * the data is out of the caller's buffer when the post returns, so the
- * send is done (or waits for its ACK only), with no tx allocated.
- * 0: take the queue.
- */
-int tme_eager_now(struct tm_engine *eng, struct tm_send *s)
+int tmx_eager_post(struct tm_xport *x, uint32_t peer, uint64_t tag,
+		   uint32_t app, const void *buf, size_t len)
 {
-	struct tm_peer *p = eng->peers[s->peer];
+	struct tmx_peer *p = x->peers[peer];
 	uint8_t hdr[TMH_LEN] __attribute__((aligned(8)));
 	struct ibv_send_wr wr;
 	struct ibv_sge sge[2];
-	int inl = TMH_LEN + s->len <= p->max_inline;
+	int inl = TMH_LEN + len <= p->max_inline;
 	int32_t slot = -1;
 
 	if (p->dead || !ucs_list_is_empty(&p->txq) ||
-	    p->sq_out >= eng->sq_limit || (!inl && !eng->n_free_slots))
-		return 0;
-	if ((s->app_ctx & TM_APP_SYNC) && tme_wait_reply_start(eng, s) != TM_OK)
-		return 0;
-	tmh_fill(hdr, IBV_TMH_EAGER, s->app_ctx, s->tag);
+	    p->sq_out >= x->tx.sq_limit || (!inl && !x->tx.n_free_slots))
+		return 0; /* tmx_eager_ready's tests */
+	tmh_fill(hdr, IBV_TMH_EAGER, app, tag);
 	if (inl)
-		inline_fill(hdr, TMH_LEN, s->buf, s->len, &wr, sge);
+		inline_fill(hdr, TMH_LEN, buf, len, &wr, sge);
 	else
-		slot = slot_fill(eng, hdr, TMH_LEN, s->buf, s->len, &wr, sge);
-	if (sq_post(eng, p, &wr, slot, NULL)) {
+		slot = slot_fill(x, hdr, TMH_LEN, buf, len, &wr, sge);
+	if (sq_post(x, p, &wr, slot, NULL)) {
 		if (slot >= 0)
-			eng->free_slots[eng->n_free_slots++] = (uint32_t)slot;
-		if (s->app_ctx & TM_APP_SYNC)
-			tme_wait_reply_end(eng, s);
+			x->tx.free_slots[x->tx.n_free_slots++] = (uint32_t)slot;
 		return 0;
 	}
-	eng->st.sends_inline += inl;
-	eng->sends_waiting++;
-	s->waiting &= ~S_WAIT_CQE;
-	tme_send_try_done(eng, s);
+	x->st.sends_inline += inl;
 	return 1;
+}
+
+int tmx_keepalive(struct tm_xport *x, struct tmx_peer *p, uint64_t now)
+{
+	struct tm_tx *tx;
+
+	if (p->ka_out)
+		return 0;
+	tx = tmx_tx_new(x, TX_KEEPALIVE, p->id);
+	if (!tx)
+		return 0; /* the next look tries again */
+	tmh_fill(tx->hdr, IBV_TMH_NO_TAG,
+		 (uint32_t)TM_CTRL_KEEPALIVE << TM_APP_CTRL_SHIFT, 0);
+	tx->hdr_len = TMH_LEN;
+	p->ka_out = 1;
+	p->ka_last_ns = now;
+	tmx_tx_queue(x, tx);
+	return 1;
+}
+
+/*
+ * An error completion on the peer's QP: an RC QP in error never delivers
+ * again, so nothing queued can go.  Abort what is queued; WRs already
+ * posted complete flushed and fail their own items (on_send_cqe).
+ */
+void tmx_peer_fail(struct tm_xport *x, uint32_t peer)
+{
+	struct tmx_peer *p;
+	struct tm_tx *tx;
+
+	if (peer >= x->npeers || x->peers[peer]->dead)
+		return;
+	p = x->peers[peer];
+	p->dead = 1;
+	x->st.peer_failures++;
+	while (!ucs_list_is_empty(&p->txq)) {
+		tx = ucs_list_extract_head(&p->txq, struct tm_tx, link);
+		x->tx.tx_queued--;
+		tx_abort(x, tx);
+	}
+	x->cb->peer_failed(x->cb_arg, peer);
 }
 
 /*
@@ -527,28 +580,28 @@ int tme_eager_now(struct tm_engine *eng, struct tm_send *s)
  * them; a dead peer's are given up (its QP completes nothing more).  1
  * when no send WR is outstanding.
  */
-int tme_tx_idle(struct tm_engine *eng)
+int tmx_tx_idle(struct tm_xport *x)
 {
-	struct tm_peer *p;
+	struct tmx_peer *p;
 	uint32_t i;
 
-	if (!eng->sq_out)
+	if (!x->tx.sq_out)
 		return 1;
-	if (tme_poll_send(eng) && !eng->sq_out)
+	if (tmx_poll_send(x) && !x->tx.sq_out)
 		return 1;
-	if (eng->sig_out)
+	if (x->tx.sig_out)
 		return 0;
-	for (i = 0; i < eng->npeers; i++) {
-		p = eng->peers[i];
+	for (i = 0; i < x->npeers; i++) {
+		p = x->peers[i];
 		if (!p->sq_out)
 			continue;
 		if (p->dead) {
 			while (p->sq_out)
-				wr_retire(eng, p, IBV_WC_WR_FLUSH_ERR);
-		} else if (!p->ka_out) {
-			tme_send_keepalive(eng, p, tme_now_ns());
+				wr_retire(x, p, IBV_WC_WR_FLUSH_ERR);
+		} else {
+			tmx_keepalive(x, p, tmx_now_ns());
 		}
 	}
-	tme_flush_tx(eng);
-	return !eng->sq_out;
+	tmx_flush_tx(x);
+	return !x->tx.sq_out;
 }

@@ -8,6 +8,7 @@
  * at finalize.
  */
 #include "mtl_tm.h"
+#include "mtl_tm_pvar.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -53,6 +54,40 @@ struct mtl_tm_module mtl_tm = {
 	},
 };
 
+/* Setting i (mtl_tm_setting) that its layer refused, by its MCA name. */
+static void show_setting_error(unsigned i, uint64_t value, const char *why)
+{
+	const struct tm_param *d = mtl_tm_setting(i);
+	char val[96];
+
+	if (d->type == TM_PARAM_ENUM)
+		snprintf(val, sizeof(val), "%d", mtl_tm_params.store[i].e);
+	else
+		snprintf(val, sizeof(val), "%llu", (unsigned long long)value);
+	if (d->env)
+		snprintf(val + strlen(val), sizeof(val) - strlen(val),
+			 ", or the environment variable %s", d->env);
+	mtl_tm_show_error("bad-parameter", "mtl_tm_%s (%s) %s.\n%s.",
+			  d->name, val, why, d->help);
+}
+
+/* An engine setting out of its bounds (tm_engine_config_check's bad). */
+static void show_engine_setting_error(const struct tm_engine_config *e,
+				      enum tm_engine_setting bad)
+{
+	const struct tm_param *d = tm_engine_param(bad);
+	char why[96];
+
+	if (!d) {
+		mtl_tm_show_error("bad-parameter",
+				  "the matching engine refuses its configuration (see mtl_tm(7)).");
+		return;
+	}
+	snprintf(why, sizeof(why), "is out of range: %llu to %llu",
+		 (unsigned long long)d->min, (unsigned long long)d->max);
+	show_setting_error(bad, tm_engine_param_get(e, bad), why);
+}
+
 /*
  * The boundary between eager and rendezvous, from mtl_tm_eager_limit or
  * the deprecated mtl_tm_rndv_threshold (which meant eager_limit + 1); the
@@ -61,8 +96,9 @@ struct mtl_tm_module mtl_tm = {
 static int eager_limit(size_t *eager)
 {
 	const struct mtl_tm_params *p = &mtl_tm_params;
+	int eager_var = p->var[TM_SETTING_EAGER_LIMIT];
 
-	*eager = p->eager_limit;
+	*eager = mtl_tm_setting_value(TM_SETTING_EAGER_LIMIT);
 	if (!mtl_tm_var_set(p->rndv_var))
 		return OMPI_SUCCESS;
 	if (p->rndv_threshold == 0) {
@@ -71,65 +107,40 @@ static int eager_limit(size_t *eager)
 				  "set mtl_tm_eager_limit (the largest eager payload) instead.");
 		return OMPI_ERR_BAD_PARAM;
 	}
-	if (mtl_tm_var_set(p->eager_var) &&
-	    p->eager_limit != p->rndv_threshold - 1) {
+	if (mtl_tm_var_set(eager_var) && *eager != p->rndv_threshold - 1) {
 		mtl_tm_show_error("bad-parameter",
 				  "mtl_tm_eager_limit (%zu) and the deprecated mtl_tm_rndv_threshold\n"
 				  "(%zu) disagree: set only mtl_tm_eager_limit.",
-				  p->eager_limit, p->rndv_threshold);
+				  *eager, p->rndv_threshold);
 		return OMPI_ERR_BAD_PARAM;
 	}
 	*eager = p->rndv_threshold - 1;
 	return OMPI_SUCCESS;
 }
 
-/* Counts that cannot be zero, and the keepalive's bound, before any
- * set-up. */
-static int check_counts(void)
+/*
+ * The engine's settings as the MCA system resolved them, judged by the
+ * engine's own bounds (tm_engine_config_check names the first one out of
+ * them) before anything is set up.
+ */
+static int engine_config(struct tm_engine_config *ecfg)
 {
-	const struct mtl_tm_params *p = &mtl_tm_params;
+	enum tm_engine_setting bad;
+	size_t eager;
+	unsigned i;
+	int rc;
 
-	if (p->n_plain < TM_ENGINE_N_PLAIN_MIN) {
-		mtl_tm_show_error("bad-parameter",
-				  "mtl_tm_plain_buffers must be at least %u (is %u): unexpected and\n"
-				  "control messages land in those buffers, and a tag-matching card\n"
-				  "needs at least %u of them posted.",
-				  TM_ENGINE_N_PLAIN_MIN, p->n_plain,
-				  TM_ENGINE_N_PLAIN_MIN);
-		return OMPI_ERR_BAD_PARAM;
-	}
-	if (p->send_slots == 0) {
-		mtl_tm_show_error("bad-parameter",
-				  "mtl_tm_send_slots must be at least 1 (is 0): every eager send and\n"
-				  "control message goes out of a send slot.");
-		return OMPI_ERR_BAD_PARAM;
-	}
-	if (p->keepalive_ms > TM_KEEPALIVE_MAX_MS) {
-		mtl_tm_show_error("bad-parameter",
-				  "mtl_tm_keepalive_ms (%u) is above its maximum, %u: a peer that died\n"
-				  "must fail the requests waiting on it within that time.",
-				  p->keepalive_ms, TM_KEEPALIVE_MAX_MS);
-		return OMPI_ERR_BAD_PARAM;
-	}
-	return OMPI_SUCCESS;
-}
-
-/* A device setting that its layer refused, by its MCA name. */
-static void show_dev_param_error(unsigned bad, const char *why)
-{
-	const struct tm_dev_param *d = &tm_dev_params[bad];
-	uint64_t v[TM_DEV_NPARAMS];
-	char val[32];
-
-	mtl_tm_dev_values(v);
-	if (d->type == TM_DEV_PARAM_ENUM)
-		snprintf(val, sizeof(val), "%d", mtl_tm_params.dev_store[bad].e);
-	else
-		snprintf(val, sizeof(val), "%llu", (unsigned long long)v[bad]);
-	mtl_tm_show_error("bad-parameter",
-			  "mtl_tm_%s (%s, or the environment variable %s) %s.\n"
-			  "See mtl_tm(7) and softhca(7) for the ranges.",
-			  d->name, val, d->env, why);
+	rc = eager_limit(&eager);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	tm_engine_config_default(ecfg);
+	for (i = 0; i < TM_ENGINE_NPARAMS; i++)
+		tm_engine_param_set(ecfg, i, mtl_tm_setting_value(i));
+	tm_engine_param_set(ecfg, TM_SETTING_EAGER_LIMIT, eager);
+	if (tm_engine_config_check(ecfg, &bad) == TM_OK)
+		return OMPI_SUCCESS;
+	show_engine_setting_error(ecfg, bad);
+	return OMPI_ERR_BAD_PARAM;
 }
 
 /*
@@ -140,21 +151,20 @@ static int dev_config(struct tm_dev_config *cfg)
 {
 	const struct mtl_tm_params *p = &mtl_tm_params;
 	uint64_t v[TM_DEV_NPARAMS];
-	unsigned bad = 0;
+	unsigned bad = 0, env_bad = MTL_TM_DEV0 + p->dev_env_bad;
 
-	if (p->dev_env_rc != TM_OK && !mtl_tm_var_set(p->dev_var[p->dev_env_bad])) {
-		show_dev_param_error(p->dev_env_bad,
-				     "cannot be used: the environment variable does not parse");
+	mtl_tm_dev_values(v);
+	if (p->dev_env_rc != TM_OK && !mtl_tm_var_set(p->var[env_bad])) {
+		show_setting_error(env_bad, v[p->dev_env_bad],
+				   "cannot be used: the environment variable does not parse");
 		return OMPI_ERR_BAD_PARAM;
 	}
 	tm_dev_config_default(cfg);
-	cfg->max_num_tags = p->max_tags;
-	cfg->max_ops = p->max_ops;
-	cfg->srq_max_wr = p->n_plain;
-	mtl_tm_dev_values(v);
+	cfg->srq_max_wr = (uint32_t)mtl_tm_setting_value(TM_SETTING_N_PLAIN);
 	/* one QP per rank of the job, our own included */
 	if (tm_dev_config_set_params(cfg, v, mtl_tm.nprocs, &bad) != TM_OK) {
-		show_dev_param_error(bad, "is out of range");
+		show_setting_error(MTL_TM_DEV0 + bad, v[bad],
+				   "is out of range (see mtl_tm(7) and softhca(7))");
 		return OMPI_ERR_BAD_PARAM;
 	}
 	return OMPI_SUCCESS;
@@ -163,24 +173,24 @@ static int dev_config(struct tm_dev_config *cfg)
 /* Why the engine could not be created, naming what the user can change. */
 static void show_engine_error(int rc, const struct tm_engine_config *e)
 {
-	if (rc == TM_ERR_INVALID)
-		mtl_tm_show_error("bad-parameter",
-				  "the matching engine refuses its configuration: mtl_tm_plain_buffers\n"
-				  "%u, mtl_tm_send_slots %u, mtl_tm_eager_limit %zu (see mtl_tm(7) for\n"
-				  "the ranges).",
-				  e->n_plain, e->n_send_slots, e->eager_limit);
-	else if (rc == TM_ERR_NO_MEMORY)
+	enum tm_engine_setting bad = TM_SETTING_NONE;
+
+	if (rc == TM_ERR_INVALID) {
+		tm_engine_config_check(e, &bad);
+		show_engine_setting_error(e, bad);
+	} else if (rc == TM_ERR_NO_MEMORY) {
 		mtl_tm_show_error("no-memory",
 				  "cannot allocate the matching engine's buffers on %s:\n"
 				  "mtl_tm_plain_buffers (%u) plus mtl_tm_send_slots (%u) buffers of\n"
 				  "mtl_tm_eager_limit (%zu) bytes plus the tag header each.",
 				  mtl_tm.dev->name, e->n_plain, e->n_send_slots,
 				  e->eager_limit);
-	else
+	} else {
 		mtl_tm_show_error("no-engine",
 				  "cannot create the matching engine on %s: %s (%s).",
 				  mtl_tm.dev->name, tm_status_str(rc),
 				  strerror(errno));
+	}
 }
 
 /* What tm_dev_open() returned, in words a user can act on. */
@@ -204,14 +214,15 @@ static void show_dev_error(int rc, const struct tm_dev_config *cfg)
 				  tm_dev_open_why() ? tm_dev_open_why() : "");
 }
 
-static int bring_up(const struct tm_dev_config *cfg, size_t eager);
+static int bring_up(const struct tm_dev_config *cfg,
+		    const struct tm_engine_config *ecfg);
 static void tear_down(void);
 
 int mtl_tm_module_init(bool enable_mpi_threads)
 {
+	struct tm_engine_config ecfg;
 	struct tm_dev_config cfg;
 	char vname[64];
-	size_t eager;
 	int rc;
 
 	mtl_tm.nprocs = ompi_process_info.num_procs;
@@ -222,9 +233,7 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 			    mtl_tm.nprocs, mtl_tm.my_vpid);
 		return OMPI_ERROR;
 	}
-	rc = eager_limit(&eager);
-	if (rc == OMPI_SUCCESS)
-		rc = check_counts();
+	rc = engine_config(&ecfg);
 	if (rc == OMPI_SUCCESS)
 		rc = dev_config(&cfg);
 	if (rc != OMPI_SUCCESS)
@@ -242,7 +251,7 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 		return OMPI_ERR_NOT_AVAILABLE;
 	}
 	mtl_tm_use_config(mtl_tm.use, &cfg);
-	rc = bring_up(&cfg, eager);
+	rc = bring_up(&cfg, &ecfg);
 	if (rc != OMPI_SUCCESS)
 		return rc;
 	ucs_list_head_init(&mtl_tm.done);
@@ -271,10 +280,10 @@ static void tear_down(void)
 }
 
 /* Opens the device cfg names, its QPs (published) and the engine. */
-static int bring_up(const struct tm_dev_config *cfg, size_t eager)
+static int bring_up(const struct tm_dev_config *cfg,
+		    const struct tm_engine_config *ecfg)
 {
-	const struct mtl_tm_params *p = &mtl_tm_params;
-	struct tm_engine_config ecfg;
+	size_t eager = ecfg->eager_limit;
 	int rc;
 
 	rc = tm_dev_open(cfg, &mtl_tm.dev);
@@ -308,16 +317,9 @@ static int bring_up(const struct tm_dev_config *cfg, size_t eager)
 	if (rc != OMPI_SUCCESS)
 		goto fail;
 
-	tm_engine_config_default(&ecfg);
-	ecfg.eager_limit = eager;
-	ecfg.n_plain = p->n_plain;
-	ecfg.n_send_slots = p->send_slots;
-	ecfg.max_card_entries = p->max_tags;
-	ecfg.offload = p->offload;
-	ecfg.keepalive_ms = p->keepalive_ms;
-	rc = tm_engine_create(mtl_tm.dev, &ecfg, &mtl_tm.eng);
+	rc = tm_engine_create(mtl_tm.dev, ecfg, &mtl_tm.eng);
 	if (rc != TM_OK) {
-		show_engine_error(rc, &ecfg);
+		show_engine_error(rc, ecfg);
 		rc = rc == TM_ERR_INVALID ? OMPI_ERR_BAD_PARAM :
 					    OMPI_ERR_OUT_OF_RESOURCE;
 		goto fail;
@@ -337,8 +339,8 @@ fail:
  */
 static int agree(void)
 {
+	struct tm_engine_config ecfg;
 	struct tm_dev_config cfg;
-	size_t eager;
 	int rc, use, fence;
 
 	rc = mtl_tm_agree(mtl_tm.use, &use);
@@ -348,10 +350,10 @@ static int agree(void)
 	mtl_tm.use = use;
 	mtl_tm.again = true;
 	/* both were accepted at init: the same values again */
-	eager_limit(&eager);
+	engine_config(&ecfg);
 	dev_config(&cfg);
 	mtl_tm_use_config(use, &cfg);
-	rc = bring_up(&cfg, eager);
+	rc = bring_up(&cfg, &ecfg);
 	/* into the fence even after a failure: the others wait there */
 	fence = mtl_tm_fence();
 	return rc != OMPI_SUCCESS ? rc : fence;
@@ -444,41 +446,32 @@ static double now_sec(void)
 
 /*
  * What the card did for this process, for mtl_tm_verbose >= 10 (the
- * statistics line of mtl_tm(7): keep the two in step).
- * errors_run: the engine's error count when finalize began.  Errors after
+ * statistics line of mtl_tm(7): keep the two in step), from the MPI_T
+ * performance variables (mtl_tm_pvar.h), so the two cannot disagree.
+ * errors_run: the error count when finalize began.  Errors after
  * that are teardown races (a peer that finished first destroyed its QPs
  * while this rank still drained) and are reported apart.
  */
-static void log_stats(uint64_t errors_run)
+static void log_stats(unsigned long long errors_run)
 {
-	struct tm_engine_stats st;
+	unsigned long long v[MTL_TM_PV_N];
 
 	if (mtl_tm_params.verbose < 10)
 		return;
-	tm_engine_get_stats(mtl_tm.eng, &st);
+	mtl_tm_pvar_read(v);
 	opal_output(mtl_tm_output,
 		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu, long buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, send cancels asked %llu ok %llu late %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown); mode: %s on %s",
-		    mtl_tm.my_vpid, (unsigned long long)st.recv_posted,
-		    (unsigned long long)st.recv_to_card,
-		    (unsigned long long)st.sw_matched_uq,
-		    (unsigned long long)st.sw_conflict,
-		    (unsigned long long)st.sw_list_full,
-		    (unsigned long long)st.sw_ops_full,
-		    (unsigned long long)st.sw_small_buf,
-		    (unsigned long long)st.sw_long_buf,
-		    (unsigned long long)st.card_matched,
-		    (unsigned long long)st.unexpected,
-		    (unsigned long long)st.rndv_card,
-		    (unsigned long long)st.rndv_sw,
-		    (unsigned long long)st.truncated,
-		    (unsigned long long)st.cancel_ok,
-		    (unsigned long long)st.scancel_req,
-		    (unsigned long long)st.scancel_ok,
-		    (unsigned long long)st.scancel_late,
-		    (unsigned long long)st.syncs,
-		    (unsigned long long)st.promoted,
-		    (unsigned long long)errors_run,
-		    (unsigned long long)(st.errors - errors_run),
+		    mtl_tm.my_vpid, v[MTL_TM_PV_RECEIVES],
+		    v[MTL_TM_PV_TO_CARD], v[MTL_TM_PV_FROM_UQ],
+		    v[MTL_TM_PV_SW_CONFLICT], v[MTL_TM_PV_SW_LIST_FULL],
+		    v[MTL_TM_PV_SW_OPS_BUSY], v[MTL_TM_PV_SW_SMALL_BUF],
+		    v[MTL_TM_PV_SW_LONG_BUF], v[MTL_TM_PV_CARD_MATCHED],
+		    v[MTL_TM_PV_UNEXPECTED], v[MTL_TM_PV_RNDV_CARD],
+		    v[MTL_TM_PV_RNDV_SW], v[MTL_TM_PV_TRUNCATED],
+		    v[MTL_TM_PV_CANCELLED], v[MTL_TM_PV_SCANCEL_REQ],
+		    v[MTL_TM_PV_SCANCEL_OK], v[MTL_TM_PV_SCANCEL_LATE],
+		    v[MTL_TM_PV_SYNCS], v[MTL_TM_PV_PROMOTED], errors_run,
+		    v[MTL_TM_PV_ERRORS] - errors_run,
 		    mtl_tm.dev->tm ? "tag matching on the card" :
 				     "no tag matching (all matched in software)",
 		    mtl_tm.dev->name);
@@ -496,9 +489,9 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 		mtl_tm.progress_registered = false;
 	}
 	if (mtl_tm.eng) {
-		struct tm_engine_stats st;
+		unsigned long long v[MTL_TM_PV_N];
 
-		tm_engine_get_stats(mtl_tm.eng, &st);
+		mtl_tm_pvar_read(v);
 		/*
 		 * An ACK, FIN or read a peer still waits for may be queued or
 		 * on the wire: keep going until nothing is in flight, but
@@ -517,7 +510,7 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 			opal_output_verbose(10, mtl_tm_output,
 					    "mtl tm: rank %u: finalize with work still in flight after %.0f s",
 					    mtl_tm.my_vpid, MTL_TM_DRAIN_SECONDS);
-		log_stats(st.errors);
+		log_stats(v[MTL_TM_PV_ERRORS]);
 		/* before the QPs go: the engine holds MRs and posts on them */
 		tm_engine_destroy(mtl_tm.eng);
 		mtl_tm.eng = NULL;

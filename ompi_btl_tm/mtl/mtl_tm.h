@@ -15,6 +15,7 @@
  *   mtl_tm_select.c     one provider for the job: each rank's offer, the
  *                       rule, the refusal
  *   mtl_tm_addr.c       the QPs, their addresses in the modex, connecting
+ *   mtl_tm_pvar.c       MPI_T performance variables (mtl_tm_pvar.h)
  *   mtl_tm_compat.h     the differences between Open MPI 4.1 and 5.0
  *
  * One provider for the job
@@ -92,41 +93,37 @@
 #include "dev/tm_dev.h"
 #include "dev/tm_dev_param.h"
 #include "engine/tm_engine.h"
+#include "engine/tm_engine_param.h"
 
 BEGIN_C_DECLS
 
 /*
  * MCA parameters (storage registered with mca_base_component_var_register).
- * Each one's default is its layer's (tm_engine_config_default(),
- * tm_dev_config_default(), tm_dev_param_defaults()); none is written here.
+ * Besides the component's own (priority, verbose, the deprecated
+ * rndv_threshold), one per setting that a layer describes: the engine's
+ * table (engine/tm_engine_param.h) then the device layer's
+ * (dev/tm_dev_param.h), registered by one loop (mtl_tm_component.c).  Each
+ * default is its layer's; none is written here.
  */
+#define MTL_TM_NSETTINGS (TM_ENGINE_NPARAMS + TM_DEV_NPARAMS)
+#define MTL_TM_DEV0 TM_ENGINE_NPARAMS /* setting index of the device's first */
+
 struct mtl_tm_params {
 	int priority;
 	int verbose;
-	/* the engine's (struct tm_engine_config) */
-	size_t eager_limit;
 	size_t rndv_threshold;   /* deprecated: eager_limit + 1 */
-	unsigned int n_plain;
-	unsigned int send_slots;
-	bool offload;
-	unsigned int keepalive_ms;
-	/* the device layer's (struct tm_dev_config) */
-	unsigned int max_tags;   /* tagged entries used on the card; 0: all */
-	unsigned int max_ops;    /* outstanding list ops; 0: all */
-	/* the device layer's described settings (dev/tm_dev_param.h): MCA
-	 * storage of each one's type, and the values handed back to it */
+	int rndv_var;            /* its MCA variable index */
+	/* MCA storage of each setting, in the type of its descriptor */
 	union {
 		unsigned int u;
 		unsigned long long u64;
+		size_t sz;
 		bool b;
 		int e;
-	} dev_store[TM_DEV_NPARAMS];
-	uint64_t dev[TM_DEV_NPARAMS];
-	int dev_var[TM_DEV_NPARAMS];
+	} store[MTL_TM_NSETTINGS];
+	int var[MTL_TM_NSETTINGS]; /* MCA variable indices */
 	int dev_env_rc;          /* tm_dev_param_defaults(): a bad variable */
 	unsigned int dev_env_bad;
-	int eager_var;           /* MCA variable indices */
-	int rndv_var;
 };
 
 /*
@@ -246,6 +243,10 @@ MTL_TM_DECLSPEC extern mca_mtl_base_component_2_0_0_t
 /* mtl_tm_component.c */
 void mtl_tm_show_error(const char *topic, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* Setting i (< MTL_TM_NSETTINGS) of the engine or device table. */
+const struct tm_param *mtl_tm_setting(unsigned i);
+/* Its value as the MCA system resolved it (an enum below 0: UINT64_MAX). */
+uint64_t mtl_tm_setting_value(unsigned i);
 /* The device settings as the MCA system resolved them. */
 void mtl_tm_dev_values(uint64_t values[TM_DEV_NPARAMS]);
 /* Was MCA variable var set by the user (not left at its default)? */

@@ -30,6 +30,9 @@
  *                          without it pml cm refuses sessions)
  *   mtl_tm_marker_dir()    a directory that lives until mpirun ends and is
  *                          removed with it, or NULL (mtl_tm_show_error)
+ *   MTL_TM_KEY_LOCAL_PEERS, MTL_TM_TYPE_STRING  the job's ranks on this
+ *                          node, as OPAL_MODEX_RECV_VALUE_OPTIONAL names
+ *                          the key and the string type
  *   mtl_tm_fence()         commits this process's modex data and waits
  *                          until every process of the job has, collecting
  *                          theirs; an OPAL status
@@ -60,6 +63,8 @@
 #define mtl_tm_comm_cid(c) ompi_comm_get_local_cid(c)
 #define MTL_TM_FLAG_EXT_CID MCA_MTL_BASE_FLAG_SUPPORTS_EXT_CID
 #define MTL_TM_CID_TIMEOUT 60
+#define MTL_TM_KEY_LOCAL_PEERS PMIX_LOCAL_PEERS
+#define MTL_TM_TYPE_STRING PMIX_STRING
 
 static inline void mtl_tm_cid_key(const ompi_communicator_t *c, char *key,
 				  size_t size)
@@ -163,6 +168,8 @@ static inline int mtl_tm_fence(void)
 #define mtl_tm_peer_cid(c, r, cid) \
 	(*(cid) = ompi_comm_get_cid(c), OMPI_SUCCESS)
 #define mtl_tm_publish_cid(c) OMPI_SUCCESS
+#define MTL_TM_KEY_LOCAL_PEERS OPAL_PMIX_LOCAL_PEERS
+#define MTL_TM_TYPE_STRING OPAL_STRING
 #define MTL_TM_FLAG_EXT_CID 0
 /* The job family's, not the job's: ORTE removes the job's directory as
  * soon as the job aborts, while late ranks may still get here. */

@@ -18,19 +18,22 @@
  * --mca mtl ^tm.
  *
  * A requested provider that is not there (mtl_tm_provider verbs without
- * an RDMA device) gives one message per node (mtl_tm_show_error) and the
+ * an RDMA device) gives one message per job (mtl_tm_show_error) and the
  * component declines; so does a parameter it cannot use (mtl_tm.c, at
  * init), naming the parameter, and a job no provider fits
  * (mtl_tm_select.c).
  *
- * Parameters.  Each layer owns its settings and their defaults: the
- * engine's come from tm_engine_config_default(), the device layer's from
- * tm_dev_config_default() and, for the provider's own settings (provider
- * choice, registration cache, soft HCA limits), from the descriptors of
- * dev/tm_dev_param.h, which also name each one's environment variable.
- * This file writes no default of another layer and reads no environment.
+ * Parameters.  Each layer describes its settings in a table (tm_param.h):
+ * the engine's (engine/tm_engine_param.h: eager limit, buffers, offload,
+ * keepalive, each with its default and bounds) and the device layer's
+ * (dev/tm_dev_param.h: provider, registration cache, how much of the card
+ * to use, the soft HCA's limits, with their environment variables).  One
+ * loop makes every entry of both an MCA parameter, named and documented as
+ * its table says; adding a setting to a table adds the parameter.  This
+ * file writes no default of another layer and reads no environment.
  */
 #include "mtl_tm.h"
+#include "mtl_tm_pvar.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +41,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "opal/mca/base/mca_base_var.h"
@@ -82,99 +87,131 @@ static int reg(const char *name, const char *help, mca_base_var_type_t type,
 					       storage);
 }
 
-/* Enumerators live as long as the variables that point at them. */
-static mca_base_var_enum_value_t dev_enum_values[TM_DEV_NPARAMS][8];
-
-static mca_base_var_enum_t *dev_enum(unsigned i)
+const struct tm_param *mtl_tm_setting(unsigned i)
 {
-	const struct tm_dev_param *d = &tm_dev_params[i];
+	return i < MTL_TM_DEV0 ? tm_engine_param(i) :
+			       &tm_dev_params[i - MTL_TM_DEV0];
+}
+
+uint64_t mtl_tm_setting_value(unsigned i)
+{
+	const struct mtl_tm_params *p = &mtl_tm_params;
+
+	switch (mtl_tm_setting(i)->type) {
+	case TM_PARAM_UINT: return p->store[i].u;
+	case TM_PARAM_U64: return p->store[i].u64;
+	case TM_PARAM_SIZE: return p->store[i].sz;
+	case TM_PARAM_BOOL: return p->store[i].b;
+	case TM_PARAM_ENUM:
+		/* a negative index is refused by the device layer */
+		return p->store[i].e < 0 ? UINT64_MAX : (uint64_t)p->store[i].e;
+	}
+	return 0;
+}
+
+void mtl_tm_dev_values(uint64_t values[TM_DEV_NPARAMS])
+{
+	unsigned i;
+
+	for (i = 0; i < TM_DEV_NPARAMS; i++)
+		values[i] = mtl_tm_setting_value(MTL_TM_DEV0 + i);
+}
+
+/* Enumerators live as long as the variables that point at them. */
+static mca_base_var_enum_value_t enum_values[MTL_TM_NSETTINGS][8];
+
+static mca_base_var_enum_t *make_enum(unsigned i, const struct tm_param *d)
+{
 	mca_base_var_enum_t *e = NULL;
 	char ename[64];
 	unsigned k;
 
 	for (k = 0; d->names[k] && k < 7; k++) {
-		dev_enum_values[i][k].value = (int)k;
-		dev_enum_values[i][k].string = d->names[k];
+		enum_values[i][k].value = (int)k;
+		enum_values[i][k].string = d->names[k];
 	}
 	snprintf(ename, sizeof(ename), "mtl_tm_%s", d->name);
-	if (mca_base_var_enum_create(ename, dev_enum_values[i], &e) !=
-	    OPAL_SUCCESS)
+	if (mca_base_var_enum_create(ename, enum_values[i], &e) != OPAL_SUCCESS)
 		return NULL;
 	return e;
 }
 
-/*
- * The device layer's settings (dev/tm_dev_param.h) as MCA parameters: the
- * layer gives each one's default with its environment variable applied, so
- * that ompi_info shows what a run would use and an explicit MCA setting
- * wins over the environment.
- */
-static void register_dev_params(void)
+/* What ompi_info shows for a setting: its help, bounds, variable. */
+static void setting_help(const struct tm_param *d, char *help, size_t size)
 {
-	struct mtl_tm_params *p = &mtl_tm_params;
-	const struct tm_dev_param *d;
-	mca_base_var_enum_t *e;
-	char help[768];
-	unsigned i;
-	int level;
+	int n = snprintf(help, size, "%s", d->help);
 
-	p->dev_env_rc = tm_dev_param_defaults(p->dev, &p->dev_env_bad);
-	for (i = 0; i < TM_DEV_NPARAMS; i++) {
-		d = &tm_dev_params[i];
-		snprintf(help, sizeof(help),
-			 "%s. Default from the environment variable %s if set.",
-			 d->help, d->env);
-		level = d->expert ? OPAL_INFO_LVL_9 : OPAL_INFO_LVL_3;
-		switch (d->type) {
-		case TM_DEV_PARAM_UINT:
-			p->dev_store[i].u = (unsigned int)p->dev[i];
-			p->dev_var[i] = reg(d->name, help,
-					    MCA_BASE_VAR_TYPE_UNSIGNED_INT,
-					    NULL, 0, level, &p->dev_store[i].u);
-			break;
-		case TM_DEV_PARAM_U64:
-			p->dev_store[i].u64 = p->dev[i];
-			p->dev_var[i] = reg(d->name, help,
-					    MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG,
-					    NULL, 0, level,
-					    &p->dev_store[i].u64);
-			break;
-		case TM_DEV_PARAM_BOOL:
-			p->dev_store[i].b = p->dev[i] != 0;
-			p->dev_var[i] = reg(d->name, help,
-					    MCA_BASE_VAR_TYPE_BOOL, NULL, 0,
-					    level, &p->dev_store[i].b);
-			break;
-		case TM_DEV_PARAM_ENUM:
-			e = dev_enum(i);
-			p->dev_store[i].e = (int)p->dev[i];
-			p->dev_var[i] = reg(d->name, help,
-					    MCA_BASE_VAR_TYPE_INT, e, 0, level,
-					    &p->dev_store[i].e);
-			if (e)
-				OBJ_RELEASE(e);
-			break;
-		}
-	}
+	if (d->max && d->type != TM_PARAM_BOOL && n >= 0 && (size_t)n < size)
+		n += snprintf(help + n, size - n, " (%llu to %llu)",
+			      (unsigned long long)d->min,
+			      (unsigned long long)d->max);
+	if (n >= 0 && (size_t)n < size)
+		n += snprintf(help + n, size - n, ".");
+	if (d->env && n >= 0 && (size_t)n < size)
+		snprintf(help + n, size - n,
+			 " Default from the environment variable %s if set.",
+			 d->env);
 }
 
-void mtl_tm_dev_values(uint64_t values[TM_DEV_NPARAMS])
+/* Setting i as an MCA variable, its storage set to value first. */
+static int register_setting(unsigned i, uint64_t value)
 {
-	const struct mtl_tm_params *p = &mtl_tm_params;
+	const struct tm_param *d = mtl_tm_setting(i);
+	struct mtl_tm_params *p = &mtl_tm_params;
+	int level = d->expert ? OPAL_INFO_LVL_9 : OPAL_INFO_LVL_4;
+	mca_base_var_enum_t *e;
+	char help[768];
+	int var = -1;
+
+	setting_help(d, help, sizeof(help));
+	switch (d->type) {
+	case TM_PARAM_UINT:
+		p->store[i].u = (unsigned int)value;
+		return reg(d->name, help, MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL,
+			   0, level, &p->store[i].u);
+	case TM_PARAM_U64:
+		p->store[i].u64 = value;
+		return reg(d->name, help, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG,
+			   NULL, 0, level, &p->store[i].u64);
+	case TM_PARAM_SIZE:
+		p->store[i].sz = (size_t)value;
+		return reg(d->name, help, MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0,
+			   level, &p->store[i].sz);
+	case TM_PARAM_BOOL:
+		p->store[i].b = value != 0;
+		return reg(d->name, help, MCA_BASE_VAR_TYPE_BOOL, NULL, 0,
+			   level, &p->store[i].b);
+	case TM_PARAM_ENUM:
+		e = make_enum(i, d);
+		p->store[i].e = (int)value;
+		var = reg(d->name, help, MCA_BASE_VAR_TYPE_INT, e, 0, level,
+			  &p->store[i].e);
+		if (e)
+			OBJ_RELEASE(e);
+		break;
+	}
+	return var;
+}
+
+/*
+ * Every described setting of the engine and the device layer, with its
+ * layer's default: the device layer gives its defaults with their
+ * environment variables applied, so that ompi_info shows what a run would
+ * use and an explicit MCA setting wins over the environment.
+ */
+static void register_settings(void)
+{
+	struct mtl_tm_params *p = &mtl_tm_params;
+	uint64_t dev[TM_DEV_NPARAMS];
+	struct tm_engine_config ecfg;
 	unsigned i;
 
-	for (i = 0; i < TM_DEV_NPARAMS; i++) {
-		switch (tm_dev_params[i].type) {
-		case TM_DEV_PARAM_UINT: values[i] = p->dev_store[i].u; break;
-		case TM_DEV_PARAM_U64: values[i] = p->dev_store[i].u64; break;
-		case TM_DEV_PARAM_BOOL: values[i] = p->dev_store[i].b; break;
-		case TM_DEV_PARAM_ENUM:
-			/* a negative index is refused by the device layer */
-			values[i] = p->dev_store[i].e < 0 ? UINT64_MAX :
-				    (uint64_t)p->dev_store[i].e;
-			break;
-		}
-	}
+	tm_engine_config_default(&ecfg);
+	p->dev_env_rc = tm_dev_param_defaults(dev, &p->dev_env_bad);
+	for (i = 0; i < MTL_TM_NSETTINGS; i++)
+		p->var[i] = register_setting(i, i < MTL_TM_DEV0 ?
+					     tm_engine_param_get(&ecfg, i) :
+					     dev[i - MTL_TM_DEV0]);
 }
 
 bool mtl_tm_var_set(int var)
@@ -191,33 +228,16 @@ bool mtl_tm_var_set(int var)
 static int mtl_tm_component_register(void)
 {
 	struct mtl_tm_params *p = &mtl_tm_params;
-	struct tm_engine_config ecfg;
-	struct tm_dev_config dcfg;
 
-	/* Every default is its layer's own: no number is written twice. */
-	tm_engine_config_default(&ecfg);
-	tm_dev_config_default(&dcfg);
 	p->priority = 50;
 	p->verbose = 0;
-	p->eager_limit = ecfg.eager_limit;
 	p->rndv_threshold = 0;
-	p->n_plain = ecfg.n_plain;
-	p->send_slots = ecfg.n_send_slots;
-	p->offload = ecfg.offload != 0;
-	p->keepalive_ms = ecfg.keepalive_ms;
-	p->max_tags = dcfg.max_num_tags;
-	p->max_ops = dcfg.max_ops;
-
 	reg("priority",
 	    "Priority of the tm MTL when it offers itself (pml cm competes with pml ob1 at 20). It offers itself only if the mtl selection names tm or a TM-capable HCA is present.",
 	    MCA_BASE_VAR_TYPE_INT, NULL, 0, OPAL_INFO_LVL_3, &p->priority);
 	reg("verbose",
 	    "Verbosity of the tm MTL (0: errors only; 10: selection, device and peer set-up, statistics at finalize; 20: more set-up detail)",
 	    MCA_BASE_VAR_TYPE_INT, NULL, 0, OPAL_INFO_LVL_5, &p->verbose);
-	p->eager_var = reg("eager_limit",
-	    "Largest payload in bytes sent eagerly (in one message with the tag header); larger messages use rendezvous (the receiver's card reads the sender's buffer). Also sizes each plain receive buffer and send slot.",
-	    MCA_BASE_VAR_TYPE_SIZE_T, NULL, 0, OPAL_INFO_LVL_4,
-	    &p->eager_limit);
 	/*
 	 * Not a synonym of eager_limit: it meant eager_limit + 1, and a
 	 * synonym would carry the value over unchanged.
@@ -226,30 +246,8 @@ static int mtl_tm_component_register(void)
 	    "Deprecated: use mtl_tm_eager_limit. If set, messages of at least this many bytes use rendezvous (eager_limit = rndv_threshold - 1).",
 	    MCA_BASE_VAR_TYPE_SIZE_T, NULL, MCA_BASE_VAR_FLAG_DEPRECATED,
 	    OPAL_INFO_LVL_9, &p->rndv_threshold);
-	reg("max_tags",
-	    "Tagged receive entries to use on the card's matching list (0: all the device offers)",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, OPAL_INFO_LVL_5,
-	    &p->max_tags);
-	reg("max_ops",
-	    "Outstanding tag-list operations on the card (0: as the hardware allows: 2 per tag + 2, within the device's command-queue limit)",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, OPAL_INFO_LVL_5,
-	    &p->max_ops);
-	reg("plain_buffers",
-	    "Plain receive buffers (each of eager_limit bytes plus the tag header) posted to the TM-SRQ: unexpected and control messages land there",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, OPAL_INFO_LVL_5,
-	    &p->n_plain);
-	reg("send_slots",
-	    "Registered send buffers for eager sends and control messages (at least 1)",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, OPAL_INFO_LVL_5,
-	    &p->send_slots);
-	reg("offload",
-	    "Post receives to the card (false: keep every receive in software, for comparison)",
-	    MCA_BASE_VAR_TYPE_BOOL, NULL, 0, OPAL_INFO_LVL_5, &p->offload);
-	reg("keepalive_ms",
-	    "A send waiting this many milliseconds for its peer's reply (rendezvous FIN, synchronous-send ACK) probes the peer, so that a dead peer fails it instead of hanging (0: the engine's default)",
-	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, OPAL_INFO_LVL_5,
-	    &p->keepalive_ms);
-	register_dev_params();
+	register_settings();
+	mtl_tm_pvar_register();
 	return OMPI_SUCCESS;
 }
 
@@ -272,55 +270,124 @@ static int mtl_tm_component_close(void)
  * Is this the first process of the job on this node to report topic?
  * Decided by creating a marker in a session directory that lives until
  * mpirun ends and is removed with it (mtl_tm_marker_dir(), which differs
- * between Open MPI 4.1 and 5.0).  Without one (singleton), yes.
+ * between Open MPI 4.1 and 5.0).  Returns the marker's descriptor (written to
+ * once the message is out: report_done), -1 if another process reports,
+ * -2 if there is no marker to decide by (a singleton: report).
  */
-static bool first_to_report(const char *topic)
+static int claim_report(const char *topic, char *path, size_t len)
 {
 	const char *dir = mtl_tm_marker_dir();
-	char path[4096];
 	int fd;
 
 	if (!dir)
-		return true;
-	snprintf(path, sizeof(path), "%s/mtl_tm.%u.%s", dir,
+		return -2;
+	snprintf(path, len, "%s/mtl_tm.%u.%s", dir,
 		 (unsigned)OMPI_PROC_MY_NAME->jobid, topic);
 	fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0600);
 	opal_output_verbose(20, mtl_tm_output, "mtl tm: marker %s: %s", path,
 			    fd < 0 ? strerror(errno) : "created");
 	if (fd < 0)
-		return errno != EEXIST;
+		return errno == EEXIST ? -1 : -2;
+	return fd;
+}
+
+static void report_done(int fd)
+{
+	if (fd < 0)
+		return;
+	if (write(fd, "reported\n", 9) < 0)
+		opal_output_verbose(20, mtl_tm_output, "mtl tm: marker: %s",
+				    strerror(errno));
 	close(fd);
-	return true;
 }
 
 /*
- * An error the user must see once, not once per rank.  Every rank of a
- * node hits it alike (it comes from parameters or the node's hardware), so
- * the first to get there prints it (opal_output stream 0: stderr), the
- * others only at verbosity 10.  Neither orte_show_help (when a failing
- * MPI_Init follows, mpirun loses the message about half the time: "Data
- * unpack would read past end of buffer") nor "local rank 0 prints" (the job
- * may be aborted by a faster rank before rank 0 gets here) is reliable, and
- * opal_show_help would need a help file in Open MPI's own data directory,
- * which a component loaded from a build tree cannot put there.
+ * A process that does not report returns its error, which may make mpirun
+ * abort the job: it first gives the reporter a moment to print (until the
+ * marker says so, here; a fixed moment on the other nodes), so that the
+ * one message is not lost with a reporter killed half way.
+ */
+#define REPORT_WAIT_MS 2000
+
+static void wait_reported(const char *path)
+{
+	struct timespec tick = { 0, 10 * 1000 * 1000 };
+	struct stat st;
+	int ms;
+
+	for (ms = 0; ms < REPORT_WAIT_MS; ms += 10) {
+		if (path && !stat(path, &st) && st.st_size > 0)
+			return;
+		nanosleep(&tick, NULL);
+	}
+}
+
+/*
+ * Does this node run rank 0 of the job?  From the job's ranks on this node
+ * as PMIx lists them ("0,1,2"); yes when that is not known (a singleton).
+ */
+static bool node_has_rank0(void)
+{
+	opal_process_name_t wild;
+	char *peers = NULL, *p, *end;
+	bool yes = false;
+	int rc;
+
+	wild.jobid = OMPI_PROC_MY_NAME->jobid;
+	wild.vpid = OMPI_NAME_WILDCARD->vpid;
+	OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, MTL_TM_KEY_LOCAL_PEERS, &wild, &peers,
+				       MTL_TM_TYPE_STRING);
+	if (rc != OPAL_SUCCESS || !peers)
+		return true;
+	for (p = peers; *p && !yes; p = *end ? end + 1 : end) {
+		yes = strtoul(p, &end, 10) == 0 && end != p;
+		if (end == p)
+			break;
+	}
+	free(peers);
+	return yes;
+}
+
+/*
+ * An error the user must see once, not once per rank or per node, and
+ * reliably: printed on stderr, which mpirun forwards even when the job is
+ * aborted right after.  (Open MPI's show_help, which counts duplicates at
+ * mpirun, loses the message or garbles it when MPI_Init fails at once:
+ * "ORTE_ERROR_LOG: Data unpack would read past end of buffer ...
+ * show_help.c": lost in 2 of 12 runs of a refused parameter, with that
+ * error in 2 more.)  So one process prints it: until the job has agreed on
+ * its provider (init and the first add_procs, which every rank goes
+ * through alike), the first one to get here on the node of rank 0 (a
+ * marker in the session directory decides); later (a communicator rank 0
+ * may not be in), the first one on each node.  The others say only that
+ * they decline, at verbosity 10, and give it time to get out
+ * (wait_reported).
  */
 void mtl_tm_show_error(const char *topic, const char *fmt, ...)
 {
 	static const char dashes[] =
 		"--------------------------------------------------------------------------";
-	char body[1024];
+	bool in_init = !mtl_tm.agreed;
+	char body[1024], path[4096];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(body, sizeof(body), fmt, ap);
 	va_end(ap);
-	if (first_to_report(topic)) {
-		opal_output(0, "%s\nmtl tm (%s): %s\n%s", dashes, topic, body,
-			    dashes);
-	} else {
-		opal_output_verbose(10, mtl_tm_output, "mtl tm (%s): %s",
-				    topic, body);
+	bool here = !in_init || node_has_rank0();
+	int fd = here ? claim_report(topic, path, sizeof(path)) : -1;
+
+	if (fd != -1) {
+		fprintf(stderr, "%s\nmtl tm (%s): %s\n%s\n", dashes, topic,
+			body, dashes);
+		fflush(stderr);
+		report_done(fd);
+		return;
 	}
+	opal_output_verbose(10, mtl_tm_output,
+			    "mtl tm: rank %u: %s (the message is printed once per job)",
+			    (unsigned)OMPI_PROC_MY_NAME->vpid, topic);
+	wait_reported(here ? path : NULL);
 }
 
 /* Does the "mtl" selection (an include list, not ^exclude) name tm? */
@@ -344,12 +411,11 @@ static bool tm_requested(void)
 static bool verbs_required(void)
 {
 	const char *const *names = tm_dev_params[TM_DEV_P_PROVIDER].names;
-	uint64_t v[TM_DEV_NPARAMS];
+	uint64_t v = mtl_tm_setting_value(MTL_TM_DEV0 + TM_DEV_P_PROVIDER);
 	unsigned i;
 
-	mtl_tm_dev_values(v);
 	for (i = 0; names[i]; i++)
-		if (i == v[TM_DEV_P_PROVIDER])
+		if (i == v)
 			return !strcmp(names[i], "verbs");
 	return false;
 }

@@ -115,16 +115,11 @@ static void keep_bsend_identity(struct mtl_tm_request *parent,
 				const struct tm_send *own)
 {
 	/* the copy may be freed as soon as the lock drops: keep its
-	 * identity where a cancel can find it */
-	parent->u.send = *own;
+	 * identity where a cancel can find it, as a completed eager send
+	 * (should a cancel re-arm it) */
 	parent->u.send.cb = send_cb;
 	parent->u.send.arg = parent;
-	/* as a completed eager send, should a cancel re-arm it */
-	parent->u.send.status = TM_REQ_OK;
-	parent->u.send.waiting = 0;
-	parent->u.send.cflags = 0;
-	parent->u.send.own_mr = 0;
-	parent->u.send.mr = NULL;
+	tm_engine_send_detach(mtl_tm.eng, own, &parent->u.send);
 }
 
 /*

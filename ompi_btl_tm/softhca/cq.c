@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "softhca_priv.h"
+#include "softhca_sched.h"
 
 static struct sh_cqe *cq_at(struct sh_cq *cq, uint64_t seq)
 {
@@ -108,7 +109,7 @@ static __attribute__((noinline)) int cq_start_poll_run(struct sh_cq *cq,
 		pthread_mutex_lock(&cq->poll_lock);
 	sh_lock(cq->ctx);
 	if (!quiet)
-		sh_card_progress(cq->ctx);
+		sh_doorbell(cq->ctx, SH_BELL_POLL, NULL);
 	err = cq_pop(cq);
 	sh_unlock(cq->ctx);
 	if (err) {
@@ -130,7 +131,7 @@ static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 	if (attr && attr->comp_mask)
 		return EINVAL;
 	/* a quiet card: only the queue to look at */
-	quiet = sh_card_quiet(cq->ctx);
+	quiet = sh_sched_quiet(cq->ctx);
 	if (quiet && !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE))
 		return ENOENT;
 	return cq_start_poll_run(cq, quiet);
@@ -355,7 +356,7 @@ int sh_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	struct sh_cq *cq = to_sh_cq(ibcq);
 	int i;
 
-	bool quiet = sh_card_quiet(cq->ctx);
+	bool quiet = sh_sched_quiet(cq->ctx);
 
 	if (quiet && !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE))
 		return 0;
@@ -363,7 +364,7 @@ int sh_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 		pthread_mutex_lock(&cq->poll_lock);
 	sh_lock(cq->ctx);
 	if (!quiet)
-		sh_card_progress(cq->ctx);
+		sh_doorbell(cq->ctx, SH_BELL_POLL, NULL);
 	for (i = 0; i < n && !cq_pop(cq); i++) {
 		memset(&wc[i], 0, sizeof(wc[i]));
 		wc[i].wr_id = cq->cur->wr_id;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "softhca_priv.h"
+#include "softhca_sched.h"
 
 static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct softhca_config config;
@@ -323,7 +324,8 @@ static int sh_query_gid(struct ibv_context *c, uint8_t port, int index,
 
 	if (port != 1 || index != 0)
 		return EINVAL;
-	sh_gid_encode(gid, getpid(), ctx->pub_fd, ctx->nonce);
+	sh_gid_encode(gid, getpid(), ctx->pub_fd, ctx->nonce, ctx->key,
+		      ctx->srv_salt);
 	return 0;
 }
 
@@ -524,6 +526,8 @@ static void ctx_bind_ops(struct sh_context *ctx)
 	v->alloc_td = sh_alloc_td;
 	v->dealloc_td = sh_dealloc_td;
 	v->alloc_parent_domain = sh_alloc_parent_domain;
+	/* the card's entry: posts and polls ring it (sh_doorbell) */
+	ctx->doorbell = sh_sched_doorbell;
 }
 
 static struct ibv_context *sh_open_device(struct ibv_device *dev)

@@ -10,12 +10,18 @@
  * the peer's memory: its tail is read (and checked) only when the private
  * copy says the ring is full, and a packet is published by its seq word,
  * stored last (softhca_priv.h).
+ *
+ * ibv_post_send writes the WR into the send queue and rings the doorbell
+ * (softhca_sched.h); the scheduler runs sh_qp_tx_step.  The send side
+ * calls only down: the CQ write, the error state (qperr.c), mr.c.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "softhca_priv.h"
+#include "softhca_sched.h"
+#include "softhca_fast.h"
 
 /* ---- send queue ------------------------------------------------------ */
 
@@ -183,6 +189,39 @@ bool sh_qp_out_read_req(struct sh_qp *qp, uint32_t len, uint64_t va,
 
 /* ---- transmit -------------------------------------------------------- */
 
+/*
+ * One SEND packet into slot pkt, published: chunk bytes at offset off of
+ * a len-byte message, from inline data (inl) or the SGEs.  The step of
+ * both send paths (tx_send, and post_send_now for a one-packet send).
+ */
+static inline __attribute__((always_inline)) void
+out_send(struct sh_qp *qp, struct sh_pkt *pkt, const struct ibv_sge *sge,
+	 uint32_t nsge, const uint8_t *inl, uint32_t off, uint32_t chunk,
+	 uint32_t len)
+{
+	pkt->kind = SH_PKT_SEND;
+	pkt->flags = (off ? 0 : SH_PKT_FIRST) |
+		     (off + chunk == len ? SH_PKT_LAST : 0);
+	pkt->len = chunk;
+	pkt->msg_len = len;
+	pkt->src_qpn = qp->qp.qp_num;
+	if (inl) {
+		memcpy(pkt->data, inl + off, chunk);
+	} else if (!off && nsge == 1) {  /* what MPI sends: no SGE walk */
+		memcpy(pkt->data, (const void *)(uintptr_t)sge[0].addr, chunk);
+	} else if (!off && nsge == 2 && len <= 64) {
+		/* an inline TMH + small payload */
+		sh_copy_small(pkt->data, (const uint8_t *)(uintptr_t)sge[0].addr,
+			      sge[0].length);
+		sh_copy_small(pkt->data + sge[0].length,
+			      (const uint8_t *)(uintptr_t)sge[1].addr,
+			      sge[1].length);
+	} else {
+		sh_gather(sge, nsge, off, pkt->data, chunk);
+	}
+	sh_qp_out_commit(qp, pkt);
+}
+
 static bool tx_send(struct sh_qp *qp, struct sh_swr *w)
 {
 	uint32_t mtu = qp->peer->lay.mtu, chunk;
@@ -202,17 +241,8 @@ static bool tx_send(struct sh_qp *qp, struct sh_swr *w)
 	if (!pkt)
 		return false;
 	chunk = w->len - w->done < mtu ? w->len - w->done : mtu;
-	pkt->kind = SH_PKT_SEND;
-	pkt->flags = (w->done ? 0 : SH_PKT_FIRST) |
-		     (w->done + chunk == w->len ? SH_PKT_LAST : 0);
-	pkt->len = chunk;
-	pkt->msg_len = w->len;
-	pkt->src_qpn = qp->qp.qp_num;
-	if (w->inlined)
-		memcpy(pkt->data, w->inl + w->done, chunk);
-	else
-		sh_gather(w->sge, w->num_sge, w->done, pkt->data, chunk);
-	sh_qp_out_commit(qp, pkt);
+	out_send(qp, pkt, w->sge, w->num_sge, w->inlined ? w->inl : NULL,
+		 w->done, chunk, w->len);
 	w->done += chunk;
 	if (w->done == w->len)
 		sq_complete(qp, IBV_WC_SUCCESS);
@@ -240,9 +270,9 @@ static bool tx_read(struct sh_qp *qp, struct sh_swr *w)
 		uint32_t chunk = w->len - w->done < SH_READ_CHUNK
 					 ? w->len - w->done : SH_READ_CHUNK;
 
-		if (w->len && !sh_card_read_allow(qp->ctx))
+		if (w->len && !sh_read_allow(qp->ctx))
 			return false;
-		sh_card_read_used(qp->ctx, chunk);
+		sh_read_used(qp->ctx, chunk);
 		st = sh_remote_read(qp->ctx, qp->peer, w->remote_addr + w->done,
 				    w->rkey, w->sge, w->num_sge, w->done, chunk);
 		if (st != IBV_WC_SUCCESS) {
@@ -363,23 +393,33 @@ void sh_qp_sq_complete(struct sh_qp *qp, enum ibv_wc_status status)
 	sq_complete(qp, status);
 }
 
+/* A failed QP's flush (sched.c): the head WR with why, the rest flushed. */
+void sh_qp_sq_flush(struct sh_qp *qp, enum ibv_wc_status why)
+{
+	while (qp->sq_count) {
+		sq_complete(qp, why);
+		why = IBV_WC_WR_FLUSH_ERR;
+	}
+}
+
 /* ---- verbs ----------------------------------------------------------- */
 
 /*
  * The post fast path.  With nothing ahead of it on this QP (no WR, FIN or
  * read response), an AUTO card starts a one-packet SEND at once: it checks
  * the peer and the lkeys, writes the packet into the peer's ring and
- * completes the WR.  Doing exactly that here saves queueing the WR and a
- * card run.  False: the WR takes the queue, where the card does the same
- * work (that path also handles a full or lying ring and a stale liveness
- * check, which may fail the QP).
+ * completes the WR.  Doing that here, with the card's own steps (the lkey
+ * check, out_send, send_cqe), saves queueing the WR and a card run; it
+ * differs from tx_send only in the checks it leaves to the queued path.
+ * False: the WR takes the queue, where the card does the same work (that
+ * path also handles a full or lying ring and a stale liveness check,
+ * which may fail the QP).
  */
 static bool post_send_now(struct sh_qp *qp, const struct ibv_send_wr *wr,
 			  uint32_t len)
 {
 	struct sh_context *ctx = qp->ctx;
 	enum ibv_wc_status st = IBV_WC_SUCCESS;
-	struct sh_pkt *pkt;
 
 	if (ctx->sched != SOFTHCA_SCHED_AUTO || qp->sq_count ||
 	    qp->resp.active || wr->opcode != IBV_WR_SEND ||
@@ -391,31 +431,9 @@ static bool post_send_now(struct sh_qp *qp, const struct ibv_send_wr *wr,
 	    sh_local_check(ctx, wr->sg_list, (uint32_t)wr->num_sge, 0)) {
 		st = IBV_WC_LOC_PROT_ERR;
 	} else {
-		pkt = out_at(qp);
-		pkt->kind = SH_PKT_SEND;
-		pkt->flags = SH_PKT_FIRST | SH_PKT_LAST;
-		pkt->len = len;
-		pkt->msg_len = len;
-		pkt->src_qpn = qp->qp.qp_num;
-		if (wr->num_sge == 1) {  /* what MPI sends: no SGE walk */
-			memcpy(pkt->data,
-			       (const void *)(uintptr_t)wr->sg_list[0].addr,
-			       len);
-		} else if (wr->num_sge == 2 && len <= 64) {
-			/* an inline TMH + small payload */
-			const struct ibv_sge *sg = wr->sg_list;
-
-			sh_copy_small(pkt->data,
-				      (const uint8_t *)(uintptr_t)sg[0].addr,
-				      sg[0].length);
-			sh_copy_small(pkt->data + sg[0].length,
-				      (const uint8_t *)(uintptr_t)sg[1].addr,
-				      sg[1].length);
-		} else {
-			sh_gather(wr->sg_list, (uint32_t)wr->num_sge, 0,
-				  pkt->data, len);
-		}
-		sh_qp_out_commit(qp, pkt);
+		/* (IBV_SEND_INLINE: the data is read now either way) */
+		out_send(qp, out_at(qp), wr->sg_list, (uint32_t)wr->num_sge,
+			 NULL, 0, len, len);
 		qp->stall_since = 0;
 	}
 	/* (the test send_cqe makes, without the call for a silent WR) */
@@ -494,13 +512,8 @@ int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			       sizeof(*w->sge) * w->num_sge);
 		}
 	}
-	if (queued) {
-		sh_card_kick(ctx);
-		sh_card_progress_tx(qp);
-	} else {
-		/* the card had nothing to do, but read pacing counts posts */
-		ctx->post_seq++;
-	}
+	/* (a post the fast path took leaves the card nothing: only counted) */
+	sh_doorbell(ctx, queued ? SH_BELL_SEND : SH_BELL_POSTED, qp);
 	sh_unlock(ctx);
 	return err;
 }

@@ -14,17 +14,6 @@
 
 #include "softhca_priv.h"
 
-/*
- * A packet that breaks the protocol: dropped, counted, and the QP goes to
- * the error state, as a card's does on a malformed request.
- */
-void sh_qp_bad_packet(struct sh_qp *qp)
-{
-	qp->ctx->bad_packets++;
-	if (qp->qp.state != IBV_QPS_ERR)
-		sh_qp_error(qp, IBV_WC_REM_INV_REQ_ERR);
-}
-
 static bool rx_read_req(struct sh_qp *qp, const struct sh_pkt *pkt)
 {
 	struct sh_read_resp *r = &qp->resp;
@@ -58,7 +47,9 @@ static void rx_read_resp(struct sh_qp *qp, const struct sh_pkt *pkt,
 
 	if (!w || w->kind != SH_SWR_READ || !w->started ||
 	    w->remote_addr != pkt->req_id) {
-		sh_card_read_done(qp->ctx, pkt->req_id, qp, pkt, data);
+		/* one of the card's rendezvous reads, or nobody's */
+		if (!sh_rndv_data(qp, pkt, data))
+			sh_qp_bad_packet(qp);
 		return;
 	}
 	if (resp_status(pkt) != IBV_WC_SUCCESS) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "softhca_priv.h"
+#include "softhca_fast.h"
 
 /* SYNC_REQ of an unexpected arrival (see sh_srq.posted_cnt) */
 static uint32_t sync_flag(const struct sh_srq *srq)
@@ -29,6 +30,17 @@ static void rx_finish(struct sh_qp *qp)
 		sh_cq_push(rx->cq, &rx->cqe);
 	}
 	rx->dest = SH_RX_IDLE;
+}
+
+/* A message under way ends flushed (its QP failed or goes away). */
+void sh_rx_abort(struct sh_qp *qp)
+{
+	struct sh_rx *rx = &qp->rx;
+
+	if (rx->dest == SH_RX_IDLE)
+		return;
+	rx->cqe.status = IBV_WC_WR_FLUSH_ERR;
+	rx_finish(qp);
 }
 
 /*
@@ -388,7 +400,7 @@ static void rx_rndv_matched(struct sh_qp *qp, const struct sh_pkt *pkt,
 	job->rkey = be32toh(rvh->rkey);
 	job->len = len;
 	job->handle = h;
-	sh_card_queue_read(qp->ctx, job);
+	sh_rndv_queue(qp->ctx, job);
 }
 
 static bool tmh_valid(const struct sh_pkt *pkt, uint32_t rndv_max)

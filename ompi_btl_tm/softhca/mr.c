@@ -7,7 +7,8 @@
  * of it (key = generation << 16 | slot + 1), and grants exactly
  * [addr, addr + length) with the access flags given at registration.
  * Reads use process_vm_readv (one copy, no help from the owner) when the
- * kernel allows cross-memory attach to that peer.
+ * kernel allows cross-memory attach to that peer, paced (read pacing,
+ * below) so that a verbs call reads a bounded amount.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "softhca_priv.h"
 
@@ -283,4 +285,58 @@ enum ibv_wc_status sh_remote_read(struct sh_context *ctx,
 		return IBV_WC_RETRY_EXC_ERR;
 	/* The region was checked, so a fault means it was unmapped under us. */
 	return IBV_WC_REM_ACCESS_ERR;
+}
+
+/* ---- read pacing ----------------------------------------------------- */
+
+/*
+ * A real card reads while the CPU goes on; the soft card reads inside the
+ * application's verbs calls, so a long read in the poll an application
+ * makes while it posts a batch of sends delays those sends, and the peer
+ * (which would read them) waits: in bi-directional streams the two
+ * processes then take turns instead of reading at the same time.  So in
+ * AUTO a verbs call reads at most SH_READ_CHUNK, a post never reads, and
+ * a poll reads only once the posts have stopped for SH_READ_POST_GAP_NS
+ * (or reads have waited SH_READ_DEFER_NS).  The clock is read only when
+ * there is something to read.
+ */
+static bool read_now(struct sh_context *ctx)
+{
+	struct timespec ts;
+	uint64_t now;
+
+	if (ctx->read_post)
+		return false;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (ctx->post_seen != ctx->post_seq) {
+		ctx->post_seen = ctx->post_seq;
+		ctx->post_ns = now;
+	}
+	if (now - ctx->post_ns < SH_READ_POST_GAP_NS) {
+		if (!ctx->defer_ns)
+			ctx->defer_ns = now;
+		if (now - ctx->defer_ns < SH_READ_DEFER_NS)
+			return false;
+	}
+	ctx->defer_ns = 0;
+	return true;
+}
+
+/* Bytes this card run may still read (unlimited outside AUTO runs). */
+uint32_t sh_read_allow(struct sh_context *ctx)
+{
+	if (!ctx->read_limited)
+		return UINT32_MAX;
+	if (!ctx->read_decided) {
+		ctx->read_decided = true;
+		ctx->read_left = read_now(ctx) ? SH_READ_CHUNK : 0;
+	}
+	return ctx->read_left;
+}
+
+void sh_read_used(struct sh_context *ctx, uint32_t n)
+{
+	if (ctx->read_limited)
+		ctx->read_left = n < ctx->read_left ? ctx->read_left - n : 0;
 }

@@ -1,8 +1,9 @@
 /*
- * qp.c - RC queue pairs: creation, connection, state changes, the error
- * state, and receive posting.  The send side (send queue, outbound ring,
- * post fast path) is in egress.c; what arrives is taken and checked in
- * ingress.c.
+ * qp.c - RC queue pairs: creation, connection, state changes and receive
+ * posting.  The send side (send queue, outbound ring, ibv_post_send) is
+ * in egress.c; what arrives is taken and checked in ingress.c; the error
+ * state in qperr.c.  Calls only down (ingress, egress, match, rndv for a
+ * QP's state; the card through the doorbell).
  */
 #include <errno.h>
 #include <signal.h>
@@ -10,76 +11,7 @@
 #include <string.h>
 
 #include "softhca_priv.h"
-
-/* ---- errors ---------------------------------------------------------- */
-
-/* A WR posted to a QP in the error state completes flushed, as on RC. */
-void sh_qp_flush_wr(struct sh_qp *qp, struct sh_cq *cq, uint64_t wr_id,
-		    enum ibv_wc_opcode opcode)
-{
-	struct sh_cqe cqe = {
-		.wr_id = wr_id,
-		.status = IBV_WC_WR_FLUSH_ERR,
-		.opcode = opcode,
-		.qp_num = qp->qp.qp_num,
-		.release_handle = -1,
-	};
-
-	sh_cq_push(cq, &cqe);
-}
-
-static void rx_abort(struct sh_qp *qp)
-{
-	struct sh_rx *rx = &qp->rx;
-
-	if (rx->dest == SH_RX_IDLE)
-		return;
-	rx->cqe.status = IBV_WC_WR_FLUSH_ERR;
-	if (rx->dest == SH_RX_PLAIN)
-		sh_cq_fill(rx->cq, rx->cqe_seq, &rx->cqe);
-	else
-		sh_cq_push(rx->cq, &rx->cqe);
-	rx->dest = SH_RX_IDLE;
-}
-
-/*
- * Moves the QP to the error state: the WR at the head fails with why, the
- * rest are flushed, and the peer sees the ring closed.
- */
-void sh_qp_error(struct sh_qp *qp, enum ibv_wc_status why)
-{
-	struct sh_cqe cqe = { .release_handle = -1 };
-
-	qp->qp.state = IBV_QPS_ERR;
-	if (qp->in)
-		atomic_store(&qp->in->closed, 1);
-	while (qp->sq_count) {
-		sh_qp_sq_complete(qp, why);
-		why = IBV_WC_WR_FLUSH_ERR;
-	}
-	rx_abort(qp);
-	sh_card_drop_jobs(qp->ctx, qp);
-	sh_qp_resp_active(qp, false);
-	while (qp->rq.count) {
-		cqe.wr_id = qp->rq.buf[qp->rq.first].wr_id;
-		cqe.status = IBV_WC_WR_FLUSH_ERR;
-		cqe.opcode = IBV_WC_RECV;
-		cqe.qp_num = qp->qp.qp_num;
-		sh_cq_push(qp->rcq, &cqe);
-		qp->rq.first = (qp->rq.first + 1) % qp->rq.cap;
-		qp->rq.count--;
-	}
-}
-
-/* A peer whose process is gone never answers: fail what waits on it. */
-void sh_qp_check_peer(struct sh_qp *qp)
-{
-	if (!qp->peer || qp->qp.state == IBV_QPS_ERR)
-		return;
-	qp->peer->checked_ns = sh_now_ns();
-	if (sh_peer_dead(qp->peer))
-		sh_qp_error(qp, IBV_WC_RETRY_EXC_ERR);
-}
+#include "softhca_sched.h"
 
 /* ---- verbs ----------------------------------------------------------- */
 
@@ -101,8 +33,7 @@ int sh_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		return 0;
 	}
 	err = sh_rq_post(&qp->rq, qp->max_recv_wr, SH_MAX_SGE, wr, bad);
-	sh_card_kick(qp->ctx);
-	sh_card_progress_post(qp->ctx);
+	sh_doorbell(qp->ctx, SH_BELL_RECV, NULL);
 	sh_unlock(qp->ctx);
 	return err;
 }
@@ -201,9 +132,11 @@ static int qp_connect(struct sh_qp *qp, struct ibv_qp_attr *attr, int mask)
 		return EINVAL;
 	peer = sh_peer_get(qp->ctx, &attr->ah_attr.grh.dgid);
 	if (!peer)
-		/* EPERM: no ptrace right over the peer; EPROTO: its segment
-		 * is not one a peer may trust */
-		return errno == ENOENT ? EHOSTUNREACH : errno ? errno : EINVAL;
+		/* (shm.c says why on stderr) EHOSTUNREACH: nobody answers
+		 * for that GID; EACCES: the owner refused (another user, a
+		 * wrong key); EPROTO: its segment is not one to trust */
+		return errno == ECONNREFUSED ? EHOSTUNREACH
+		       : errno ? errno : EINVAL;
 	idx = attr->dest_qp_num - SH_QPN_BASE;
 	if (attr->dest_qp_num < SH_QPN_BASE || idx >= peer->lay.max_qp ||
 	    peer->lay.mtu != qp->ctx->lay.mtu) {
@@ -222,13 +155,23 @@ static int qp_connect(struct sh_qp *qp, struct ibv_qp_attr *attr, int mask)
 	return 0;
 }
 
+/* The QP's work goes without a flush owed (reset, destroy). */
+static void flush_forget(struct sh_qp *qp)
+{
+	if (qp->flush_pending) {
+		qp->flush_pending = false;
+		qp->ctx->flush_n--;
+	}
+}
+
 static void qp_reset(struct sh_qp *qp)
 {
+	flush_forget(qp);
 	while (qp->sq_count)
 		sh_qp_sq_pop(qp);
 	qp->rx.dest = SH_RX_IDLE;
 	sh_qp_resp_active(qp, false);
-	sh_card_drop_jobs(qp->ctx, qp);
+	sh_rndv_drop(qp->ctx, qp);
 	sh_peer_put(qp->ctx, qp->peer);
 	qp->peer = NULL;
 	qp->out = NULL;
@@ -272,8 +215,11 @@ int sh_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		err = EINVAL;
 	else if (to == IBV_QPS_RTR)
 		err = qp_connect(qp, attr, mask);
-	else if (to == IBV_QPS_ERR)
+	else if (to == IBV_QPS_ERR) {
 		sh_qp_error(qp, IBV_WC_WR_FLUSH_ERR);
+		/* flushed before the verb returns, in any scheduling mode */
+		sh_doorbell(qp->ctx, SH_BELL_FLUSH, qp);
+	}
 	else if (to == IBV_QPS_RESET)
 		qp_reset(qp);
 	if (!err)
@@ -318,11 +264,12 @@ int sh_destroy_qp(struct ibv_qp *ibqp)
 	atomic_store(&qp->in->closed, 1);
 	atomic_fetch_add(&qp->in->epoch, 1);
 	sh_rx_unwatch(qp);
+	flush_forget(qp);
 	sh_qp_resp_active(qp, false);
 	while (qp->sq_count)
 		sh_qp_sq_pop(qp);
-	rx_abort(qp);
-	sh_card_drop_jobs(ctx, qp);
+	sh_rx_abort(qp);
+	sh_rndv_drop(ctx, qp);
 	sh_peer_put(ctx, qp->peer);
 	qp->scq->users--;
 	qp->rcq->users--;

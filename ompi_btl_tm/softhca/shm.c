@@ -2,13 +2,12 @@
  * shm.c - the soft HCA's wire: two anonymous shared-memory segments per
  * context (softhca_priv.h has the layout).
  *
- * The segments are memfds.  A peer reaches them with pidfd_getfd(2) on the
- * descriptor numbers the owner's GID carries, which the kernel allows only
- * to a process that may ptrace the owner (the permission process_vm_readv
- * already needs), so a process that cannot read the owner's memory cannot
- * reach its rings either, and no name exists to guess, collide with or
- * leave behind: the memory goes when the last process mapping it does,
- * kill -9 included.
+ * The segments are memfds: no file exists to guess, collide with or leave
+ * behind, and the memory goes when the last process mapping it does, kill
+ * -9 included.  A peer process gets them from the owner over a socket
+ * (handover.c), as a process of the same user that holds the owner's GID
+ * (no ptrace right needed); two contexts of one process share the
+ * descriptors directly.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -20,24 +19,26 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
 #include "softhca_priv.h"
+#include "softhca_handover.h"
 
-#define SH_GID_TAG 0x53544d32u /* "STM2" */
+#define SH_GID_TAG 0x5354u /* "ST" */
+/* how long a connect waits for a peer that stopped answering to exit */
+#define SH_EXIT_WAIT_MS 200
 
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
 #endif
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
 #endif
 
 /* Peers may map the published segment read-only, and nobody may resize. */
@@ -89,26 +90,39 @@ int sh_layout_compute(struct sh_layout *l, uint32_t mtu, uint32_t ring_depth,
 	return 0;
 }
 
-void sh_gid_encode(union ibv_gid *gid, pid_t pid, int fd, uint32_t nonce)
+/*
+ * The GID: "ST" and the key's high half; the socket's salt (10 bits) and
+ * the pid (below 2^22, the kernel's pid_max bound); the key's low half
+ * and the published segment's descriptor (below 2^16); the nonce.  The
+ * key and the nonce together are what a peer presents at the owner's
+ * socket (handover.c), whose name pid, descriptor and salt make.
+ */
+void sh_gid_encode(union ibv_gid *gid, pid_t pid, int fd, uint32_t nonce,
+		   uint32_t key, uint32_t salt)
 {
-	uint32_t w[4] = { htonl(SH_GID_TAG), htonl((uint32_t)pid),
-			  htonl((uint32_t)fd), htonl(nonce) };
+	uint32_t w[4] = { htonl(SH_GID_TAG << 16 | key >> 16),
+			  htonl(salt << 22 | (uint32_t)pid),
+			  htonl((key & 0xffffu) << 16 | (uint32_t)fd),
+			  htonl(nonce) };
 
 	memcpy(gid->raw, w, sizeof(w));
 }
 
-static int gid_decode(const union ibv_gid *gid, pid_t *pid, int *fd,
-		      uint32_t *nonce)
+static int gid_decode(const union ibv_gid *gid, struct sh_gid *f)
 {
 	uint32_t w[4];
 
 	memcpy(w, gid->raw, sizeof(w));
-	if (ntohl(w[0]) != SH_GID_TAG || (int32_t)ntohl(w[1]) <= 0 ||
-	    (int32_t)ntohl(w[2]) < 0)
+	for (int i = 0; i < 4; i++)
+		w[i] = ntohl(w[i]);
+	if (w[0] >> 16 != SH_GID_TAG || !(w[1] & 0x3fffffu))
 		return EINVAL;
-	*pid = (pid_t)ntohl(w[1]);
-	*fd = (int)ntohl(w[2]);
-	*nonce = ntohl(w[3]);
+	f->pid = (pid_t)(w[1] & 0x3fffffu);
+	f->salt = w[1] >> 22;
+	f->fd = (int)(w[2] & 0xffffu);
+	f->nonce = w[3];
+	f->secret = (uint64_t)((w[0] & 0xffffu) << 16 | w[2] >> 16) << 32 |
+		    w[3];
 	return 0;
 }
 
@@ -138,7 +152,7 @@ int sh_seg_create(struct sh_context *ctx)
 	struct sh_seg *seg;
 	int err;
 
-	ctx->pub_fd = ctx->rings_fd = -1;
+	ctx->pub_fd = ctx->rings_fd = ctx->srv_fd = -1;
 	err = sh_layout_compute(l, cfg->mtu, cfg->ring_depth, cfg->max_qp,
 				cfg->max_mr);
 	if (err)
@@ -154,9 +168,16 @@ int sh_seg_create(struct sh_context *ctx)
 		    (ssize_t)sizeof(ctx->nonce))
 			ctx->nonce = (uint32_t)(sh_now_ns() ^ (uint64_t)getpid());
 	} while (!ctx->nonce);
+	if (getrandom(&ctx->key, sizeof(ctx->key), 0) !=
+	    (ssize_t)sizeof(ctx->key))
+		ctx->key = (uint32_t)(sh_now_ns() * 0x9e3779b97f4a7c15ull >> 32);
 	ctx->pub_fd = memfd_sized("softtm-pub", l->pub_size, &pub);
 	if (ctx->pub_fd < 0) {
 		err = -ctx->pub_fd;
+		goto fail;
+	}
+	if (ctx->pub_fd > 0xffff) {
+		err = EMFILE; /* the GID has 16 bits for it */
 		goto fail;
 	}
 	ctx->rings_fd = memfd_sized("softtm-rings", l->rings_size, &rings);
@@ -190,6 +211,9 @@ int sh_seg_create(struct sh_context *ctx)
 		err = errno;
 		goto fail;
 	}
+	err = sh_serve_start(ctx);
+	if (err)
+		goto fail;
 	ctx->seg = seg;
 	return 0;
 fail:
@@ -214,6 +238,7 @@ void sh_seg_destroy(struct sh_context *ctx)
 {
 	if (!ctx->seg)
 		return;
+	sh_serve_stop(ctx);
 	munmap(ctx->seg, ctx->lay.pub_size);
 	munmap(ctx->rings, ctx->lay.rings_size);
 	close(ctx->pub_fd);
@@ -293,44 +318,78 @@ static int header_check(const struct sh_seg *h, pid_t pid, uint32_t nonce,
 	return 0;
 }
 
-/* Has the process behind pidfd exited (zombie included)? */
-static bool pidfd_exited(int pidfd)
+/* Has the process behind pidfd exited (zombie included) within ms? */
+static bool pidfd_exited(int pidfd, int ms)
 {
 	struct pollfd pf = { .fd = pidfd, .events = POLLIN };
 
-	return poll(&pf, 1, 0) == 1 && (pf.revents & POLLIN);
+	return poll(&pf, 1, ms) == 1 && (pf.revents & POLLIN);
 }
 
 /*
- * A copy of the peer's descriptor fd, or -1 (errno).  Our own segments
- * (two contexts of one process) are a dup: no pidfd needed, which also
- * keeps the in-process benchmarks running under valgrind (no pidfd_open).
+ * The two descriptors of the context g names: from the owner's socket, or
+ * (our own process) a dup.  0, ESRCH if the process has exited, or why not.
  */
-static int peer_getfd(int pidfd, pid_t pid, int fd)
+static int peer_fds(const struct sh_gid *g, int *pfd, int *rfd)
 {
-	if (pid == getpid())
-		return fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+	const struct sh_seg *h;
+	uint64_t size;
+	int pidfd, err;
+	void *m;
+
+	if (g->pid != getpid()) {
+		err = sh_peer_fetch(g, pfd, rfd);
+		if (!err || err != ECONNREFUSED)
+			return err;
+		/*
+		 * Nobody answers: gone (a zombie included; a process that is
+		 * exiting closes its sockets first, so give it a moment), or
+		 * unreachable.
+		 */
+		pidfd = (int)syscall(SYS_pidfd_open, g->pid, 0);
+		if (pidfd < 0)
+			return errno == ESRCH ? ESRCH : ECONNREFUSED;
+		err = pidfd_exited(pidfd, SH_EXIT_WAIT_MS) ? ESRCH
+							    : ECONNREFUSED;
+		close(pidfd);
+		return err;
+	}
+	*pfd = fcntl(g->fd, F_DUPFD_CLOEXEC, 0);
+	if (*pfd < 0)
+		return errno == EBADF ? ECONNREFUSED : errno;
+	/* the rings' descriptor, as the header gives it (checked later) */
+	if (sealed_size(*pfd, SH_PUB_SEALS, &size) || size < sizeof(*h)) {
+		close(*pfd);
+		return EPROTO;
+	}
+	m = mmap(NULL, sizeof(*h), PROT_READ, MAP_SHARED, *pfd, 0);
+	if (m == MAP_FAILED) {
+		err = errno == EACCES || errno == ENODEV ? EPROTO : errno;
+		close(*pfd);
+		return err;
+	}
+	h = m;
+	*rfd = fcntl(h->rings_fd, F_DUPFD_CLOEXEC, 0);
+	err = *rfd < 0 ? (errno == EBADF ? EPROTO : errno) : 0;
+	munmap(m, sizeof(*h));
+	if (err)
+		close(*pfd);
+	return err;
 }
 
 /* 0, ESRCH if the process has exited, or why the segments are unusable. */
-static int peer_map(struct sh_peer *p, pid_t pid, int fd, uint32_t nonce)
+static int peer_map(struct sh_peer *p, const struct sh_gid *g)
 {
-	int pidfd, pfd = -1, rfd = -1, err = EPROTO;
+	int pfd = -1, rfd = -1, err;
 	const struct sh_rings *rh;
 	void *pub = MAP_FAILED, *rings = MAP_FAILED;
 	struct sh_seg head;
 	uint64_t size, rsize;
 
-	pidfd = pid == getpid() ? -1 : (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd < 0 && pid != getpid())
-		return errno;
-	pfd = peer_getfd(pidfd, pid, fd);
-	if (pfd < 0) {
-		err = errno == ESRCH || pidfd_exited(pidfd) ? ESRCH
-			: errno == EBADF ? ENOENT : errno;
-		goto out;
-	}
+	err = peer_fds(g, &pfd, &rfd);
+	if (err)
+		return err;
+	err = EPROTO;
 	if (sealed_size(pfd, SH_PUB_SEALS, &size) || size < sizeof(head))
 		goto out;
 	pub = mmap(NULL, size, PROT_READ, MAP_SHARED, pfd, 0);
@@ -341,15 +400,9 @@ static int peer_map(struct sh_peer *p, pid_t pid, int fd, uint32_t nonce)
 	/* The owner can still write its header: look at one copy only. */
 	memcpy(&head, pub, sizeof(head));
 	atomic_thread_fence(memory_order_acquire);
-	err = header_check(&head, pid, nonce, size, &p->lay);
+	err = header_check(&head, g->pid, g->nonce, size, &p->lay);
 	if (err)
 		goto out;
-	rfd = peer_getfd(pidfd, pid, head.rings_fd);
-	if (rfd < 0) {
-		err = errno == ESRCH || pidfd_exited(pidfd) ? ESRCH
-			: errno == EBADF ? ENOENT : errno;
-		goto out;
-	}
 	err = EPROTO;
 	if (sealed_size(rfd, SH_RINGS_SEALS, &rsize) ||
 	    rsize != p->lay.rings_size)
@@ -360,11 +413,11 @@ static int peer_map(struct sh_peer *p, pid_t pid, int fd, uint32_t nonce)
 		goto out;
 	}
 	rh = rings;
-	if (rh->magic != SH_RINGS_MAGIC || rh->nonce != nonce)
+	if (rh->magic != SH_RINGS_MAGIC || rh->nonce != g->nonce)
 		goto out;
 	p->pub = pub;
 	p->rings = rings;
-	p->pid = pid;
+	p->pid = g->pid;
 	err = 0;
 out:
 	if (err) {
@@ -373,48 +426,72 @@ out:
 		if (rings != MAP_FAILED)
 			munmap(rings, rsize);
 	}
-	if (rfd >= 0)
-		close(rfd);
-	if (pfd >= 0)
-		close(pfd);
-	if (pidfd >= 0)
-		close(pidfd);
+	close(rfd);
+	close(pfd);
 	return err;
+}
+
+/* Why a connect failed, in words (once per failed connect). */
+static void peer_why(const struct sh_gid *g, int err)
+{
+	const char *why;
+
+	switch (err) {
+	case ECONNREFUSED:
+		why = "no soft HCA of it answers (it closed its device, or "
+		      "runs in another network namespace)";
+		break;
+	case EACCES:
+		why = "it refused: this process runs as another user, or the "
+		      "address was not the job's";
+		break;
+	case ETIMEDOUT:
+		why = "it did not answer";
+		break;
+	case EPROTO:
+		why = "its segment is not one a peer may trust";
+		break;
+	default:
+		why = strerror(err);
+		break;
+	}
+	fprintf(stderr, "softhca: cannot connect to the soft HCA of pid %d: "
+		"%s\n", (int)g->pid, why);
 }
 
 /* Maps the segments of the context gid names (refcounted per context). */
 struct sh_peer *sh_peer_get(struct sh_context *ctx, const union ibv_gid *gid)
 {
+	struct sh_gid g;
 	struct sh_peer *p;
-	uint32_t nonce;
 	char name[64];
-	pid_t pid;
-	int err, fd;
+	int err;
 
 	for (p = ctx->peers; p; p = p->next)
 		if (!memcmp(&p->gid, gid, sizeof(*gid))) {
 			p->refs++;
 			return p;
 		}
-	if (gid_decode(gid, &pid, &fd, &nonce)) {
+	if (gid_decode(gid, &g)) {
 		errno = EINVAL;
 		return NULL;
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return NULL;
-	err = peer_map(p, pid, fd, nonce);
+	err = peer_map(p, &g);
 	if (err == ESRCH) {
 		p->gone = true;
-		p->pid = pid;
+		p->pid = g.pid;
 		p->lay = ctx->lay;
 		atomic_store(&p->gone_ring.closed, 1);
 	} else if (err) {
+		peer_why(&g, err);
 		free(p);
 		errno = err;
 		return NULL;
 	}
-	snprintf(name, sizeof(name), "/proc/%d/stat", (int)pid);
+	snprintf(name, sizeof(name), "/proc/%d/stat", (int)g.pid);
 	p->stat_fd = open(name, O_RDONLY | O_CLOEXEC);
 	p->gid = *gid;
 	p->refs = 1;

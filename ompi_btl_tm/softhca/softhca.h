@@ -74,9 +74,11 @@
  *    matched, NO_TAG or data completions.
  *
  * Transport: each context owns two anonymous shared-memory segments
- * (memfds; nothing in /dev/shm, nothing left after any exit) that peers
- * reach with pidfd_getfd(2) on the descriptors the GID names, which needs
- * ptrace permission over the owner (as process_vm_readv does): one holds
+ * (memfds; nothing in /dev/shm, nothing left after any exit) that the
+ * owner hands over a UNIX socket its GID names to a peer of the same user
+ * presenting the GID's key (no ptrace permission needed; a connect that
+ * cannot be made fails the RTR transition with EHOSTUNREACH or EACCES and
+ * says why on stderr): one holds
  * the rkey table and is sealed so that peers map it read-only, the other
  * one inbound packet ring per QP; a sender copies MTU-sized packets into its
  * peer's ring.  Nothing a peer writes is trusted: its segment header is

@@ -1,7 +1,10 @@
 /*
- * softhca_fast.h - the soft HCA's data-path helpers, inline: what a post,
- * a poll or an arrival does per message, kept out of calls (included by
- * softhca_priv.h, after the objects and prototypes they use).
+ * softhca_fast.h - the soft HCA's data-path helpers, inline: what a post
+ * or an arrival does per message, kept out of calls.  Included (after
+ * softhca_priv.h) by the steps that use them: egress.c, match.c, srq.c.
+ * Some call out of line (sh_cq_grow in cq.c, the tag index in
+ * taglist.c), so those two files do not include it; the helpers that call
+ * nothing are in softhca_priv.h.
  */
 #ifndef SOFTHCA_FAST_H
 #define SOFTHCA_FAST_H
@@ -71,27 +74,6 @@ static inline struct sh_cqe *sh_cq_next(struct sh_cq *cq)
 	return &cq->q[(cq->first + cq->count++) & (cq->cap - 1)];
 }
 
-/* A tag slot reference dropped: the last one frees the slot. */
-static inline void sh_tag_put(struct sh_srq *srq, int32_t h)
-{
-	struct sh_tag *t = &srq->tags[h];
-
-	if (--t->refs)
-		return;
-	t->next = srq->free_head;
-	srq->free_head = h;
-}
-
-/* A polled completion releases what it held (cq.c, when popped). */
-static inline void sh_srq_retire(struct sh_srq *srq, int32_t handle,
-				 uint64_t retire_seq)
-{
-	if (handle >= 0)
-		sh_tag_put(srq, handle);
-	if (retire_seq > srq->ops_retired)
-		srq->ops_retired = retire_seq;
-}
-
 /* Entry h leaves the tag list (matched, deleted). */
 static inline void sh_list_remove(struct sh_srq *srq, int32_t h)
 {
@@ -134,35 +116,6 @@ static inline void sh_qp_out_commit(struct sh_qp *qp, struct sh_pkt *pkt)
 	atomic_store_explicit(&pkt->seq, ++qp->out_head, memory_order_release);
 	if (++qp->out_idx == qp->peer->lay.ring_depth)
 		qp->out_idx = 0;
-}
-
-/*
- * Lock-free: does no watched ring have its next packet?  A stale answer
- * only delays the poll that follows: the card, under the lock, looks again.
- * (Inline: an idle poll is this loop and little else.)
- */
-static inline bool sh_rx_quiet(struct sh_context *ctx)
-{
-	uint32_t n = atomic_load_explicit(&ctx->rxw_n, memory_order_acquire);
-	const struct sh_rx_watch *w = ctx->rxw, *end = w + n;
-
-	for (; w < end; w++)
-		if (atomic_load_explicit(atomic_load_explicit(
-				&w->seq, memory_order_relaxed),
-				memory_order_relaxed) !=
-		    atomic_load_explicit(&w->empty, memory_order_relaxed))
-			return false;
-	return true;
-}
-
-/*
- * The card has nothing to do but wait for packets, and none arrived
- * (lock-free; a stale answer only delays the poll that follows).
- */
-static inline bool sh_card_quiet(struct sh_context *ctx)
-{
-	return atomic_load_explicit(&ctx->quiet, memory_order_acquire) &&
-	       sh_rx_quiet(ctx);
 }
 
 #endif /* SOFTHCA_FAST_H */

@@ -359,9 +359,26 @@ struct sh_qp {
 	struct sh_rx rx;
 	struct sh_read_resp resp;
 	uint64_t next_read_id;
+	/* failed (qperr.c), its work not flushed yet (sched.c qp_flush) */
+	bool flush_pending;
+	enum ibv_wc_status flush_why;   /* for the head WR */
 };
 
 /* ---- the context: the "card" ----------------------------------------- */
+
+/*
+ * Why a verb rings the doorbell (sh_doorbell): the one way posts, polls
+ * and state changes reach the card.
+ */
+enum sh_bell {
+	SH_BELL_POLL,       /* a poll, about to read a CQ */
+	SH_BELL_SEND,       /* WRs queued on qp's send queue */
+	SH_BELL_RECV,       /* buffers posted to a QP's own receive queue */
+	SH_BELL_SRQ_RECV,   /* buffers posted to an SRQ */
+	SH_BELL_OPS,        /* list ops queued */
+	SH_BELL_POSTED,     /* a post that left the card nothing (counted) */
+	SH_BELL_FLUSH,      /* a QP was moved to error: flush it now */
+};
 
 /* A PD, or a parent domain (parent != NULL) with or without a TD. */
 struct sh_pd {
@@ -409,6 +426,12 @@ struct sh_context {
 	struct sh_layout lay;
 	int pub_fd, rings_fd;
 	uint32_t nonce;              /* in the GID and both segments */
+	uint32_t key;                /* in the GID: with the nonce, what a
+				      * peer shows to get the segments */
+	int srv_fd, srv_stop[2];     /* the socket that hands them over */
+	uint32_t srv_salt;           /* in its name and the GID */
+	pthread_t srv_thread;        /* ... and its thread (shm.c) */
+	pid_t srv_pid;               /* the process that runs it */
 	uint64_t bad_packets;        /* malformed arrivals dropped */
 	struct sh_qp **qps;          /* by index */
 	struct sh_rx_watch *rxw;     /* max_qp entries, rxw_n in use */
@@ -433,12 +456,16 @@ struct sh_context {
 	uint64_t cma_reads, copy_reads;
 	uint32_t mr_gen;
 	bool in_progress;
+	uint32_t flush_n;            /* QPs with flush_pending */
+	/* the scheduler's entry (sched.c): see sh_doorbell */
+	void (*doorbell)(struct sh_context *ctx, enum sh_bell why,
+			 struct sh_qp *qp);
 	/*
 	 * The idle fast path: quiet is set when the card left nothing to do
 	 * but wait for packets.  While it holds and no watched ring has its
 	 * next packet (sh_rx_quiet), a poll does not run the card: it returns
 	 * at once, without locks, if its CQ is empty, else only pops.  A post
-	 * that leaves the card work clears quiet (sh_card_kick).
+	 * that leaves the card work clears quiet (sh_sched_kick).
 	 */
 	_Atomic bool quiet;
 	/*
@@ -525,10 +552,11 @@ struct sh_mr_slot *sh_seg_mr(struct sh_context *ctx, uint32_t index);
 struct sh_peer *sh_peer_get(struct sh_context *ctx, const union ibv_gid *gid);
 void sh_peer_put(struct sh_context *ctx, struct sh_peer *peer);
 bool sh_peer_dead(struct sh_peer *peer);
-void sh_gid_encode(union ibv_gid *gid, pid_t pid, int fd, uint32_t nonce);
+void sh_gid_encode(union ibv_gid *gid, pid_t pid, int fd, uint32_t nonce,
+		   uint32_t key, uint32_t salt);
 uint64_t sh_now_ns(void);
 
-/* mr.c */
+/* mr.c (sh_read_allow/used: read pacing, bytes this card run may read) */
 struct ibv_mr *sh_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int acc);
 int sh_dereg_mr(struct ibv_mr *mr);
 bool sh_peer_cma(struct sh_context *ctx, struct sh_peer *peer);
@@ -543,10 +571,12 @@ enum ibv_wc_status sh_remote_read(struct sh_context *ctx,
 				  uint32_t ndst, uint32_t dst_off, uint32_t len);
 uint32_t sh_scatter(const struct ibv_sge *sge, uint32_t n, uint32_t off,
 		    const void *src, uint32_t len);
+uint32_t sh_read_allow(struct sh_context *ctx);
+void sh_read_used(struct sh_context *ctx, uint32_t n);
 uint32_t sh_gather(const struct ibv_sge *sge, uint32_t n, uint32_t off,
 		   void *dst, uint32_t len);
 
-/* cq.c */
+/* cq.c: the CQ write (any step), the CQ objects and the poll verbs */
 int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe);
 int sh_cq_grow(struct sh_cq *cq);
 int sh_cq_reserve(struct sh_cq *cq, uint64_t *seq);
@@ -582,6 +612,7 @@ int sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt,
 		const uint8_t *data);
 void sh_rx_more(struct sh_qp *qp, const struct sh_pkt *pkt,
 		const uint8_t *data);
+void sh_rx_abort(struct sh_qp *qp);
 
 /* taglist.c */
 int sh_tl_init(struct sh_srq *srq);
@@ -617,21 +648,29 @@ void sh_rx_watch(struct sh_qp *qp);
 void sh_rx_unwatch(struct sh_qp *qp);
 void sh_ring_clear(const struct sh_layout *l, struct sh_ring *ring);
 int sh_qp_queue_fin(struct sh_qp *qp, const uint8_t *hdr);
-void sh_qp_error(struct sh_qp *qp, enum ibv_wc_status why);
-void sh_qp_check_peer(struct sh_qp *qp);
 struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp);
 bool sh_qp_out_read_req(struct sh_qp *qp, uint32_t len, uint64_t va,
 			uint32_t rkey, uint64_t *req_id);
-void sh_qp_bad_packet(struct sh_qp *qp);
 void sh_qp_sq_complete(struct sh_qp *qp, enum ibv_wc_status status);
+void sh_qp_sq_flush(struct sh_qp *qp, enum ibv_wc_status why);
 void sh_qp_sq_pop(struct sh_qp *qp);
+
+/* qperr.c: a step fails a QP (the scheduler flushes it after the step) */
+void sh_qp_error(struct sh_qp *qp, enum ibv_wc_status why);
+void sh_qp_bad_packet(struct sh_qp *qp);
+void sh_qp_check_peer(struct sh_qp *qp);
 void sh_qp_flush_wr(struct sh_qp *qp, struct sh_cq *cq, uint64_t wr_id,
 		    enum ibv_wc_opcode opcode);
 
-/* card.c */
-void sh_card_progress(struct sh_context *ctx);
-void sh_card_progress_tx(struct sh_qp *qp);
-void sh_card_progress_ops(struct sh_context *ctx);
+/* rndv.c: the card's rendezvous reads */
+void sh_rndv_queue(struct sh_context *ctx, struct sh_read_job *job);
+bool sh_rndv_ready(const struct sh_context *ctx);
+bool sh_rndv_step(struct sh_context *ctx);
+/* a READ_RESP for one of them (false: nobody asked, a bad packet) */
+bool sh_rndv_data(struct sh_qp *qp, const struct sh_pkt *pkt,
+		  const uint8_t *data);
+void sh_rndv_drop(struct sh_context *ctx, struct sh_qp *qp);
+
 
 /* A read response starts or ends (the only way resp.active changes). */
 static inline void sh_qp_resp_active(struct sh_qp *qp, bool on)
@@ -645,23 +684,26 @@ static inline void sh_qp_resp_active(struct sh_qp *qp, bool on)
 		qp->ctx->tx_work--;
 }
 
-/* Called under ctx->lock by every verb that gives the card work. */
-static inline void sh_card_kick(struct sh_context *ctx)
+/* A tag slot reference dropped: the last one frees the slot. */
+static inline void sh_tag_put(struct sh_srq *srq, int32_t h)
 {
-	atomic_store_explicit(&ctx->quiet, false, memory_order_relaxed);
+	struct sh_tag *t = &srq->tags[h];
+
+	if (--t->refs)
+		return;
+	t->next = srq->free_head;
+	srq->free_head = h;
 }
 
-bool sh_card_read_step(struct sh_context *ctx);
-uint32_t sh_card_read_allow(struct sh_context *ctx);
-void sh_card_read_used(struct sh_context *ctx, uint32_t n);
-void sh_card_progress_post(struct sh_context *ctx);
-void sh_card_read_done(struct sh_context *ctx, uint64_t req_id,
-		       struct sh_qp *qp, const struct sh_pkt *pkt,
-		       const uint8_t *data);
-void sh_card_queue_read(struct sh_context *ctx, struct sh_read_job *job);
-void sh_card_drop_jobs(struct sh_context *ctx, struct sh_qp *qp);
+/* A polled completion releases what it held (cq.c, when popped). */
+static inline void sh_srq_retire(struct sh_srq *srq, int32_t handle,
+				 uint64_t retire_seq)
+{
+	if (handle >= 0)
+		sh_tag_put(srq, handle);
+	if (retire_seq > srq->ops_retired)
+		srq->ops_retired = retire_seq;
+}
 
-
-#include "softhca_fast.h"
 
 #endif /* SOFTHCA_PRIV_H */

@@ -2,10 +2,10 @@
  * softhca_shm.h - what soft HCAs share: the two segments a context
  * publishes, its rings and the packets in them.
  *
- * A context owns two anonymous segments (memfds), found by
- * peers through pidfd_getfd(2) on the descriptors its GID names, so nothing
- * has a name, nothing outlives the processes mapping it, and only a process
- * allowed to ptrace the owner can reach them:
+ * A context owns two anonymous segments (memfds), handed by the owner to
+ * peers of the same user that present its GID's key (handover.c), so
+ * nothing has a name in a file system, nothing outlives the processes
+ * mapping it, and only a process given the GID can reach them:
  *   published: [sh_seg header][rkey table: max_mr x sh_mr_slot]
  *     sealed against new writable mappings once built, so a peer maps it
  *     read-only and only the owner writes the table that authorises reads;

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "softhca_priv.h"
+#include "softhca_sched.h"
+#include "softhca_fast.h"
 
 /* ---- plain receive buffers ------------------------------------------- */
 
@@ -231,19 +233,7 @@ int sh_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 
 	sh_lock(srq->ctx);
 	err = sh_rq_post(&srq->rq, srq->max_wr, srq->max_sge, wr, bad);
-	if (srq->ctx->sched == SOFTHCA_SCHED_AUTO) {
-		/*
-		 * A buffer gives the card work only if an arrival waits for
-		 * one, and such an arrival is still in its ring, which keeps
-		 * the next poll from taking the quiet path: that poll takes
-		 * it.  So no card run here (what read pacing counts as a
-		 * post is still counted).
-		 */
-		srq->ctx->post_seq++;
-	} else {
-		sh_card_kick(srq->ctx);
-		sh_card_progress_post(srq->ctx);
-	}
+	sh_doorbell(srq->ctx, SH_BELL_SRQ_RECV, NULL);
 	sh_unlock(srq->ctx);
 	return err;
 }
@@ -412,13 +402,8 @@ int sh_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
 		else
 			op_post(srq, wr, now);
 	}
-	if (now) {
-		/* what sh_card_progress_ops notes for read pacing */
-		ctx->post_seq++;
-	} else {
-		sh_card_kick(ctx);
-		sh_card_progress_ops(ctx);
-	}
+	/* (ops run at once leave the card nothing: only counted) */
+	sh_doorbell(ctx, now ? SH_BELL_POSTED : SH_BELL_OPS, NULL);
 	sh_unlock(ctx);
 	return err;
 }

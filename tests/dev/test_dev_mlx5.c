@@ -397,12 +397,14 @@ static void test_layout(enum sim which)
 	sim = which;
 	rec_reset();
 	dev_cfg(&cfg);
-	rc = open_dev(which == SIM_IB ? IBV_MTU_4096 : IBV_MTU_1024, &cfg, &a);
+	/* a's MTU below b's on both link layers: the path MTU must be the
+	 * smaller one on each side (rule 19) */
+	rc = open_dev(which == SIM_IB ? IBV_MTU_2048 : IBV_MTU_1024, &cfg, &a);
 	if (rc == TM_OK)
 		rc = open_dev(IBV_MTU_4096, &cfg, &b);
 	if (rc != TM_OK)
 		tap_bail("tm_dev_open on the simulated device");
-	want_mtu = which == SIM_IB ? IBV_MTU_4096 : IBV_MTU_1024;
+	want_mtu = which == SIM_IB ? IBV_MTU_2048 : IBV_MTU_1024;
 
 	tap_check(a->port == SIM_PORT,
 		  "%s rule 19: the port is the device's active one (%u), not 1",

@@ -17,7 +17,8 @@ static void clear_env(void)
 	unsigned i;
 
 	for (i = 0; i < TM_DEV_NPARAMS; i++)
-		unsetenv(tm_dev_params[i].env);
+		if (tm_dev_params[i].env)
+			unsetenv(tm_dev_params[i].env);
 }
 
 static int set_params(uint64_t *v, unsigned *bad)
@@ -39,11 +40,12 @@ int main(void)
 
 	for (i = 0; i < TM_DEV_NPARAMS; i++)
 		if (!tm_dev_params[i].name || !tm_dev_params[i].help ||
-		    !tm_dev_params[i].env ||
-		    (tm_dev_params[i].type == TM_DEV_PARAM_ENUM &&
+		    (!tm_dev_params[i].env && i != TM_DEV_P_MAX_TAGS &&
+		     i != TM_DEV_P_MAX_OPS) ||
+		    (tm_dev_params[i].type == TM_PARAM_ENUM &&
 		     !tm_dev_params[i].names))
 			described = 0;
-	tap_check(described, "every setting has a name, help, variable (and names if an enum)");
+	tap_check(described, "every setting has a name, help, variable (all but max_tags and max_ops; names if an enum)");
 
 	clear_env();
 	rc = tm_dev_param_defaults(d, &bad);
@@ -99,6 +101,24 @@ int main(void)
 	v[TM_DEV_P_RCACHE] = 2;
 	tap_check(set_params(v, &bad) == TM_ERR_INVALID &&
 		  bad == TM_DEV_P_RCACHE, "bool 2: refused, named");
+	memcpy(v, d, sizeof(v));
+	v[TM_DEV_P_MAX_TAGS] = (uint64_t)UINT32_MAX + 1;
+	tap_check(set_params(v, &bad) == TM_ERR_INVALID &&
+		  bad == TM_DEV_P_MAX_TAGS, "max_tags 2^32: refused, named");
+
+	/* max_tags and max_ops: defaults of the layer, into the config */
+	tm_dev_config_default(&cfg);
+	tap_check(d[TM_DEV_P_MAX_TAGS] == cfg.max_num_tags &&
+		  d[TM_DEV_P_MAX_OPS] == cfg.max_ops,
+		  "max_tags and max_ops default to the layer's (%llu, %llu)",
+		  (unsigned long long)d[TM_DEV_P_MAX_TAGS],
+		  (unsigned long long)d[TM_DEV_P_MAX_OPS]);
+	memcpy(v, d, sizeof(v));
+	v[TM_DEV_P_MAX_TAGS] = 7;
+	v[TM_DEV_P_MAX_OPS] = 9;
+	rc = tm_dev_config_set_params(&cfg, v, 1, &bad);
+	tap_check(rc == TM_OK && cfg.max_num_tags == 7 && cfg.max_ops == 9,
+		  "max_tags 7, max_ops 9 reach the device config");
 
 	/* Settled settings win over TM_DEV_PROVIDER; unsettled ones do not. */
 	memcpy(v, d, sizeof(v));

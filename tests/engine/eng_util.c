@@ -147,3 +147,35 @@ void eu_send_cb(struct tm_send *s)
 {
 	((struct eu_send *)s)->done++;
 }
+
+static uint8_t pattern(size_t i, uint8_t seed)
+{
+	return (uint8_t)(seed + i * 7 + (i >> 16));
+}
+
+void eu_fill(uint8_t *p, size_t n, uint8_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = pattern(i, seed);
+}
+
+int eu_check(const uint8_t *p, size_t n, uint8_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != pattern(i, seed))
+			return 0;
+	return 1;
+}
+
+struct tm_engine_stats eu_stats(struct tm_engine *eng)
+{
+	struct tm_engine_stats st;
+
+	tm_engine_get_stats(eng, &st);
+	return st;
+}
+
+struct tm_engine_stats eu_node_stats(struct eu_world *w, int i)
+{
+	return eu_stats(w->node[i].eng);
+}

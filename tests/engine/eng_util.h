@@ -61,6 +61,17 @@ void eu_opts_default(struct eu_opts *o);
 int eu_world_init(struct eu_world *w, int n, const struct eu_opts *o);
 void eu_world_fini(struct eu_world *w);
 
+/*
+ * Test data: byte i of a buffer filled with seed is seed + 7i + i/64Ki
+ * (the last term so that a piece of a long transfer landing 64 KiB off
+ * does not match); eu_check says whether p holds it.
+ */
+void eu_fill(uint8_t *p, size_t n, uint8_t seed);
+int eu_check(const uint8_t *p, size_t n, uint8_t seed);
+/* A snapshot of an engine's statistics (of node i's). */
+struct tm_engine_stats eu_stats(struct tm_engine *eng);
+struct tm_engine_stats eu_node_stats(struct eu_world *w, int i);
+
 /* Runs card work and engine progress everywhere until nothing moves. */
 void eu_pump(struct eu_world *w);
 /* Engine progress only (no card work), every node. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "tap.h"
 #include "eng_util.h"
 
@@ -26,24 +27,6 @@ static uint8_t *A(int i, size_t off)
 static struct ibv_mr *MR(int i)
 {
 	return W.node[i].mr;
-}
-
-static void fill(uint8_t *p, size_t n, uint8_t seed)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		p[i] = (uint8_t)(seed + i * 7);
-}
-
-static int check(const uint8_t *p, size_t n, uint8_t seed)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (p[i] != (uint8_t)(seed + i * 7))
-			return 0;
-	return 1;
 }
 
 static int post_recv_mr(struct eu_recv *t, int node, uint32_t ctx, int src,
@@ -70,17 +53,9 @@ static int send_msg(struct eu_send *t, int from, int to, uint32_t ctx, int tag,
 {
 	memset(t, 0, sizeof(*t));
 	t->s.cb = eu_send_cb;
-	fill(A(from, off), len, seed);
+	eu_fill(A(from, off), len, seed);
 	return tm_engine_isend(E(from), &t->s, W.node[from].peer[to], ctx,
 			       from, tag, A(from, off), len, MR(from), flags);
-}
-
-static struct tm_engine_stats stats(int node)
-{
-	struct tm_engine_stats st;
-
-	tm_engine_get_stats(E(node), &st);
-	return st;
 }
 
 static void open_world(int n, uint32_t tags, uint32_t ops,
@@ -104,11 +79,11 @@ static void test_eager_expected(void)
 
 	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
 	post_recv(&r, 0, 3, 1, 42, 0, 512);
-	tap_check(stats(0).recv_to_card == 1, "specific receive goes to the card");
+	tap_check(eu_node_stats(&W, 0).recv_to_card == 1, "specific receive goes to the card");
 	send_msg(&s, 1, 0, 3, 42, 0, 100, 9, 0);
 	eu_pump(&W);
 	tap_check(r.done == 1 && r.r.status == TM_REQ_OK && r.r.on_card &&
-		  r.r.msg_len == 100 && check(A(0, 0), 100, 9),
+		  r.r.msg_len == 100 && eu_check(A(0, 0), 100, 9),
 		  "eager expected: card match, data, length");
 	tap_check(r.r.env.ctx == 3 && r.r.env.src == 1 && r.r.env.tag == 42 &&
 		  r.r.send_seq == s.s.seq, "completion carries the envelope and send id");
@@ -125,11 +100,11 @@ static void test_eager_unexpected(void)
 	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
 	send_msg(&s, 1, 0, 3, -5, 0, 300, 1, 0);
 	eu_pump(&W);
-	tap_check(stats(0).uq_len == 1 && stats(0).unexpected == 1,
+	tap_check(eu_node_stats(&W, 0).uq_len == 1 && eu_node_stats(&W, 0).unexpected == 1,
 		  "unexpected eager waits in the unexpected queue");
 	post_recv(&r, 0, 3, 1, -5, 0, 512);
 	tap_check(r.done == 1 && r.r.status == TM_REQ_OK && !r.r.on_card &&
-		  r.r.msg_len == 300 && check(A(0, 0), 300, 1),
+		  r.r.msg_len == 300 && eu_check(A(0, 0), 300, 1),
 		  "receive matches the unexpected queue at post (negative tag)");
 	eu_world_fini(&W);
 }
@@ -144,18 +119,18 @@ static void test_rndv(void)
 	send_msg(&s1, 1, 0, 1, 7, 0, 50000, 3, 0);
 	eu_pump(&W);
 	tap_check(r1.done && r1.r.status == TM_REQ_OK && r1.r.on_card &&
-		  r1.r.msg_len == 50000 && check(A(0, 0), 50000, 3),
+		  r1.r.msg_len == 50000 && eu_check(A(0, 0), 50000, 3),
 		  "rendezvous expected: the card reads");
-	tap_check(s1.done && stats(1).fins_recv == 1 && stats(1).fin_unknown == 0,
+	tap_check(s1.done && eu_node_stats(&W, 1).fins_recv == 1 && eu_node_stats(&W, 1).fin_unknown == 0,
 		  "card FIN completes the rendezvous send once");
 	send_msg(&s2, 1, 0, 1, 8, 100000, 60000, 4, 0);
 	eu_pump(&W);
 	post_recv(&r2, 0, 1, TM_ANY_SRC, 8, 200000, 100000);
 	eu_pump(&W);
 	tap_check(r2.done && r2.r.status == TM_REQ_OK && !r2.r.on_card &&
-		  r2.r.msg_len == 60000 && check(A(0, 200000), 60000, 4),
+		  r2.r.msg_len == 60000 && eu_check(A(0, 200000), 60000, 4),
 		  "rendezvous unexpected: software read");
-	tap_check(s2.done && stats(0).fins_sent == 1 && stats(1).fins_recv == 2,
+	tap_check(s2.done && eu_node_stats(&W, 0).fins_sent == 1 && eu_node_stats(&W, 1).fins_recv == 2,
 		  "software FIN completes the sender");
 	eu_world_fini(&W);
 }
@@ -174,11 +149,11 @@ static void test_truncation(void)
 	guard_ok = A(0, 64)[0] == 0xee && A(0, 100)[0] == 0xee;
 	tap_check(r1.done && r1.r.status == TM_REQ_TRUNCATED &&
 		  r1.r.msg_len == 200 && r1.r.recv_len == 64 &&
-		  check(A(0, 0), 64, 5) && guard_ok,
+		  eu_check(A(0, 0), 64, 5) && guard_ok,
 		  "eager truncated on the card: full length, no overrun");
-	tap_check(stats(0).truncated == 1,
+	tap_check(eu_node_stats(&W, 0).truncated == 1,
 		  "the card-matched truncation is counted (%llu)",
-		  (unsigned long long)stats(0).truncated);
+		  (unsigned long long)eu_node_stats(&W, 0).truncated);
 	post_recv(&r2, 0, 1, 1, 2, 1000, 100);
 	/* the match is a linearisation point: its own stamp, between the
 	 * receive's post and the next post */
@@ -192,7 +167,7 @@ static void test_truncation(void)
 	eu_pump(&W);
 	tap_check(r2.done && r2.r.status == TM_REQ_TRUNCATED &&
 		  r2.r.msg_len == 20000 && r2.r.recv_len == 100 &&
-		  check(A(0, 1000), 100, 6) && A(0, 1100)[0] == 0xee,
+		  eu_check(A(0, 1000), 100, 6) && A(0, 1100)[0] == 0xee,
 		  "rendezvous too big for the card's buffer: software finishes");
 	tap_check(s2.done, "truncated rendezvous still FINs the sender");
 	send_msg(&s3, 1, 0, 1, 3, 40000, 500, 7, 0);
@@ -258,7 +233,7 @@ static void test_probe(void)
 	r.r.cb = eu_recv_cb;
 	tm_engine_imrecv(E(0), &r.r, m, A(0, 0), 30000, MR(0));
 	eu_pump(&W);
-	tap_check(r.done && r.r.msg_len == 20000 && check(A(0, 0), 20000, 2) &&
+	tap_check(r.done && r.r.msg_len == 20000 && eu_check(A(0, 0), 20000, 2) &&
 		  s2.done, "mrecv receives the claimed rendezvous");
 	eu_world_fini(&W);
 }
@@ -271,7 +246,7 @@ static void test_cancel(void)
 	open_world(2, 1, 0, SOFTHCA_SCHED_AUTO);
 	post_recv(&r1, 0, 1, 1, 1, 0, 100);  /* card */
 	post_recv(&r2, 0, 1, 1, 2, 100, 100); /* list full: software */
-	tap_check(stats(0).recv_to_card == 1 && stats(0).sw_list_full == 1,
+	tap_check(eu_node_stats(&W, 0).recv_to_card == 1 && eu_node_stats(&W, 0).sw_list_full == 1,
 		  "second receive stays in software: list full");
 	tm_engine_cancel_recv(E(0), &r2.r);
 	tap_check(r2.done && r2.r.status == TM_REQ_CANCELLED,
@@ -279,7 +254,7 @@ static void test_cancel(void)
 	tm_engine_cancel_recv(E(0), &r1.r);
 	eu_pump(&W);
 	tap_check(r1.done && r1.r.status == TM_REQ_CANCELLED &&
-		  stats(0).card_entries == 0, "cancel of a card receive: DEL succeeds");
+		  eu_node_stats(&W, 0).card_entries == 0, "cancel of a card receive: DEL succeeds");
 	post_recv(&r3, 0, 1, 1, 3, 0, 100);
 	send_msg(&s, 1, 0, 1, 3, 0, 50, 1, 0);
 	eu_pump(&W);
@@ -287,6 +262,48 @@ static void test_cancel(void)
 	eu_pump(&W);
 	tap_check(r3.done == 1 && r3.r.status == TM_REQ_OK,
 		  "cancel after the match: completes normally, once");
+	eu_world_fini(&W);
+}
+
+/* What tools read (MPI_T): queues per context, the card's high mark. */
+static void test_tool_queries(void)
+{
+	struct eu_recv r[4];
+	struct eu_send s[4];
+	struct tm_engine_stats st;
+	uint64_t p, u;
+	int i, ok = 1;
+	static const uint32_t ctxs[] = { 1, 1, 1, 2 };
+	/* contexts 0..3 once r[0] matched */
+	static const uint64_t want[4][2] = { {0, 0}, {2, 2}, {1, 0}, {0, 1} };
+
+	open_world(2, 0, 0, SOFTHCA_SCHED_AUTO);
+	for (i = 0; i < 4; i++)
+		post_recv(&r[i], 0, ctxs[i], 1, i, 100 * (size_t)i, 100);
+	send_msg(&s[0], 1, 0, 1, 10, 0, 10, 1, 0);
+	send_msg(&s[1], 1, 0, 1, -10, 100, 10, 1, 0);
+	send_msg(&s[2], 1, 0, 3, 10, 200, 10, 1, 0);
+	send_msg(&s[3], 1, 0, 1, 0, 300, 10, 1, 0); /* matches r[0] */
+	eu_pump(&W);
+	for (i = 0; i < 4; i++) {
+		tm_engine_ctx_queues(E(0), (uint32_t)i, &p, &u);
+		if (p == want[i][0] && u == want[i][1])
+			continue;
+		tap_diag("context %d: posted %llu, unexpected %llu", i,
+			 (unsigned long long)p, (unsigned long long)u);
+		ok = 0;
+	}
+	tap_check(ok && r[0].done, "per-context posted and unexpected counts");
+	st = eu_node_stats(&W, 0);
+	tap_check(st.card_entries == 3 && st.card_entries_max == 4,
+		  "the card's entries and their high-water mark (%u, %u)",
+		  st.card_entries, st.card_entries_max);
+	for (i = 1; i < 4; i++)
+		tm_engine_cancel_recv(E(0), &r[i].r);
+	eu_pump(&W);
+	tm_engine_ctx_queues(E(0), 1, &p, &u);
+	tap_check(p == 0 && u == 2 && eu_node_stats(&W, 0).card_entries_max == 4,
+		  "cancelled receives leave the counts; the mark stays");
 	eu_world_fini(&W);
 }
 
@@ -307,7 +324,7 @@ static void test_cancel_race(void)
 	softhca_step(c0, SOFTHCA_WORK_RX, SOFTHCA_ANY_QP); /* match first */
 	eu_pump(&W);
 	tap_check(r.done == 1 && r.r.status == TM_REQ_OK &&
-		  stats(0).cancel_late == 1,
+		  eu_node_stats(&W, 0).cancel_late == 1,
 		  "failed DEL of a cancel: the receive completes normally");
 	eu_world_fini(&W);
 }
@@ -329,13 +346,13 @@ static void test_claim(void)
 	softhca_step(c0, SOFTHCA_WORK_OP, SOFTHCA_ANY_QP); /* ADD: inactive */
 	softhca_step(c0, SOFTHCA_WORK_RX, SOFTHCA_ANY_QP); /* m2 unexpected */
 	eu_pump(&W);
-	tap_check(r1.done && r1.r.msg_len == 50 && check(A(0, 0), 50, 1) &&
-		  stats(0).unexp_claimed == 1 && stats(0).claim_del_failed == 0,
+	tap_check(r1.done && r1.r.msg_len == 50 && eu_check(A(0, 0), 50, 1) &&
+		  eu_node_stats(&W, 0).unexp_claimed == 1 && eu_node_stats(&W, 0).claim_del_failed == 0,
 		  "unexpected message claims its receive back from the card");
 	post_recv(&r2, 0, 1, 1, 4, 200, 100);
-	tap_check(r2.done && r2.r.msg_len == 60 && stats(0).unexpected == 2,
+	tap_check(r2.done && r2.r.msg_len == 60 && eu_node_stats(&W, 0).unexpected == 2,
 		  "the entry added out of sync matched nothing");
-	tap_check(stats(0).syncs >= 1 || stats(0).ops_posted >= 2,
+	tap_check(eu_node_stats(&W, 0).syncs >= 1 || eu_node_stats(&W, 0).ops_posted >= 2,
 		  "the count reached the card");
 	eu_world_fini(&W);
 }
@@ -354,7 +371,7 @@ static void test_prefix(void)
 	post_recv(&r[3], 0, 1, 2, 1, 300, 100);          /* conflict */
 	post_recv(&r[4], 0, 2, 1, 1, 400, 100);          /* other ctx */
 	post_recv(&r[5], 0, 1, 3, 9, 500, 100);          /* small: not it */
-	st = stats(0);
+	st = eu_node_stats(&W, 0);
 	tap_check(st.recv_to_card == 2, "wildcards (any source, any tag) go to the card");
 	tap_check(st.sw_list_full == 3 && st.sw_conflict == 1,
 		  "list full is counted");
@@ -364,16 +381,16 @@ static void test_prefix(void)
 		tm_engine_cancel_recv(E(0), &t->r);
 	}
 	eu_pump(&W);
-	st = stats(0);
+	st = eu_node_stats(&W, 0);
 	tap_check(st.promoted == 2 && st.card_entries == 2 && st.sw_held == 2,
 		  "freed slots go to the earliest software-held receive of each context");
 	post_recv(&r[6], 0, 1, 2, 1, 0, 100);
-	st = stats(0);
+	st = eu_node_stats(&W, 0);
 	tap_check(st.sw_conflict == 2,
 		  "an earlier software-held receive keeps a later one off the card");
 	post_recv(&r[7], 0, 1, 2, 2, 100, 100);
 	post_recv(&r[8], 0, 1, 3, 3, 600, NEVER_LEN);
-	st = stats(0);
+	st = eu_node_stats(&W, 0);
 	tap_check(st.sw_list_full == 4, "a non-conflicting receive meets the full list");
 	tap_check(st.sw_long_buf == 1,
 		  "a buffer longer than the card reads at once is counted");
@@ -411,13 +428,13 @@ static void test_promote_wildcard(void)
 	post_recv(&pr[2], 0, 1, 1, 2, 200, 100);                /* conflict */
 	post_recv(&pr[3], 0, 1, 1, 2, 300, 100);                /* conflict */
 	post_recv(&pr[4], 0, 1, 1, 3, 400, 100);                /* conflict */
-	st = stats(0);
+	st = eu_node_stats(&W, 0);
 	tap_check(st.recv_to_card == 1 && st.sw_list_full == 1 &&
 		  st.sw_conflict == 3 && st.promoted == 0,
 		  "promotion: ANY_SOURCE/ANY_TAG held in software (list full) holds back the rest");
 	send_msg(&s[0], 1, 0, 1, 1, 0, 10, 1, 0);
 	eu_pump(&W);
-	st = stats(0);
+	st = eu_node_stats(&W, 0);
 	tap_check(pr[0].done && pr[0].r.on_card && st.promoted == 1 &&
 		  st.card_entries == 1,
 		  "promotion: the slot the match freed goes to the wildcard");
@@ -431,7 +448,7 @@ static void test_promote_wildcard(void)
 	eu_pump(&W);
 	send_msg(&s[4], 1, 0, 1, 3, 0, 14, 5, 0);
 	eu_pump(&W);
-	st = stats(0);
+	st = eu_node_stats(&W, 0);
 	tap_check(all_on_card(2, 4) && pr[2].r.msg_len == 12 &&
 		  pr[3].r.msg_len == 13 && st.promoted == 4 && st.sw_held == 0,
 		  "promotion: the held-back receives follow in post order, each matched on the card");
@@ -452,19 +469,19 @@ static void test_promote_conflict_gone(void)
 	post_recv(&pr[0], 0, 1, TM_ANY_SRC, TM_ANY_TAG, 0, NEVER_LEN);
 	post_recv(&pr[1], 0, 1, 1, 5, 100, 100);
 	post_recv(&pr[2], 0, 2, 1, 5, 200, 100);
-	st = stats(0);
+	st = eu_node_stats(&W, 0);
 	tap_check(st.sw_long_buf == 1 && st.sw_conflict == 1 &&
 		  st.recv_to_card == 1,
 		  "promotion: a receive that can never go to the card holds back its context only");
 	tm_engine_cancel_recv(E(0), &pr[0].r);
-	st = stats(0);
+	st = eu_node_stats(&W, 0);
 	tap_check(pr[0].done && st.promoted == 1 && st.card_entries == 2,
 		  "promotion: cancelling it promotes the receive it held back");
 	post_recv(&pr[3], 0, 1, 1, TM_ANY_TAG, 300, NEVER_LEN);
 	post_recv(&pr[4], 0, 1, 1, 6, 400, 100);
 	send_msg(&s[0], 1, 0, 1, 7, 0, 4, 1, 0);
 	eu_pump(&W);
-	st = stats(0);
+	st = eu_node_stats(&W, 0);
 	tap_check(pr[3].done && !pr[3].r.on_card && st.promoted == 2,
 		  "promotion: it matching in software promotes the receive it held back");
 	send_msg(&s[1], 1, 0, 1, 5, 0, 20, 2, 0);
@@ -490,18 +507,18 @@ static void test_promote_ops(void)
 	for (i = 0; i < 8; i++)
 		post_recv_mr(&pr[i], 0, 1, 1, i, 100 * (size_t)i, 100,
 			     (i & 1) ? NULL : MR(0));
-	st = stats(0);
+	st = eu_node_stats(&W, 0);
 	tap_check(st.recv_to_card == 1 && st.sw_ops_full == 7,
 		  "promotion: one op slot, seven receives wait in software");
 	eu_pump(&W);
-	st = stats(0);
+	st = eu_node_stats(&W, 0);
 	tap_check(st.promoted == 7 && st.card_entries == 8 && st.sw_held == 0,
 		  "promotion: as the ops drain, each goes to the card");
 	for (i = 7; i >= 0; i--)
 		send_msg(&s[i], 1, 0, 1, i, 100 * (size_t)i, 10, (uint8_t)i, 0);
 	eu_pump(&W);
 	tap_check(all_on_card(0, 7) && eu_quiet(&W) &&
-		  check(A(0, 700), 10, 7),
+		  eu_check(A(0, 700), 10, 7),
 		  "promotion: all eight match on the card (also those registered at promotion)");
 	eu_world_fini(&W);
 }
@@ -515,7 +532,7 @@ static void test_ops_limit(void)
 	open_world(2, 0, 1, SOFTHCA_SCHED_MANUAL);
 	for (i = 0; i < 8; i++)
 		post_recv(&r[i], 0, 1, 1, i, 200 * i, 100);
-	tap_check(stats(0).sw_ops_full > 0, "max_ops = 1: busy op slot is counted");
+	tap_check(eu_node_stats(&W, 0).sw_ops_full > 0, "max_ops = 1: busy op slot is counted");
 	for (i = 7; i >= 0; i--)
 		send_msg(&s[i], 1, 0, 1, i, 100 * i, 10 + i, i, 0);
 	eu_pump(&W);
@@ -539,7 +556,7 @@ static void test_wrap(void)
 		post_recv(&r, 0, 1, 1, 1, 0, 64);
 		ok = r.done && r.r.msg_len == 4;
 	}
-	tap_check(ok && stats(0).unexpected == (uint64_t)n,
+	tap_check(ok && eu_node_stats(&W, 0).unexpected == (uint64_t)n,
 		  "66000 unexpected messages pass");
 	post_recv(&r, 0, 1, 1, 2, 0, 64);
 	send_msg(&s, 1, 0, 1, 2, 0, 4, 1, 0);
@@ -569,9 +586,9 @@ static void test_sync_stale(void)
 	softhca_step(c0, SOFTHCA_WORK_RX, SOFTHCA_ANY_QP); /* m0 unexpected */
 	softhca_step(c0, SOFTHCA_WORK_OP, SOFTHCA_ANY_QP); /* ADD: inactive */
 	softhca_query_stats(c0, &hs);
-	syncs = stats(0).syncs;
+	syncs = eu_node_stats(&W, 0).syncs;
 	eu_progress(&W);                                /* count moves */
-	tap_check(hs.list_inactive == 1 && stats(0).syncs == syncs + 1,
+	tap_check(hs.list_inactive == 1 && eu_node_stats(&W, 0).syncs == syncs + 1,
 		  "sync: a SYNC is posted when an entry may be inactive");
 	softhca_step(c0, SOFTHCA_WORK_OP, SOFTHCA_ANY_QP); /* the SYNC */
 	softhca_query_stats(c0, &hs);
@@ -579,7 +596,7 @@ static void test_sync_stale(void)
 	send_msg(&s1, 1, 0, 1, 4, 0, 8, 2, 0);
 	eu_pump(&W);
 	tap_check(hs.list_inactive == 0 && r1.done && r1.r.on_card &&
-		  stats(0).unexp_claimed == 0,
+		  eu_node_stats(&W, 0).unexp_claimed == 0,
 		  "sync: the SYNC activated the entry, the card matches it");
 	post_recv(&r2, 0, 1, 1, 5, 200, 100);
 	tap_check(r2.done && r2.r.msg_len == 8, "sync: m0 from the queue");
@@ -597,25 +614,66 @@ static void test_sync_none_in_sync(void)
 	for (i = 0; i < 8; i++)   /* never matched; ADDs unsignalled */
 		post_recv(&rq[i], 0, 1, 1, 100 + i, 0, 64);
 	eu_pump(&W);
-	syncs = stats(0).syncs;
+	syncs = eu_node_stats(&W, 0).syncs;
 	send_msg(&s, 1, 0, 1, 1, 0, 4, 1, 0);
 	eu_pump(&W);
 	post_recv(&r, 0, 1, 1, 1, 256, 64);
-	tap_check(r.done && stats(0).syncs <= syncs + 1,
+	tap_check(r.done && eu_node_stats(&W, 0).syncs <= syncs + 1,
 		  "sync: at most one SYNC confirms unconfirmed entries");
-	syncs = stats(0).syncs;
+	syncs = eu_node_stats(&W, 0).syncs;
 	for (i = 0; i < 50 && ok; i++) {
 		send_msg(&s, 1, 0, 1, 1, 0, 4, 1, 0);
 		eu_pump(&W);
 		post_recv(&r, 0, 1, 1, 1, 256, 64);
 		ok = r.done && !r.r.on_card;
 	}
-	tap_check(ok && stats(0).syncs == syncs && stats(0).card_entries == 8,
+	tap_check(ok && eu_node_stats(&W, 0).syncs == syncs && eu_node_stats(&W, 0).card_entries == 8,
 		  "sync: no SYNC for unexpected messages past entries known "
 		  "in sync");
 	for (i = 0; i < 8; i++)
 		tm_engine_cancel_recv(E(0), &rq[i].r);
 	eu_pump(&W);
+	eu_world_fini(&W);
+}
+
+/*
+ * A receive naming its peer (tm_engine_irecv_from) that the card matches
+ * stops watching that peer, on the fast path as on the slow one: no
+ * keepalive goes out for it afterwards.
+ */
+static void test_named_peer_done(void)
+{
+	struct timespec nap = { 0, 2 * 1000 * 1000 };
+	struct eu_opts o;
+	struct eu_recv r;
+	struct eu_send s;
+	uint64_t ka0;
+	int i;
+
+	eu_opts_default(&o);
+	o.ecfg.eager_limit = 1024;
+	o.ecfg.keepalive_ms = 5;
+	if (eu_world_init(&W, 2, &o))
+		tap_bail("cannot open the soft HCA world");
+	memset(&r, 0, sizeof(r));
+	r.r.cb = eu_recv_cb;
+	tap_check(tm_engine_irecv_from(E(0), &r.r, 1, 1, 3, W.node[0].peer[1],
+				       A(0, 0), 1024, MR(0)) == TM_OK &&
+		  eu_node_stats(&W, 0).card_entries == 1,
+		  "named peer: the receive is card-held");
+	send_msg(&s, 1, 0, 1, 3, 4096, 8, 9, 0);
+	eu_pump(&W);
+	tap_check(r.done == 1 && r.r.status == TM_REQ_OK && r.r.on_card &&
+		  eu_check(A(0, 0), 8, 9),
+		  "named peer: matched on the card and delivered");
+	ka0 = eu_node_stats(&W, 0).keepalives_sent;
+	for (i = 0; i < 20; i++) {
+		nanosleep(&nap, NULL);
+		eu_pump(&W);
+	}
+	tap_check(eu_node_stats(&W, 0).keepalives_sent == ka0 && r.done == 1,
+		  "named peer: no keepalive for it once it completed (%lu)",
+		  (unsigned long)(eu_node_stats(&W, 0).keepalives_sent - ka0));
 	eu_world_fini(&W);
 }
 
@@ -629,6 +687,7 @@ int main(void)
 	test_probe();
 	test_cancel();
 	test_cancel_race();
+	test_tool_queries();
 	test_claim();
 	test_sync_stale();
 	test_sync_none_in_sync();
@@ -638,5 +697,6 @@ int main(void)
 	test_promote_conflict_gone();
 	test_promote_ops();
 	test_wrap();
+	test_named_peer_done();
 	return tap_done();
 }

@@ -55,28 +55,6 @@ static uint8_t *A(int i, size_t off)
 	return W.node[i].arena + off;
 }
 
-static void fill(uint8_t *p, size_t n, uint8_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)(seed + i * 7);
-}
-
-static int check(const uint8_t *p, size_t n, uint8_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i] != (uint8_t)(seed + i * 7))
-			return 0;
-	return 1;
-}
-
-static struct tm_engine_stats stats(int node)
-{
-	struct tm_engine_stats st;
-
-	tm_engine_get_stats(E(node), &st);
-	return st;
-}
-
 static void open_world_ops(uint32_t n_plain, uint32_t max_ops,
 			   enum softhca_sched sched)
 {
@@ -115,7 +93,7 @@ static int send_msg(struct eu_send *t, int tag, size_t off, size_t len,
 {
 	memset(t, 0, sizeof(*t));
 	t->s.cb = eu_send_cb;
-	fill(A(1, off), len, seed);
+	eu_fill(A(1, off), len, seed);
 	return tm_engine_isend(E(1), &t->s, W.node[1].peer[0], 1, 1, tag,
 			       A(1, off), len, W.node[1].mr, flags);
 }
@@ -214,11 +192,11 @@ static void test_unexpected_no_memory(void)
 				 i % 4 == 3 ? 3000 : 100 + i, (uint8_t)i,
 				 0) == TM_OK;
 	pump(200);
-	tap_check(sent && stats(0).msg_held == P && stats(0).uq_len == P,
+	tap_check(sent && eu_node_stats(&W, 0).msg_held == P && eu_node_stats(&W, 0).uq_len == P,
 		  "no memory: P unexpected messages keep their plain buffers "
 		  "(held %llu, queued %llu)",
-		  (unsigned long long)stats(0).msg_held,
-		  (unsigned long long)stats(0).uq_len);
+		  (unsigned long long)eu_node_stats(&W, 0).msg_held,
+		  (unsigned long long)eu_node_stats(&W, 0).uq_len);
 	for (i = 0; i < N; i++)
 		post_recv(&r[i], 0, 5, 65536 + (size_t)i * 4096, 4096);
 	eu_pump(&W);
@@ -226,12 +204,12 @@ static void test_unexpected_no_memory(void)
 		ok &= r[i].done == 1 && r[i].r.status == TM_REQ_OK &&
 		      r[i].r.send_seq == s[i].s.seq &&
 		      r[i].r.msg_len == (i % 4 == 3 ? 3000u : 100u + i) &&
-		      check(A(0, 65536 + (size_t)i * 4096), r[i].r.msg_len,
+		      eu_check(A(0, 65536 + (size_t)i * 4096), r[i].r.msg_len,
 			    (uint8_t)i) &&
 		      s[i].done == 1 && s[i].s.status == TM_REQ_OK;
 	tap_check(ok, "... and every one is received, in order, intact");
-	tap_check(stats(0).msg_held >= P && stats(0).uq_len == 0 &&
-		  eu_quiet(&W) && stats(0).fatal == 0,
+	tap_check(eu_node_stats(&W, 0).msg_held >= P && eu_node_stats(&W, 0).uq_len == 0 &&
+		  eu_quiet(&W) && eu_node_stats(&W, 0).fatal == 0,
 		  "... the rest waited at the card; nothing left over");
 	eu_world_fini(&W);
 }
@@ -254,10 +232,10 @@ static void test_ack_no_memory(void)
 	send_msg(&s2, 10, 4096, 64, 2, TM_SEND_SYNC);
 	pump(100);
 	tap_check(!r1.done && !s1.done && !r2.done && !s2.done &&
-		  stats(0).replies_owed == 2,
+		  eu_node_stats(&W, 0).replies_owed == 2,
 		  "no memory for two ACKs: both receives hold, both senders "
 		  "wait (owed %llu)",
-		  (unsigned long long)stats(0).replies_owed);
+		  (unsigned long long)eu_node_stats(&W, 0).replies_owed);
 	fault_clear();
 	eu_pump(&W);
 	tap_check(r1.done == 1 && r1.r.status == TM_REQ_OK && !r1.r.on_card &&
@@ -285,11 +263,11 @@ static void test_ack_owed_alone(void)
 	send_msg(&s, 11, 0, 64, 3, TM_SEND_SYNC);
 	eu_pump(&W);
 	tap_check(r.done == 1 && r.r.on_card && s.done == 1 &&
-		  s.s.status == TM_REQ_OK && stats(0).replies_owed == 1 &&
+		  s.s.status == TM_REQ_OK && eu_node_stats(&W, 0).replies_owed == 1 &&
 		  eu_quiet(&W),
 		  "one ACK owed with nothing else pending: paid from progress, "
 		  "both complete (owed %llu)",
-		  (unsigned long long)stats(0).replies_owed);
+		  (unsigned long long)eu_node_stats(&W, 0).replies_owed);
 	fault_clear();
 	eu_world_fini(&W);
 }
@@ -305,13 +283,13 @@ static void test_fin_no_memory(void)
 	fault_set(TM_SITE_ALLOC_TX_FIN, ENOMEM, -1);
 	post_recv(&r, 0, 3, 65536, 32768);
 	pump(100);
-	tap_check(!r.done && !s.done && stats(0).replies_owed == 1,
+	tap_check(!r.done && !s.done && eu_node_stats(&W, 0).replies_owed == 1,
 		  "no memory for a FIN after a software read: receive and "
 		  "sender wait");
 	fault_clear();
 	eu_pump(&W);
 	tap_check(r.done == 1 && r.r.status == TM_REQ_OK &&
-		  r.r.msg_len == 20000 && check(A(0, 65536), 20000, 7) &&
+		  r.r.msg_len == 20000 && eu_check(A(0, 65536), 20000, 7) &&
 		  s.done == 1 && s.s.status == TM_REQ_OK && eu_quiet(&W),
 		  "... memory back: the FIN goes, both complete");
 	eu_world_fini(&W);
@@ -353,14 +331,14 @@ static void test_queued_dels(void)
 	post_recv(&r1, 0, 12, 4096, 1024);
 	tm_engine_cancel_recv(E(0), &r0.r);
 	tm_engine_cancel_recv(E(0), &r1.r);
-	st = stats(0);
+	st = eu_node_stats(&W, 0);
 	tap_check(st.card_entries == 2 && st.ops_in_queue == 2,
 		  "one op slot, two cancels: two DELs queued (queued %u)",
 		  st.ops_in_queue);
 	eu_pump(&W);
 	tap_check(r0.done == 1 && r0.r.status == TM_REQ_CANCELLED &&
 		  r1.done == 1 && r1.r.status == TM_REQ_CANCELLED &&
-		  eu_quiet(&W) && stats(0).card_entries == 0,
+		  eu_quiet(&W) && eu_node_stats(&W, 0).card_entries == 0,
 		  "... both receives end cancelled, the card list empty");
 	eu_world_fini(&W);
 }
@@ -379,8 +357,8 @@ static void test_post_send(void)
 	send_msg(&s, 4, 0, 200, 3, 0);
 	eu_pump(&W);
 	tap_check(fault_hits == 5 && r.done == 1 && r.r.status == TM_REQ_OK &&
-		  check(A(0, 0), 200, 3) && s.done == 1 &&
-		  s.s.status == TM_REQ_OK && stats(1).post_failures == 0,
+		  eu_check(A(0, 0), 200, 3) && s.done == 1 &&
+		  s.s.status == TM_REQ_OK && eu_node_stats(&W, 1).post_failures == 0,
 		  "a full send queue (ENOMEM) is retried until the send goes");
 	eu_world_fini(&W);
 
@@ -389,7 +367,7 @@ static void test_post_send(void)
 	send_msg(&s, 4, 0, 200, 3, 0);
 	rc = pump(20);
 	tap_check(s.done == 1 && s.s.status == TM_REQ_ERROR && rc == 0 &&
-		  stats(1).post_failures == 1 && stats(1).peer_failures == 1,
+		  eu_node_stats(&W, 1).post_failures == 1 && eu_node_stats(&W, 1).peer_failures == 1,
 		  "a send the QP refuses (EINVAL) fails, and its peer is dead");
 	fault_hits = 0;
 	send_msg(&s2, 4, 0, 200, 3, 0);
@@ -407,7 +385,7 @@ static void test_post_ops(void)
 	open_world(0);
 	fault_set(TM_SITE_POST_OPS, ENOMEM, 1);
 	post_recv(&r, 0, 6, 0, 1024);
-	tap_check(stats(0).sw_list_full == 1 && stats(0).fatal == 0,
+	tap_check(eu_node_stats(&W, 0).sw_list_full == 1 && eu_node_stats(&W, 0).fatal == 0,
 		  "an ADD the card has no room for (ENOMEM) keeps the receive "
 		  "in software");
 	send_msg(&s, 6, 0, 100, 4, 0);
@@ -420,7 +398,7 @@ static void test_post_ops(void)
 	fault_set(TM_SITE_POST_OPS, EINVAL, -1);
 	post_recv(&r, 0, 6, 0, 1024);
 	tap_check(tm_engine_progress(E(0)) == TM_ERR_IO &&
-		  stats(0).fatal == TM_ERR_IO && stats(0).post_failures == 1,
+		  eu_node_stats(&W, 0).fatal == TM_ERR_IO && eu_node_stats(&W, 0).post_failures == 1,
 		  "a list op the card refuses (EINVAL) stops the engine "
 		  "loudly");
 	tap_check(post_recv(&r2, 0, 6, 4096, 1024) == TM_ERR_IO &&
@@ -439,8 +417,8 @@ static void test_post_plain(void)
 	fault_set(TM_SITE_POST_PLAIN, EINVAL, -1);
 	send_msg(&s, 8, 0, 100, 1, 0);
 	rc = pump(20);
-	tap_check(rc == TM_ERR_IO && stats(0).fatal == TM_ERR_IO &&
-		  stats(0).uq_len == 1,
+	tap_check(rc == TM_ERR_IO && eu_node_stats(&W, 0).fatal == TM_ERR_IO &&
+		  eu_node_stats(&W, 0).uq_len == 1,
 		  "a plain buffer the SRQ refuses stops the engine loudly "
 		  "(the message that used it is kept)");
 	fault_clear();
@@ -476,7 +454,7 @@ static void test_cq_failure(void)
 	rc2 = post_recv(&r, 0, 5, 0, 64);
 	cq->start_poll = orig;
 	tap_check(rc == TM_ERR_IO && rc2 == TM_ERR_IO &&
-		  stats(0).fatal == TM_ERR_IO,
+		  eu_node_stats(&W, 0).fatal == TM_ERR_IO,
 		  "a TM CQ that fails stops the engine: progress %d, then "
 		  "irecv %d", rc, rc2);
 	eu_world_fini(&W);

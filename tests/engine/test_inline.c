@@ -24,32 +24,6 @@ static uint8_t *A(int i, size_t off)
 	return W.node[i].arena + off;
 }
 
-static void fill(uint8_t *p, size_t n, uint8_t seed)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		p[i] = (uint8_t)(seed + i * 13);
-}
-
-static int check(const uint8_t *p, size_t n, uint8_t seed)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (p[i] != (uint8_t)(seed + i * 13))
-			return 0;
-	return 1;
-}
-
-static struct tm_engine_stats stats(int node)
-{
-	struct tm_engine_stats st;
-
-	tm_engine_get_stats(E(node), &st);
-	return st;
-}
-
 /* Posts and queued items seen by the fault hook (which lets all pass). */
 static unsigned n_post, n_alloc;
 
@@ -89,7 +63,7 @@ static int send_msg(struct eu_send *t, int tag, size_t off, size_t len,
 {
 	memset(t, 0, sizeof(*t));
 	t->s.cb = eu_send_cb;
-	fill(A(1, off), len, seed);
+	eu_fill(A(1, off), len, seed);
 	return tm_engine_isend(E(1), &t->s, W.node[1].peer[0], 1, 1, tag,
 			       A(1, off), len, W.node[1].mr, flags);
 }
@@ -118,14 +92,14 @@ static void test_done_at_post(void)
 	post_recv(&r, 5, 0, 64);
 	send_msg(&s, 5, 0, 8, 3, 0);
 	tap_check(s.done == 1 && s.s.status == TM_REQ_OK &&
-		  stats(1).sends_inline == 1,
+		  eu_node_stats(&W, 1).sends_inline == 1,
 		  "an 8-byte send goes inline and completes inside isend "
 		  "(done %d, inline %llu)", s.done,
-		  (unsigned long long)stats(1).sends_inline);
+		  (unsigned long long)eu_node_stats(&W, 1).sends_inline);
 	memset(A(1, 0), 0xee, 8); /* the caller reuses its buffer at once */
 	eu_pump(&W);
 	tap_check(r.done == 1 && r.r.status == TM_REQ_OK && r.r.msg_len == 8 &&
-		  check(A(0, 0), 8, 3),
+		  eu_check(A(0, 0), 8, 3),
 		  "... the receiver gets the bytes of the post, not the reuse");
 	tap_check(eu_quiet(&W), "... and nothing is left outstanding");
 	eu_world_fini(&W);
@@ -147,7 +121,7 @@ static void test_boundary(void)
 	for (i = 0; i < 2; i++) {
 		len = max + (size_t)i;
 		post_recv(&r[i], 20 + i, 4096 * (size_t)i, 512);
-		inl0 = stats(1).sends_inline;
+		inl0 = eu_node_stats(&W, 1).sends_inline;
 		n_post = n_alloc = 0;
 		send_msg(&s[i], 20 + i, 4096 * (size_t)i, len,
 			 (uint8_t)(40 + i), 0);
@@ -155,7 +129,7 @@ static void test_boundary(void)
 		tap_check(n_post == 1 && n_alloc == 0,
 			  "%zu payload bytes: one post, nothing queued "
 			  "(posts %u, queued %u)", len, n_post, n_alloc);
-		tap_check(stats(1).sends_inline - inl0 == (i == 0 ? 1u : 0u),
+		tap_check(eu_node_stats(&W, 1).sends_inline - inl0 == (i == 0 ? 1u : 0u),
 			  "%zu payload bytes: %s", len,
 			  i == 0 ? "inline (the largest that fits)" :
 			  "through a send slot (one byte past)");
@@ -167,7 +141,7 @@ static void test_boundary(void)
 	for (i = 0; i < 2; i++)
 		tap_check(r[i].done == 1 && r[i].r.status == TM_REQ_OK &&
 			  r[i].r.msg_len == max + (size_t)i &&
-			  check(A(0, 4096 * (size_t)i), max + (size_t)i,
+			  eu_check(A(0, 4096 * (size_t)i), max + (size_t)i,
 				(uint8_t)(40 + i)),
 			  "%zu bytes arrive intact", max + (size_t)i);
 	tap_check(eu_quiet(&W), "nothing left outstanding");
@@ -201,16 +175,16 @@ static void test_queued(void)
 		ok &= s[i].done == 1 && r[i].done == 1 &&
 		      r[i].r.status == TM_REQ_OK;
 		/* each receive got the message sent i-th (same tag: order) */
-		order &= check(A(0, 64 * (size_t)i), 8, (uint8_t)i);
+		order &= eu_check(A(0, 64 * (size_t)i), 8, (uint8_t)i);
 	}
 	/* tm_engine_idle() puts a signalled keepalive behind unsignalled
 	 * WRs: control messages go inline too */
-	tap_check(ok && order && stats(1).sends_inline ==
-		  NQ + stats(1).keepalives_sent,
+	tap_check(ok && order && eu_node_stats(&W, 1).sends_inline ==
+		  NQ + eu_node_stats(&W, 1).keepalives_sent,
 		  "... all complete, in order and intact, every one inline "
 		  "(%llu, %llu keepalives)",
-		  (unsigned long long)stats(1).sends_inline,
-		  (unsigned long long)stats(1).keepalives_sent);
+		  (unsigned long long)eu_node_stats(&W, 1).sends_inline,
+		  (unsigned long long)eu_node_stats(&W, 1).keepalives_sent);
 	tap_check(eu_quiet(&W), "... and every WR is retired");
 	eu_world_fini(&W);
 }
@@ -237,7 +211,7 @@ static void test_run_no_progress(void)
 	}
 	eu_pump(&W);
 	for (i = 0; i < NQ; i++)
-		ok &= r[i].done == 1 && check(A(0, 64 * (size_t)i), 8,
+		ok &= r[i].done == 1 && eu_check(A(0, 64 * (size_t)i), 8,
 					      (uint8_t)(i + 1));
 	tap_check(at_post > sq && ok,
 		  "%d sends in a row, no progress between: more than a send "
@@ -269,16 +243,16 @@ static void test_retire_room(void)
 			tm_engine_progress(E(0));
 			tm_engine_progress(E(1));
 		}
-		ok &= r.done == 1 && s.done == 1 && check(A(0, 0), 8, (uint8_t)i);
+		ok &= r.done == 1 && s.done == 1 && eu_check(A(0, 0), 8, (uint8_t)i);
 	}
 	tap_check(ok && at_post == n,
 		  "%d sends one at a time: all delivered, every one done at "
 		  "post (%d)", n, at_post);
 	/* selective signalling holds: the silent WRs' room comes back, so
 	 * the queue never looks full enough to signal every WR */
-	tap_check(stats(1).send_cqes * 4 < (uint64_t)n,
+	tap_check(eu_node_stats(&W, 1).send_cqes * 4 < (uint64_t)n,
 		  "... fewer than one in four signalled (%llu completions)",
-		  (unsigned long long)stats(1).send_cqes);
+		  (unsigned long long)eu_node_stats(&W, 1).send_cqes);
 	eu_pump(&W);
 	tap_check(eu_quiet(&W), "... and every WR is retired");
 	eu_world_fini(&W);
@@ -295,12 +269,12 @@ static void test_ack_inline(void)
 	send_msg(&s, 9, 0, 8, 77, TM_SEND_SYNC);
 	eu_pump(&W);
 	tap_check(r.done == 1 && s.done == 1 && s.s.status == TM_REQ_OK &&
-		  stats(0).acks_sent == 1 &&
-		  stats(0).sends_inline == 1 + stats(0).keepalives_sent,
+		  eu_node_stats(&W, 0).acks_sent == 1 &&
+		  eu_node_stats(&W, 0).sends_inline == 1 + eu_node_stats(&W, 0).keepalives_sent,
 		  "a synchronous send completes; its ACK went inline "
 		  "(acks %llu, inline %llu)",
-		  (unsigned long long)stats(0).acks_sent,
-		  (unsigned long long)stats(0).sends_inline);
+		  (unsigned long long)eu_node_stats(&W, 0).acks_sent,
+		  (unsigned long long)eu_node_stats(&W, 0).sends_inline);
 	eu_world_fini(&W);
 }
 
@@ -331,10 +305,10 @@ static void test_unexpected_recycle(void)
 			eu_pump(&W);
 			ok &= r.done == 1 && r.r.status == TM_REQ_OK &&
 			      r.r.msg_len == len && !r.r.on_card &&
-			      check(A(0, 0), len, (uint8_t)(round * 50 + i));
+			      eu_check(A(0, 0), len, (uint8_t)(round * 50 + i));
 		}
 	}
-	tap_check(ok && stats(0).unexpected == 4 * NU,
+	tap_check(ok && eu_node_stats(&W, 0).unexpected == 4 * NU,
 		  "%d unexpected messages of 0..1000 bytes in 4 rounds, "
 		  "copies recycled between rounds: all arrive whole", 4 * NU);
 	eu_world_fini(&W);

@@ -30,33 +30,6 @@
 
 static struct eu_world W;
 
-static uint8_t pat(uint64_t i, uint8_t seed)
-{
-	return (uint8_t)(seed + i * 7 + (i >> 16));
-}
-
-static void fill(uint8_t *p, size_t n, uint8_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = pat(i, seed);
-}
-
-static int check(const uint8_t *p, size_t n, uint8_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i] != pat(i, seed))
-			return 0;
-	return 1;
-}
-
-static struct tm_engine_stats stats(int node)
-{
-	struct tm_engine_stats st;
-
-	tm_engine_get_stats(W.node[node].eng, &st);
-	return st;
-}
-
 static int recv_post(struct eu_recv *t, int tag, void *buf, size_t len,
 		     struct ibv_mr *mr)
 {
@@ -98,7 +71,7 @@ static void test_paths(void)
 	int rc;
 
 	/* unexpected: read in pieces once the receive comes */
-	fill(sbuf, MSG, 1);
+	eu_fill(sbuf, MSG, 1);
 	send_post(&s, 1, sbuf, MSG, smr);
 	eu_pump(&W);
 	memset(&info, 0, sizeof(info));
@@ -111,7 +84,7 @@ static void test_paths(void)
 	eu_pump(&W);
 	tap_check(r.done == 1 && r.r.status == TM_REQ_OK &&
 		  r.r.recv_len == MSG && r.r.msg_len == MSG &&
-		  check(rbuf, MSG, 1),
+		  eu_check(rbuf, MSG, 1),
 		  "unexpected: read in %u-byte pieces, all of it (done %d, status %d, %llu bytes)",
 		  MAXMSG, r.done, r.r.status,
 		  (unsigned long long)r.r.recv_len);
@@ -119,49 +92,49 @@ static void test_paths(void)
 		  "unexpected: the send completes OK once (done %d)", s.done);
 
 	/* posted first: longer than the card reads, so software-held */
-	st1 = stats(1);
+	st1 = eu_node_stats(&W, 1);
 	memset(rbuf, 0, MSG);
 	recv_post(&r, 2, rbuf, 2u << 20, rmr);
-	tap_check(stats(1).sw_long_buf == st1.sw_long_buf + 1 &&
-		  stats(1).recv_to_card == st1.recv_to_card,
+	tap_check(eu_node_stats(&W, 1).sw_long_buf == st1.sw_long_buf + 1 &&
+		  eu_node_stats(&W, 1).recv_to_card == st1.recv_to_card,
 		  "a 2 MiB receive stays in software (sw_long_buf)");
-	fill(sbuf, MSG, 2);
+	eu_fill(sbuf, MSG, 2);
 	send_post(&s, 2, sbuf, MSG, smr);
 	eu_pump(&W);
 	tap_check(r.done == 1 && r.r.status == TM_REQ_OK &&
-		  r.r.recv_len == MSG && check(rbuf, MSG, 2) &&
+		  r.r.recv_len == MSG && eu_check(rbuf, MSG, 2) &&
 		  s.done == 1 && s.s.status == TM_REQ_OK,
 		  "posted first: delivered whole, send OK");
 
 	/* a card buffer the message does not fit: handed back, truncated */
-	st1 = stats(1);
+	st1 = eu_node_stats(&W, 1);
 	memset(rbuf, 0, MSG);
 	recv_post(&r, 3, rbuf, 32u << 10, rmr);
-	tap_check(stats(1).recv_to_card == st1.recv_to_card + 1,
+	tap_check(eu_node_stats(&W, 1).recv_to_card == st1.recv_to_card + 1,
 		  "a 32 KiB receive goes to the card");
-	fill(sbuf, MSG, 3);
+	eu_fill(sbuf, MSG, 3);
 	send_post(&s, 3, sbuf, MSG, smr);
 	eu_pump(&W);
 	tap_check(r.done == 1 && r.r.status == TM_REQ_TRUNCATED && r.r.on_card &&
 		  r.r.recv_len == (32u << 10) && r.r.msg_len == MSG &&
-		  check(rbuf, 32u << 10, 3) && rbuf[32u << 10] == 0 &&
+		  eu_check(rbuf, 32u << 10, 3) && rbuf[32u << 10] == 0 &&
 		  s.done == 1 && s.s.status == TM_REQ_OK,
 		  "card-held 32 KiB receive of 1 MiB: truncated, exactly the buffer, full length known");
 
 	/* exactly max_msg_sz: the card may read it itself */
-	st1 = stats(1);
+	st1 = eu_node_stats(&W, 1);
 	recv_post(&r, 4, rbuf, MAXMSG, rmr);
-	fill(sbuf, MAXMSG, 4);
+	eu_fill(sbuf, MAXMSG, 4);
 	send_post(&s, 4, sbuf, MAXMSG, smr);
 	eu_pump(&W);
 	tap_check(r.done == 1 && r.r.status == TM_REQ_OK &&
-		  stats(1).rndv_card == st1.rndv_card + 1 &&
-		  check(rbuf, MAXMSG, 4) && s.done == 1 &&
+		  eu_node_stats(&W, 1).rndv_card == st1.rndv_card + 1 &&
+		  eu_check(rbuf, MAXMSG, 4) && s.done == 1 &&
 		  s.s.status == TM_REQ_OK,
 		  "a max_msg_sz rendezvous into a card buffer is read by the card");
 
 	/* mprobe, then a shorter receive */
-	fill(sbuf, MSG, 5);
+	eu_fill(sbuf, MSG, 5);
 	send_post(&s, 5, sbuf, MSG, smr);
 	eu_pump(&W);
 	m = NULL;
@@ -175,12 +148,12 @@ static void test_paths(void)
 	eu_pump(&W);
 	tap_check(r.done == 1 && r.r.status == TM_REQ_TRUNCATED &&
 		  r.r.recv_len == MSG / 2 && r.r.msg_len == MSG &&
-		  check(rbuf, MSG / 2, 5) && rbuf[MSG / 2] == 0 &&
+		  eu_check(rbuf, MSG / 2, 5) && rbuf[MSG / 2] == 0 &&
 		  s.done == 1 && s.s.status == TM_REQ_OK,
 		  "imrecv into half: truncated in pieces, send OK");
-	st0 = stats(0);
-	tap_check(eu_quiet(&W) && st0.errors == 0 && stats(1).errors == 0 &&
-		  stats(1).malformed == 0, "quiet, no errors");
+	st0 = eu_node_stats(&W, 0);
+	tap_check(eu_quiet(&W) && st0.errors == 0 && eu_node_stats(&W, 1).errors == 0 &&
+		  eu_node_stats(&W, 1).malformed == 0, "quiet, no errors");
 }
 
 static void test_huge(void)
@@ -202,7 +175,7 @@ static void test_huge(void)
 			  (unsigned long long)HUGE);
 		return;
 	}
-	fill(h, 256u << 10, 6);
+	eu_fill(h, 256u << 10, 6);
 	tap_check(send_post(&s, 6, h, HUGE, hmr) == TM_OK,
 		  "a send of 5 GiB + 17 is accepted");
 	eu_pump(&W);
@@ -216,18 +189,18 @@ static void test_huge(void)
 	eu_pump(&W);
 	tap_check(r.done == 1 && r.r.status == TM_REQ_TRUNCATED &&
 		  r.r.recv_len == (200u << 10) && r.r.msg_len == HUGE &&
-		  check(rbuf, 200u << 10, 6) && s.done == 1 &&
+		  eu_check(rbuf, 200u << 10, 6) && s.done == 1 &&
 		  s.s.status == TM_REQ_OK,
 		  "unexpected, into 200 KiB: truncated, full length, send OK");
 
 	/* a card-held buffer: the saturated RVH is longer than it */
 	recv_post(&r, 7, rbuf, 48u << 10, rmr);
-	fill(h, 64u << 10, 7);
+	eu_fill(h, 64u << 10, 7);
 	send_post(&s, 7, h, HUGE, hmr);
 	eu_pump(&W);
 	tap_check(r.done == 1 && r.r.status == TM_REQ_TRUNCATED &&
 		  r.r.on_card && r.r.recv_len == (48u << 10) &&
-		  r.r.msg_len > (48u << 10) && check(rbuf, 48u << 10, 7) &&
+		  r.r.msg_len > (48u << 10) && eu_check(rbuf, 48u << 10, 7) &&
 		  s.done == 1 && s.s.status == TM_REQ_OK,
 		  "card-held 48 KiB receive: handed to software, truncated, send OK");
 	tap_check(eu_quiet(&W), "quiet after the huge sends");
@@ -244,7 +217,7 @@ static void test_bad_md(void)
 {
 	uint8_t *hdr = W.node[0].arena + (3u << 20), *rbuf = W.node[1].arena;
 	struct ibv_send_wr wr, *bad;
-	struct tm_engine_stats st1 = stats(1), st0 = stats(0);
+	struct tm_engine_stats st1 = eu_node_stats(&W, 1), st0 = eu_node_stats(&W, 0);
 	struct tm_probe_info info;
 	struct tm_rndv_md md = { .len = htobe64(5000) };
 	struct ibv_rvh *rvh = (struct ibv_rvh *)(hdr + TMH_LEN);
@@ -252,7 +225,7 @@ static void test_bad_md(void)
 	struct eu_recv r;
 	int rc;
 
-	fill(W.node[0].arena, 100, 9);
+	eu_fill(W.node[0].arena, 100, 9);
 	tmh_fill(hdr, IBV_TMH_RNDV, TM_APP_RNDV | 77, tm_tag_make(1, 0, 9));
 	rvh->va = htobe64((uintptr_t)W.node[0].arena);
 	rvh->rkey = htobe32(W.node[0].mr->rkey);
@@ -274,15 +247,15 @@ static void test_bad_md(void)
 	memset(&info, 0, sizeof(info));
 	rc = tm_engine_iprobe(W.node[1].eng, 1, 0, 9, &info);
 	tap_check(rc == TM_OK && info.len == 100 &&
-		  stats(1).malformed == st1.malformed + 1,
+		  eu_node_stats(&W, 1).malformed == st1.malformed + 1,
 		  "metadata 5000, RVH 100: probe says %llu, counted malformed",
 		  (unsigned long long)info.len);
 	memset(rbuf, 0, 200);
 	recv_post(&r, 9, rbuf, 200, W.node[1].mr);
 	eu_pump(&W);
 	tap_check(r.done == 1 && r.r.status == TM_REQ_OK &&
-		  r.r.recv_len == 100 && check(rbuf, 100, 9) && rbuf[100] == 0 &&
-		  stats(0).fin_unknown == st0.fin_unknown + 1,
+		  r.r.recv_len == 100 && eu_check(rbuf, 100, 9) && rbuf[100] == 0 &&
+		  eu_node_stats(&W, 0).fin_unknown == st0.fin_unknown + 1,
 		  "... and exactly 100 bytes are read, the FIN names no send");
 }
 
@@ -304,7 +277,7 @@ static void test_both_fail(void)
 		free(buf);
 		return;
 	}
-	fill(W.node[0].arena, MSG, 8);
+	eu_fill(W.node[0].arena, MSG, 8);
 	send_post(&s, 8, W.node[0].arena, MSG, W.node[0].mr);
 	eu_pump(&W);
 	recv_post(&r, 8, buf, MSG, NULL);

@@ -236,6 +236,21 @@ static int overlap(uint64_t t1, uint64_t m1, uint64_t t2, uint64_t m2)
 	return ((t1 ^ t2) & m1 & m2) == 0;
 }
 
+/* Does tm_mq_count_ctx miss or add anything of context ctx? */
+static int ctx_count_wrong(struct tm_mq *mq, const struct rv *r,
+			   const struct mg *m, uint32_t ctx)
+{
+	uint64_t nr = 0, nm = 0, gr, gm;
+	int k;
+
+	for (k = 0; k < NR; k++)
+		nr += r[k].posted && tm_tag_ctx(r[k].q.tag) == ctx;
+	for (k = 0; k < NM; k++)
+		nm += m[k].queued && tm_tag_ctx(m[k].q.tag) == ctx;
+	tm_mq_count_ctx(mq, ctx, &gr, &gm);
+	return gr != nr || gm != nm;
+}
+
 static void test_random(void)
 {
 	static struct rv r[NR];
@@ -243,6 +258,7 @@ static void test_random(void)
 	struct tm_mq mq;
 	uint64_t seq = 1, t, k;
 	int step, i, bad_recv = 0, bad_msg = 0, bad_cf = 0, bad_cnt = 0;
+	int bad_ctx = 0;
 	uint32_t ctx;
 	int32_t src, tag;
 
@@ -341,6 +357,8 @@ static void test_random(void)
 			nm += m[k].queued;
 		bad_cnt += nr != mq.nrecvs || nm != mq.nmsgs ||
 			   nh != mq.nsw_held;
+		if (step % 16 == 0)
+			bad_ctx += ctx_count_wrong(&mq, r, m, ctx);
 	}
 	tap_check(!bad_recv, "random: arrivals take the earliest accepting receive (%d wrong)",
 		  bad_recv);
@@ -350,6 +368,8 @@ static void test_random(void)
 		  bad_cf);
 	tap_check(!bad_cnt, "random: nrecvs, nmsgs, nsw_held right (%d wrong)",
 		  bad_cnt);
+	tap_check(!bad_ctx, "random: tm_mq_count_ctx agrees with brute force (%d wrong)",
+		  bad_ctx);
 	for (k = 0; k < NR; k++)
 		if (r[k].posted)
 			tm_mq_recv_remove(&mq, &r[k].q);

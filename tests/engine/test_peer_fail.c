@@ -41,39 +41,12 @@
 #define MAXP FU_MAXP
 
 
-static uint8_t pat(size_t i, uint8_t seed)
-{
-	return (uint8_t)(seed + i * 13);
-}
-
-static void fill(uint8_t *p, size_t n, uint8_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = pat(i, seed);
-}
-
-static int check(const uint8_t *p, size_t n, uint8_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i] != pat(i, seed))
-			return 0;
-	return 1;
-}
-
 /* ---- set-up: one device and engine per process ----------------------- */
 
 static void say(int fd, uint8_t b)
 {
 	if (write(fd, &b, 1) != 1)
 		_exit(90);
-}
-
-static struct tm_engine_stats stats(struct tm_engine *eng)
-{
-	struct tm_engine_stats st;
-
-	tm_engine_get_stats(eng, &st);
-	return st;
 }
 
 /* ---- children -------------------------------------------------------- */
@@ -103,12 +76,12 @@ static void child_live(struct pnode *nd)
 	tm_engine_irecv(nd->eng, &r2.r, 1, 0, 2, nd->arena + BIG, 64, nd->mr);
 	while (!r1.done || !r2.done)
 		tm_engine_progress(nd->eng);
-	ok = r1.r.status == TM_REQ_OK && check(nd->arena, BIG, 1) &&
-	     r2.r.status == TM_REQ_OK && check(nd->arena + BIG, 64, 2);
+	ok = r1.r.status == TM_REQ_OK && eu_check(nd->arena, BIG, 1) &&
+	     r2.r.status == TM_REQ_OK && eu_check(nd->arena + BIG, 64, 2);
 	if (wait_byte(nd->eng, nd->sock[0]) != 'g')
 		_exit(91);
-	fill(nd->arena + 2 * BIG, 200000, 3);
-	fill(nd->arena + 3 * BIG, 100, 4);
+	eu_fill(nd->arena + 2 * BIG, 200000, 3);
+	eu_fill(nd->arena + 3 * BIG, 100, 4);
 	tm_engine_isend(nd->eng, &s1.s, nd->peer[0], 1, 1, 3,
 			nd->arena + 2 * BIG, 200000, nd->mr, 0);
 	tm_engine_isend(nd->eng, &s2.s, nd->peer[0], 1, 1, 4,
@@ -129,8 +102,8 @@ static void child_send_then_die(struct pnode *nd)
 	memset(&s1, 0, sizeof(s1));
 	memset(&s2, 0, sizeof(s2));
 	s2.s.cb = eu_send_cb;
-	fill(nd->arena, BIG, 5);
-	fill(nd->arena + BIG, 100, 6);
+	eu_fill(nd->arena, BIG, 5);
+	eu_fill(nd->arena + BIG, 100, 6);
 	tm_engine_isend(nd->eng, &s1.s, nd->peer[0], 1, 1, 7, nd->arena, BIG,
 			nd->mr, 0);
 	tm_engine_isend(nd->eng, &s2.s, nd->peer[0], 1, 1, 8, nd->arena + BIG,
@@ -153,7 +126,7 @@ static void child_die_mid_eager(struct pnode *nd)
 	memset(&s, 0, sizeof(s));
 	s.s.cb = eu_send_cb;
 	softhca_set_sched(nd->dev->ctx, SOFTHCA_SCHED_MANUAL, 0);
-	fill(nd->arena, 1000, 11);
+	eu_fill(nd->arena, 1000, 11);
 	if (tm_engine_isend(nd->eng, &s.s, nd->peer[0], 1, 1, 11, nd->arena,
 			    1000, nd->mr, 0) != TM_OK ||
 	    softhca_step(nd->dev->ctx, SOFTHCA_WORK_TX, SOFTHCA_ANY_QP) != 1)
@@ -172,7 +145,7 @@ static void child_send_one(struct pnode *nd)
 	s.s.cb = eu_send_cb;
 	if (wait_byte(nd->eng, nd->sock[0]) != 'g')
 		_exit(95);
-	fill(nd->arena, 100, 12);
+	eu_fill(nd->arena, 100, 12);
 	tm_engine_isend(nd->eng, &s.s, nd->peer[0], 1, 1, 12, nd->arena, 100,
 			nd->mr, 0);
 	while (!s.done)
@@ -191,7 +164,7 @@ static void child_main(int kind, int fd)
 		_exit(80);
 	switch (kind) {
 	case C_DIE_AFTER_ARRIVAL:
-		while (stats(nd.eng).unexpected < 1)
+		while (eu_stats(nd.eng).unexpected < 1)
 			tm_engine_progress(nd.eng);
 		kill(getpid(), SIGKILL);
 		break;
@@ -235,7 +208,7 @@ static int isend(struct pnode *nd, struct eu_send *t, int slot, int tag,
 {
 	memset(t, 0, sizeof(*t));
 	t->s.cb = eu_send_cb;
-	fill(nd->arena + off, len, (uint8_t)tag);
+	eu_fill(nd->arena + off, len, (uint8_t)tag);
 	return tm_engine_isend(nd->eng, &t->s, nd->peer[slot], 1, 0, tag,
 			       nd->arena + off, len, nd->mr, flags);
 }
@@ -279,9 +252,9 @@ static void test_unsignalled_error(void)
 	usleep(5000); /* past the soft HCA's 1 ms liveness cache */
 	isend(&nd, &e, 0, 1, 0, 8, 0);
 	t0 = now_s();
-	while (stats(nd.eng).peer_failures == 0 && now_s() - t0 < 5)
+	while (eu_stats(nd.eng).peer_failures == 0 && now_s() - t0 < 5)
 		tm_engine_progress(nd.eng);
-	tap_check(e.done == 1 && stats(nd.eng).peer_failures == 1,
+	tap_check(e.done == 1 && eu_stats(nd.eng).peer_failures == 1,
 		  "an error on an unsignalled send WR is found by progress "
 		  "alone (%.3f s)", now_s() - t0);
 	reap(pid);
@@ -303,7 +276,7 @@ static void test_dies_after_arrival(int sync)
 	pid = spawn(&nd, 0, child_main, C_DIE_AFTER_ARRIVAL);
 	isend(&nd, &s, 0, 1, 0, sync ? 64 : BIG, sync ? TM_SEND_SYNC : 0);
 	dt = wait_send(&nd, &s, &honest);
-	st = stats(nd.eng);
+	st = eu_stats(nd.eng);
 	tap_check(s.done == 1 && s.s.status == TM_REQ_ERROR,
 		  "receiver died after the request arrived: %s fails (%.3f s)",
 		  what, dt);
@@ -415,7 +388,7 @@ static void test_dies_before(void)
 		  "a burst of %d sends: each completes once; those queued "
 		  "behind the full send queue fail (%d buffered OK)", NB, n_ok);
 	tap_check(honest && tm_engine_idle(nd.eng) &&
-		  stats(nd.eng).peer_failures == 1,
+		  eu_stats(nd.eng).peer_failures == 1,
 		  "idle afterwards, one peer failure");
 	reap(pid);
 	parent_close(&nd);
@@ -431,7 +404,7 @@ static void test_sender_dies(void)
 
 	parent_open(&nd);
 	pid = spawn(&nd, 0, child_main, C_SEND_THEN_DIE);
-	while (stats(nd.eng).unexpected < 2)
+	while (eu_stats(nd.eng).unexpected < 2)
 		tm_engine_progress(nd.eng);
 	if (read(nd.sock[0], &b, 1) != 0)
 		tap_bail("child said something");
@@ -448,7 +421,7 @@ static void test_sender_dies(void)
 	while (!re.done)
 		tm_engine_progress(nd.eng);
 	tap_check(re.r.status == TM_REQ_OK && re.r.msg_len == 100 &&
-		  check(nd.arena + BIG, 100, 6),
+		  eu_check(nd.arena + BIG, 100, 6),
 		  "an eager message that arrived whole before it died is still delivered");
 	tm_engine_progress(nd.eng);
 	tap_check(rr.done == 1 && re.done == 1 && tm_engine_idle(nd.eng),
@@ -491,9 +464,9 @@ static void test_dies_mid_message(void)
 	} while (hs.unexpected < 1);
 	say(nd.sock[0], 'k');
 	t0 = now_s();
-	while (stats(nd.eng).peer_failures < 1 && now_s() - t0 < 5)
+	while (eu_stats(nd.eng).peer_failures < 1 && now_s() - t0 < 5)
 		tm_engine_progress(nd.eng);
-	st = stats(nd.eng);
+	st = eu_stats(nd.eng);
 	softhca_query_stats(nd.dev->ctx, &hs);
 	tap_check(st.peer_failures == 1 && reap(pa) == 128 + SIGKILL,
 		  "sender killed mid-message: its peer is marked dead");
@@ -510,7 +483,7 @@ static void test_dies_mid_message(void)
 		tm_engine_progress(nd.eng);
 	softhca_query_stats(nd.dev->ctx, &hs);
 	tap_check(r.r.status == TM_REQ_OK && r.r.msg_len == 100 &&
-		  check(nd.arena, 100, 12) && r.r.on_card,
+		  eu_check(nd.arena, 100, 12) && r.r.on_card,
 		  "afterwards a pre-posted receive from another peer is matched on the card (on_card %d, card count %u, engine reported %u)",
 		  r.r.on_card, hs.hw_unexpected_cnt, hs.sw_unexpected_cnt);
 	say(nd.sock[1], 'q');
@@ -536,7 +509,7 @@ static void test_other_peer(void)
 	isend(&nd, &sb1, 1, 1, BIG, BIG, 0);
 	isend(&nd, &sb2, 1, 2, 2 * BIG, 64, TM_SEND_SYNC);
 	wait_send(&nd, &sa, &honest);
-	tap_check(sa.s.status == TM_REQ_ERROR && stats(nd.eng).peer_failures == 1,
+	tap_check(sa.s.status == TM_REQ_ERROR && eu_stats(nd.eng).peer_failures == 1,
 		  "two peers: the dead one's rendezvous send fails");
 	wait_send(&nd, &sb1, &honest);
 	wait_send(&nd, &sb2, &honest);
@@ -553,9 +526,9 @@ static void test_other_peer(void)
 	while (!r3.done || !r4.done)
 		tm_engine_progress(nd.eng);
 	tap_check(r3.r.status == TM_REQ_OK && r3.r.msg_len == 200000 &&
-		  check(nd.arena + 3 * BIG, 200000, 3) &&
+		  eu_check(nd.arena + 3 * BIG, 200000, 3) &&
 		  r4.r.status == TM_REQ_OK && r4.r.env.src == 1 &&
-		  check(nd.arena + 3 * BIG + 300000, 100, 4),
+		  eu_check(nd.arena + 3 * BIG + 300000, 100, 4),
 		  "two peers: after the failure the live peer's rendezvous and sync messages arrive");
 	while (!tm_engine_idle(nd.eng))
 		tm_engine_progress(nd.eng);
@@ -564,7 +537,7 @@ static void test_other_peer(void)
 	tap_check(code == 0, "two peers: the live peer saw all its data right and exited cleanly (%d)",
 		  code);
 	tap_check(sa.done == 1 && sb1.done == 1 && sb2.done == 1 &&
-		  r3.done == 1 && r4.done == 1 && stats(nd.eng).peer_failures == 1,
+		  r3.done == 1 && r4.done == 1 && eu_stats(nd.eng).peer_failures == 1,
 		  "two peers: every request completed exactly once");
 	reap(pa);
 	parent_close(&nd);
@@ -594,7 +567,7 @@ static void test_slow_receiver(void)
 	memset(&sr, 0, sizeof(sr));
 	memset(&sy, 0, sizeof(sy));
 	sr.s.cb = sy.s.cb = eu_send_cb;
-	fill(w.node[1].arena, BIG, 9);
+	eu_fill(w.node[1].arena, BIG, 9);
 	tm_engine_isend(e1, &sr.s, w.node[1].peer[0], 2, 1, 5,
 			w.node[1].arena, BIG, w.node[1].mr, 0);
 	tm_engine_isend(e1, &sy.s, w.node[1].peer[0], 2, 1, 6,
@@ -604,8 +577,8 @@ static void test_slow_receiver(void)
 		idle_while_waiting |= tm_engine_idle(e1);
 		usleep(1000);
 	}
-	s0 = stats(e0);
-	s1 = stats(e1);
+	s0 = eu_stats(e0);
+	s1 = eu_stats(e1);
 	tap_check(!sr.done && !sy.done && !idle_while_waiting,
 		  "slow receiver: sends keep waiting, the sender is never idle");
 	tap_check(s1.keepalives_sent >= 2 && s0.keepalives_recv >= 1 &&
@@ -622,7 +595,7 @@ static void test_slow_receiver(void)
 	eu_pump(&w);
 	tap_check(sr.done == 1 && sy.done == 1 && sr.s.status == TM_REQ_OK &&
 		  sy.s.status == TM_REQ_OK && rr.r.status == TM_REQ_OK &&
-		  check(w.node[0].arena, BIG, 9) && eu_quiet(&w),
+		  eu_check(w.node[0].arena, BIG, 9) && eu_quiet(&w),
 		  "slow receiver: both sends complete normally once it receives");
 	eu_world_fini(&w);
 	alarm(0);

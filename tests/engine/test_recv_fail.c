@@ -43,14 +43,6 @@ static void say(int fd, uint8_t b)
 		tap_bail("a child is gone too early");
 }
 
-static struct tm_engine_stats stats(struct tm_engine *eng)
-{
-	struct tm_engine_stats st;
-
-	tm_engine_get_stats(eng, &st);
-	return st;
-}
-
 /* src 1 and 3: one eager (tag 5) at once, die on 'k'; src 2: one (tag
  * 12) on 'g', exit on the next byte */
 static void child_main(int src, int fd)
@@ -143,19 +135,19 @@ int main(void)
 	pa = spawn(&nd, 0, child_main, 1);
 	pb = spawn(&nd, 1, child_main, 2);
 	pc = spawn(&nd, 2, child_main, 3);
-	while (stats(nd.eng).unexpected < 2) /* A's and C's eager messages */
+	while (eu_stats(nd.eng).unexpected < 2) /* A's and C's eager messages */
 		tm_engine_progress(nd.eng);
 
 	tap_check(tm_engine_iprobe_from(nd.eng, 1, 3, 9, nd.peer[2], &info) ==
 		  TM_ERR_NOT_FOUND, "a probe naming live C finds nothing");
-	s0 = stats(nd.eng);
+	s0 = eu_stats(nd.eng);
 	say(nd.sock[2], 'k');
 	t0 = now_s();
 	do {
 		prc = tm_engine_iprobe_from(nd.eng, 1, 3, 9, nd.peer[2], &info);
 	} while (prc == TM_ERR_NOT_FOUND && now_s() - t0 < 5);
 	tap_check(prc == TM_ERR_PEER_DEAD && now_s() - t0 < 1.0 &&
-		  stats(nd.eng).keepalives_sent > s0.keepalives_sent,
+		  eu_stats(nd.eng).keepalives_sent > s0.keepalives_sent,
 		  "a probe loop naming C ends in TM_ERR_PEER_DEAD (%d) after %.3f s, through a keepalive",
 		  prc, now_s() - t0);
 	m = NULL;
@@ -166,14 +158,14 @@ int main(void)
 	tap_check(prc == TM_OK && info.len == 100,
 		  "a probe for what C sent before dying finds it (%d)", prc);
 
-	s0 = stats(nd.eng);
+	s0 = eu_stats(nd.eng);
 	post(&nd, &rc, 1, 1, 0, 0, 200);      /* card-held, names A */
-	st = stats(nd.eng);
+	st = eu_stats(nd.eng);
 	post(&nd, &rs, 1, 2, 0, 8192, 8192);  /* too long: software-held */
 	post(&nd, &ra, TM_ANY_SRC, 12, -1, 2000, 200);
 	post(&nd, &rn, 1, 3, -1, 3000, 200);  /* no peer named */
 	tap_check(st.recv_to_card == s0.recv_to_card + 1 &&
-		  stats(nd.eng).sw_long_buf == s0.sw_long_buf + 1,
+		  eu_stats(nd.eng).sw_long_buf == s0.sw_long_buf + 1,
 		  "receives naming A: one on the card, one held in software");
 	tap_check(tm_engine_irecv_from(nd.eng, &late.r, 1, TM_ANY_SRC, 1,
 				       nd.peer[0], nd.arena, 8, nd.mr) ==
@@ -181,13 +173,13 @@ int main(void)
 		  1, 7, nd.arena, 8, nd.mr) == TM_ERR_RANGE,
 		  "a peer with an any-source receive, or no such peer: TM_ERR_RANGE");
 
-	s0 = stats(nd.eng);
+	s0 = eu_stats(nd.eng);
 	say(nd.sock[0], 'k');
 	t0 = now_s();
 	while ((!rc.done || !rs.done) && now_s() - t0 < 5)
 		tm_engine_progress(nd.eng);
 	dt = now_s() - t0;
-	st = stats(nd.eng);
+	st = eu_stats(nd.eng);
 	tap_check(rc.done == 1 && rc.r.status == TM_REQ_ERROR &&
 		  rs.done == 1 && rs.r.status == TM_REQ_ERROR && dt < 1.0,
 		  "A died: both receives naming it fail (card-held %d, software-held %d) in %.3f s",

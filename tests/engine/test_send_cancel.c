@@ -75,11 +75,6 @@ static int cancel(struct eu_send *s)
 	return tm_engine_cancel_send(W.node[1].eng, &s->s);
 }
 
-static void stats(int n, struct tm_engine_stats *st)
-{
-	tm_engine_get_stats(W.node[n].eng, st);
-}
-
 /* Receives posted after the cancel get the next message, not the
  * withdrawn one; the queues are empty and every engine idle. */
 static void check_gone(const char *what, int32_t tag)
@@ -88,7 +83,7 @@ static void check_gone(const char *what, int32_t tag)
 	struct eu_send s2;
 	struct tm_engine_stats st;
 
-	stats(0, &st);
+	st = eu_node_stats(&W, 0);
 	tap_check(st.uq_len == 0 && st.reads_active == 0,
 		  "%s: the receiver holds nothing of it (uq %lu)", what,
 		  (unsigned long)st.uq_len);
@@ -115,8 +110,8 @@ static void test_eager_unexpected(void)
 		  "eager: completed at post, before any match");
 	tap_check(cancel(&s) == TM_OK, "eager: the cancel is asked");
 	eu_pump(&W);
-	stats(0, &st0);
-	stats(1, &st1);
+	st0 = eu_node_stats(&W, 0);
+	st1 = eu_node_stats(&W, 1);
 	tap_check(s.done == 2 && s.s.status == TM_REQ_CANCELLED,
 		  "eager unexpected: the callback runs once more, cancelled (done %d, status %d)",
 		  s.done, s.s.status);
@@ -164,8 +159,8 @@ static void test_queued(void)
 		  b.s.status == TM_REQ_CANCELLED,
 		  "queued: withdrawn at once, never posted");
 	eu_pump(&W);
-	stats(0, &st0);
-	stats(1, &st1);
+	st0 = eu_node_stats(&W, 0);
+	st1 = eu_node_stats(&W, 1);
 	tap_check(st0.scancel_served == 0 && st0.unexpected == 1 &&
 		  st1.scancel_ok == 1,
 		  "queued: nothing of it reached the receiver (unexpected %lu)",
@@ -214,7 +209,7 @@ static void test_late(int how)
 				 4096, W.node[0].mr);
 		eu_pump(&W);
 	}
-	stats(1, &st1);
+	st1 = eu_node_stats(&W, 1);
 	if (how == 4)
 		tap_check(rc == TM_ERR_NOT_FOUND && s.done == 1 &&
 			  st1.scancel_req == 0,
@@ -248,7 +243,7 @@ static void test_pending(int rndv)
 	tap_check(cancel(&s) == TM_ERR_NOT_FOUND,
 		  "%s: a second cancel while one is out does nothing", what);
 	eu_pump(&W);
-	stats(0, &st0);
+	st0 = eu_node_stats(&W, 0);
 	tap_check(s.done == 1 && s.s.status == TM_REQ_CANCELLED,
 		  "%s: completes once, cancelled", what);
 	tap_check(st0.fins_sent == 0 && st0.acks_sent == 0 &&
@@ -280,7 +275,7 @@ static void test_rndv_late(void)
 	tap_check(s.done == 1 && s.s.status == TM_REQ_OK && r.done == 1 &&
 		  data_ok(0, 3 * EAGER, 7),
 		  "rendezvous on the card: late, delivered, the send completes once OK");
-	stats(1, &st1);
+	st1 = eu_node_stats(&W, 1);
 	tap_check(st1.fin_unknown == 0,
 		  "rendezvous on the card: the send waited for its FIN (%lu FINs for nobody)",
 		  (unsigned long)st1.fin_unknown);
@@ -314,7 +309,7 @@ static void test_race(int which)
 		recv_post(&r, 12, 0, 4096); /* ADD posted, not processed */
 	softhca_step(card(0), SOFTHCA_WORK_RX, SOFTHCA_ANY_QP); /* message */
 	eu_progress(&W);
-	stats(0, &st0);
+	st0 = eu_node_stats(&W, 0);
 	if (which == 0)
 		tap_check(st0.unexp_claimed == 1 && r.done == 0,
 			  "%s: set-up: the message claimed the receive", name[which]);
@@ -325,7 +320,7 @@ static void test_race(int which)
 	if (which == 2)
 		recv_post(&r, 12, 0, 4096);
 	eu_pump(&W);
-	stats(0, &st0);
+	st0 = eu_node_stats(&W, 0);
 	if (which == 2) {
 		tap_check(s.done == 2 && s.s.status == TM_REQ_CANCELLED &&
 			  r.done == 0 && st0.uq_len == 0,
@@ -450,12 +445,61 @@ static void test_random(int rounds)
 		  bad_data);
 	tap_check(!bad_cb, "random: callbacks as the cancel's answer says (%d wrong)",
 		  bad_cb);
-	stats(1, &st);
+	st = eu_node_stats(&W, 1);
 	tap_check(st.fin_unknown == 0,
 		  "random: no send stopped waiting before its FIN/ACK (%lu came for nobody)",
 		  (unsigned long)st.fin_unknown);
 	tap_check(!bad_idle && ncanc > 0 && nlate > 0,
 		  "random: idle after each round; both outcomes seen");
+	eu_world_fini(&W);
+}
+
+/*
+ * A buffered send's handle (tm_engine_send_detach): it takes the identity
+ * of a send that completed at post, owes no callback of its own, and a
+ * cancel through it withdraws that send's message (or says it matched);
+ * the send itself never calls back again.
+ */
+static void detach(struct eu_send *h, const struct eu_send *s)
+{
+	memset(h, 0xa5, sizeof(*h)); /* whatever the storage held */
+	h->s.cb = eu_send_cb;
+	h->done = 0;
+	tm_engine_send_detach(W.node[1].eng, &s->s, &h->s);
+}
+
+static void test_detach(void)
+{
+	struct eu_send s, h;
+	struct eu_recv r;
+
+	open_world(SOFTHCA_SCHED_AUTO, 0);
+	send_post(&s, 7, 0, 100, 0, 4);
+	detach(&h, &s);
+	tap_check(h.s.peer == s.s.peer && h.s.seq == s.s.seq &&
+		  h.s.status == TM_REQ_OK && h.s.cb == eu_send_cb,
+		  "detach: the handle names the send and keeps its callback");
+	eu_pump(&W);
+	tap_check(s.done == 1 && h.done == 0,
+		  "detach: the send completed at post, the handle owes nothing");
+	tap_check(cancel(&h) == TM_OK, "detach: a cancel through the handle is asked");
+	eu_pump(&W);
+	tap_check(h.done == 1 && h.s.status == TM_REQ_CANCELLED && s.done == 1,
+		  "detach: the handle completes CANCELLED, the send stays done");
+	tap_check(cancel(&h) == TM_ERR_NOT_FOUND,
+		  "detach: a second cancel has nothing to ask");
+	check_gone("detach", 7);
+
+	recv_post(&r, 8, 0, 8192);
+	send_post(&s, 8, 0, 100, 0, 5);
+	detach(&h, &s);
+	eu_pump(&W);
+	tap_check(r.done == 1 && data_ok(0, 100, 5) && cancel(&h) == TM_OK,
+		  "detach: a matched send's handle may ask too");
+	eu_pump(&W);
+	tap_check(h.done == 1 && h.s.status == TM_REQ_OK && s.done == 1 &&
+		  eu_quiet(&W),
+		  "detach: ... and completes OK (delivered), nothing left");
 	eu_world_fini(&W);
 }
 
@@ -489,6 +533,7 @@ int main(void)
 	for (i = 0; i < 3; i++)
 		test_race(i);
 	test_random(300);
+	test_detach();
 	test_bad();
 	return tap_done();
 }

@@ -9,7 +9,8 @@
  * buffers, real sends, a copy read the victim waits on), and it offers a
  * spoiled copy of a published segment header for the victim to connect
  * to.  The victim's card runs between steps.  Anything but a clean return
- * (a crash, a sanitizer report, a leak, a hang) is a finding.
+ * (a crash, a sanitizer report, a leak, a hang, a receive state the card
+ * must never keep: check_rx) is a finding.
  *
  * Input: a sequence of records, each an opcode byte and its operands.
  */
@@ -191,6 +192,20 @@ out:
 	close(fd);
 }
 
+/*
+ * What the card may never leave behind, whatever arrived: a message under
+ * way that has taken more bytes than it holds (it could never end, and
+ * its completion would hold up the CQ for good).
+ */
+static void check_rx(struct sh_env *e)
+{
+	const struct sh_rx *rx = &to_sh_qp(e->p[0].rqp)->rx;
+
+	if (rx->dest != SH_RX_IDLE &&
+	    (rx->off > rx->msg_len || rx->written > rx->msg_len))
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct in in = { data, size };
@@ -250,6 +265,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		softhca_drain(e.b.ctx);
+		check_rx(&e);
 	}
 	sh_flush(&e);
 	sh_cq_discard(e.b.cq);

@@ -3,7 +3,13 @@
 # configurations and rank counts (TAP: one line per program, configuration
 # and number of ranks).
 #
-#   tests/mpi/run-mpi-tests.sh [program ...]      (make check runs it)
+#   tests/mpi/run-mpi-tests.sh [program ...]
+#   tests/mpi/mpi-CONFIG.sh [program ...]         (make check runs these)
+#
+# make check runs each configuration as a test of its own, through a link
+# named mpi-CONFIG.sh to this script (the configuration is the name's
+# middle), so that each has its own time limit and make -j runs them side
+# by side.
 #
 # Configurations:
 #   ob1         --mca pml ob1 --mca btl self,vader: the reference, always
@@ -46,7 +52,18 @@ builddir=$(cd "$top_builddir" && pwd)
 progdir=$builddir/tests/mpi
 MPIRUN=${MPIRUN:-mpirun}
 timeout_s=${MPI_TESTS_TIMEOUT:-60}
-configs=${MPI_TESTS_CONFIGS:-ob1 tm tm-small tm-random tm-notm}
+all_configs="ob1 tm tm-small tm-random tm-notm"
+case $(basename "$0") in
+mpi-*.sh)
+	configs=$(basename "$0" .sh)
+	configs=${configs#mpi-}
+	case " $all_configs " in
+	*" $configs "*) ;;
+	*) echo "Bail out! $0: no configuration named $configs"; exit 1 ;;
+	esac
+	;;
+*) configs=${MPI_TESTS_CONFIGS:-$all_configs} ;;
+esac
 seed=${MPITEST_SEED:-$(date +%s)}
 export MPITEST_SEED=$seed
 

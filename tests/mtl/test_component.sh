@@ -3,68 +3,79 @@
 #
 # Runs the built mca_mtl_tm.so (top_builddir/.libs, ahead of Open MPI's
 # own directory on mca_base_component_path) through ompi_info and mpirun:
-# it is listed, its parameters are, a plain mpirun keeps pml ob1, asking
+# it is listed, its parameters are, as documented in man/mtl_tm.7 with the
+# defaults the page states, a plain mpirun keeps pml ob1, asking
 # for tm selects pml cm and MPI_Init/MPI_Finalize work over it, a missing
 # provider gives one message, and MPI point-to-point works over it
 # (ping-pong, mpi_p2p's feature checks, with threads, and on a squeezed
 # soft HCA: one tag, one list op, 2-packet rings, 256-byte MTU, random
 # card scheduling; and without tag matching, softhca_no_tm, including a
-# job whose ranks offer different modes and must agree on one).
+# job whose ranks offer different modes and must agree on one, and one
+# across two host names that no provider fits).
 set -u
 
-builddir=${top_builddir:-.}
-libs=$(cd "$builddir" && pwd)/.libs
-prog=$(cd "$builddir" && pwd)/tests/mtl
-MPIRUN=${MPIRUN:-mpirun}
-export OMPI_MCA_mca_base_component_path="$libs:SYS_DEFAULT"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# vader's single-copy mechanism may be refused in containers; harmless here
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
-
-n=0
-fails=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-notok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $*"; }
-check() { # check "name" cond-command...
-	local name=$1; shift
-	if "$@"; then ok "$name"; else notok "$name"; fi
-}
+. "$(dirname "$0")/mpi_tap.sh"
 run() { # run logfile mpirun-args...: with a time limit, output in logfile
-	local log=$1; shift
-	timeout 120 "$MPIRUN" --oversubscribe -x OMPI_MCA_mca_base_component_path \
-		"$@" > "$log" 2>&1
+	mpirun_log 120 "$@"
 }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-if [ ! -f "$libs/mca_mtl_tm.so" ]; then
-	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"
-	exit 0
-fi
-echo "1..16"
+echo "1..19"
 
 ompi_info > "$tmp/info" 2>&1
 check "ompi_info lists mtl tm" grep -q 'MCA mtl: tm' "$tmp/info"
 
-ompi_info --param mtl tm --level 9 > "$tmp/param" 2>&1
+# The manual page and the component in step: every parameter the page
+# documents (".TP" then ".B mtl_tm_<name>" under PARAMETERS) is registered, every registered
+# one is documented, and the default the page states ("default N", "N KiB"
+# / "MiB" / "GiB", or "<word> (default)") is the one ompi_info reports.
+# ompi_info runs without the variables that replace defaults.
+man=${top_srcdir:-.}/man/mtl_tm.7
+clean_env=$(env | sed -n 's/^\(SOFTHCA_[A-Z_]*\|TM_DEV_[A-Z_]*\|OMPI_MCA_mtl_tm_[a-z_]*\)=.*/-u \1/p')
+# shellcheck disable=SC2086
+env $clean_env ompi_info --param mtl tm --level 9 --parsable > "$tmp/param" 2>&1
+sed -n 's/^mca:mtl:tm:param:\(mtl_tm_[a-z_0-9]*\):value:\(.*\)$/\1 \2/p' \
+	"$tmp/param" > "$tmp/values"
+documented=$(awk '/^\.SH / { in_params = $2 == "PARAMETERS" }
+		  in_params && prev == ".TP" && $1 == ".B" && $2 ~ /^mtl_tm_/ { print $2 }
+		  { prev = $0 }' "$man")
 missing=
-for p in priority verbose provider eager_limit rndv_threshold max_tags \
-	 max_ops plain_buffers send_slots offload keepalive_ms rcache \
-	 softhca_mtu softhca_ring_depth softhca_max_num_tags softhca_max_ops \
-	 softhca_max_rndv_hdr_size softhca_max_qp softhca_max_mr \
-	 softhca_max_wr softhca_sched softhca_seed softhca_force_copy_read; do
-	grep -q "\"mtl_tm_$p\"" "$tmp/param" || missing="$missing $p"
+for p in $documented; do
+	grep -q "^$p " "$tmp/values" || missing="$missing $p"
 done
-check "ompi_info --param mtl tm lists the parameters${missing:+ (missing:$missing)}" \
-	test -z "$missing"
+check "ompi_info lists every parameter man/mtl_tm.7 documents${missing:+ (missing:$missing)}" \
+	test -n "$documented" -a -z "$missing"
 
-# every parameter ompi_info shows is documented in the manual page
 undoc=
-for p in $(sed -n 's/.*parameter "\(mtl_tm_[a-z_0-9]*\)".*/\1/p' "$tmp/param"); do
-	grep -q "^\.B $p\$" "${top_srcdir:-.}/man/mtl_tm.7" || undoc="$undoc $p"
-done
+while read -r p v; do
+	echo "$documented" | grep -qx "$p" || undoc="$undoc $p"
+done < "$tmp/values"
 check "man/mtl_tm.7 documents every parameter${undoc:+ (missing:$undoc)}" \
-	test -z "$undoc"
+	test -s "$tmp/values" -a -z "$undoc"
+
+# man_default NAME: the default the page states in NAME's paragraph
+man_default() {
+	awk -v p="$1" '
+		$0 == ".B " p && prev == ".TP" { on = 1; prev = $0; next }
+		on && /^\.(TP|SS|SH)/ { exit }
+		on { sub(/^\.[A-Z]+ /, ""); gsub(/\\f[BIRP]/, ""); printf "%s ", $0 }
+		{ prev = $0 }' "$man" |
+	sed -n -e 's/.*default \([0-9][0-9]*\) \([KMG]\)iB.*/\1 \2/p' \
+	       -e 't' -e 's/.*default \([0-9][0-9]*\).*/\1/p' \
+	       -e 't' -e 's/.*[^a-z0-9]\([a-z0-9][a-z0-9]*\) (default).*/\1/p' \
+	       -e 't' -e 's/^\([a-z0-9][a-z0-9]*\) (default).*/\1/p' |
+	awk '{ m = 1 }
+	     $2 == "K" { m = 1024 }
+	     $2 == "M" { m = 1048576 }
+	     $2 == "G" { m = 1073741824 }
+	     NF == 2 { printf "%d\n", $1 * m; next }
+	     { print $1 }'
+}
+wrong=
+while read -r p v; do
+	d=$(man_default "$p")
+	[ "$d" = "$v" ] || wrong="$wrong $p (page: ${d:-none}, ompi_info: $v)"
+done < "$tmp/values"
+check "man/mtl_tm.7 states each parameter's default as registered${wrong:+:$wrong}" \
+	test -z "$wrong"
 
 run "$tmp/plain" -np 2 --mca pml_base_verbose 10 "$prog/mpi_hello"
 check "plain mpirun keeps pml ob1" \
@@ -79,14 +90,28 @@ rc=$?
 check "MPI_Init/MPI_Finalize over pml cm + mtl tm (3 ranks)" \
 	bash -c "[ $rc = 0 ] && [ \$(grep -c initialised '$tmp/cm') = 3 ]"
 
+# A decline is told once per job, in one format: the message block once,
+# whatever the ranks (and at verbosity 10 the others' one-line notes only).
 run "$tmp/verbs" -np 2 --mca pml cm --mca mtl tm \
 	--mca mtl_tm_provider verbs "$prog/mpi_hello"
 rc=$?
+# without pml cm, MPI_Init goes on over ob1: every rank meets the decline
+run "$tmp/verbs-v" -np 4 --mca mtl tm --mca mtl_tm_verbose 10 \
+	--mca mtl_tm_provider verbs "$prog/mpi_hello"
+rc_v=$?
+once() { # once logfile: the decline's message exactly once, one block
+	[ "$(grep -c 'libibverbs lists no device' "$1")" = 1 ] &&
+	[ "$(grep -c '^mtl tm (no-provider)' "$1")" = 1 ]
+}
 if [ $rc = 0 ]; then
 	ok "provider verbs: a TM-capable card is present # SKIP"
+	ok "provider verbs, 4 ranks, verbose: a TM-capable card is present # SKIP"
 else
 	check "provider verbs without any RDMA device: one message, MPI_Init fails" \
-		bash -c "[ \$(grep -c 'libibverbs lists no device' '$tmp/verbs') = 1 ]"
+		once "$tmp/verbs"
+	check "provider verbs without any RDMA device, 4 ranks declining, mtl_tm_verbose 10: still one message, ob1 takes over" \
+		bash -c "[ $rc_v = 0 ] && $(declare -f once); once '$tmp/verbs-v' &&
+			 [ \$(grep -c 'mtl tm: rank [0-9]*: no-provider' '$tmp/verbs-v') = 3 ]"
 fi
 
 # errors-return: an aborted rank would leave its soft HCA segment behind
@@ -138,8 +163,31 @@ check "mixed offers (rank 0 without tag matching): mpi_p2p passes" \
 check "... every rank opened again and ran without tag matching" \
 	bash -c "[ \$(grep -c 'opening again' '$tmp/mixed') = 3 ] && [ \$(grep -c 'mode: no tag matching' '$tmp/mixed') = 3 ]"
 
+# A job across two hosts with no RDMA device: each rank in a UTS namespace
+# of its own host name, so the published nodes differ although Open MPI
+# sees one node; the rule finds nothing every rank can use, and says so
+# once, at add_procs, without hanging.  One app context naming the host by
+# rank (prterun 3.0.8 crashes on MPMD command lines).  Open MPI 5 takes
+# a process's host name from the launcher (PMIx), not from the process, so
+# there the namespaces fake nothing.
+ompi_major=$(ompi_info --parsable 2>/dev/null |
+	sed -n 's/^ompi:version:full:\([0-9]*\)\..*/\1/p' | head -n 1)
+if [ "${ompi_major:-0}" -ge 5 ]; then
+	ok "two hosts, no RDMA device # SKIP Open MPI $ompi_major names hosts through PMIx: a UTS namespace fakes none"
+elif unshare -u true 2>/dev/null; then
+	timeout 120 "$MPIRUN" --oversubscribe -x OMPI_MCA_mca_base_component_path \
+		--mca pml cm --mca mtl tm -np 2 \
+		unshare -u sh -c 'hostname "host$OMPI_COMM_WORLD_RANK" && exec "$0"' \
+		"$prog/mpi_hello" > "$tmp/hosts" 2>&1
+	rc=$?
+	check "two hosts, no RDMA device: one no-provider message naming a host, MPI_Init fails, no hang" \
+		bash -c "[ $rc != 0 ] && [ $rc != 124 ] && [ \$(grep -c 'mtl tm (no-provider): no provider every rank' '$tmp/hosts') = 1 ] && grep -q 'on host host[01]' '$tmp/hosts'"
+else
+	ok "two hosts, no RDMA device # SKIP unshare -u (UTS namespaces) not allowed here"
+fi
+
 for f in "$tmp"/*; do
-	case $f in */info|*/param) continue;; esac
+	case $f in */info|*/param|*/values) continue;; esac
 	sed "s|^|# $(basename "$f"): |" "$f" | head -n 20
 done
 exit 0

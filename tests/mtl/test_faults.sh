@@ -16,31 +16,12 @@
 #     duplicates work again once communicators are freed.
 set -u
 
-builddir=${top_builddir:-.}
-libs=$(cd "$builddir" && pwd)/.libs
-prog=$(cd "$builddir" && pwd)/tests/mtl
-MPIRUN=${MPIRUN:-mpirun}
-export OMPI_MCA_mca_base_component_path="$libs:SYS_DEFAULT"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-notok() { n=$((n + 1)); echo "not ok $n - $*"; }
-skip() { n=$((n + 1)); echo "ok $n - $* # SKIP"; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-if [ ! -f "$libs/mca_mtl_tm.so" ]; then
-	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"
-	exit 0
-fi
+. "$(dirname "$0")/mpi_tap.sh"
 
 run() { # run seconds np logfile mpirun-args...: over mtl tm
 	local t=$1 np=$2 log=$3
 	shift 3
-	timeout "$t" "$MPIRUN" --oversubscribe -np "$np" \
-		-x OMPI_MCA_mca_base_component_path --mca pml cm --mca mtl tm \
-		"$@" > "$log" 2>&1
+	mpirun_log "$t" "$log" -np "$np" --mca pml cm --mca mtl tm "$@"
 }
 
 show() { sed 's/^/# /' "$1" | head -n 20; }

@@ -7,25 +7,8 @@
 #   KILLED_RUNS=N   killed 4-rank jobs (default 20)
 set -u
 
-builddir=${top_builddir:-.}
-libs=$(cd "$builddir" && pwd)/.libs
-prog=$(cd "$builddir" && pwd)/tests/mtl
-MPIRUN=${MPIRUN:-mpirun}
+. "$(dirname "$0")/mpi_tap.sh"
 runs=${KILLED_RUNS:-20}
-export OMPI_MCA_mca_base_component_path="$libs:SYS_DEFAULT"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
-
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-notok() { n=$((n + 1)); echo "not ok $n - $*"; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-if [ ! -f "$libs/mca_mtl_tm.so" ]; then
-	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"
-	exit 0
-fi
 tm=(--oversubscribe -x OMPI_MCA_mca_base_component_path --mca pml cm
     --mca mtl tm)
 softtm_files() { find /dev/shm -maxdepth 1 -name '*softtm*' 2>/dev/null | wc -l; }

@@ -431,6 +431,48 @@ static void test_rq_and_basic_srq(void)
 	sh_cq_destroy(brcq);
 }
 
+/*
+ * A QP failed while a message is under way into a plain buffer: the
+ * completion slot that buffer reserved is filled (flushed), so the CQ it
+ * shares with other QPs does not stall behind it.
+ */
+static void test_flush_midway(void)
+{
+	struct softhca_config cfg;
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
+	struct sh_env e;
+	struct sh_wc wc[4];
+	char *b1, *b2, msg[1000];
+	int n;
+
+	sh_config(&cfg);
+	cfg.mtu = 256;
+	if (sh_env_open(&e, &cfg, SOFTHCA_SCHED_MANUAL, 2))
+		tap_bail("sh_env_open (mtu 256)");
+	b1 = sh_alloc(&e.b, 2048);
+	b2 = sh_alloc(&e.b, 2048);
+	sh_post_plain(&e.b, 21, b1, 2048);
+	sh_post_plain(&e.b, 22, b2, 2048);
+	sh_fill(msg, sizeof(msg), 4);
+	sh_send_tm(&e, 0, IBV_TMH_NO_TAG, 0, 0, msg, sizeof(msg), 1);
+	/* its first packet only: the message is under way on pair 0 */
+	if (!sh_step_msg(&e, 0))
+		tap_bail("first packet");
+	sh_v()->modify_qp(e.p[0].rqp, &qa, IBV_QP_STATE);
+	sh_send_tm(&e, 1, IBV_TMH_NO_TAG, 0, 0, "after", 6, 2);
+	sh_flush(&e);
+	n = sh_poll_all(e.b.cq, wc, 4);
+	tap_check(n == 2 && wc[0].wr_id == 21 &&
+		  wc[0].status == IBV_WC_WR_FLUSH_ERR && wc[1].wr_id == 22 &&
+		  wc[1].status == IBV_WC_SUCCESS,
+		  "a QP failed with a message under way: its plain buffer "
+		  "completes flushed, the next QP's message after it (%d: %s)",
+		  n, n > 1 ? sh_wc_str(&wc[1]) : n ? sh_wc_str(&wc[0]) : "-");
+	sh_cq_discard(e.p[0].scq);
+	sh_cq_discard(e.p[1].scq);
+	sh_env_close(&e);
+}
+
 int main(void)
 {
 	struct softhca_config cfg;
@@ -447,5 +489,6 @@ int main(void)
 	test_inline();
 	test_rq_and_basic_srq();
 	sh_env_close(&env);
+	test_flush_midway();
 	return tap_done();
 }

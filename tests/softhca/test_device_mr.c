@@ -77,7 +77,7 @@ static void test_shm_segment(void)
 	memset(&gid, 0, sizeof(gid));
 	sh_v()->query_gid(ctx, 1, 0, &gid);
 	memcpy(w, gid.raw, sizeof(w));
-	fd = (int)ntohl(w[2]);
+	fd = (int)(ntohl(w[2]) & 0xffffu); /* (the high half: key bits) */
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	n = readlink(path, link, sizeof(link) - 1);
 	link[n > 0 ? n : 0] = 0;

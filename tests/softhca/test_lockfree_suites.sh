@@ -8,7 +8,8 @@ dir="${top_builddir:-.}/tests/softhca"
 n=0
 fail=0
 for t in test_device_mr test_cq test_tm_list test_tm_match test_tm_sync \
-	 test_rndv test_twoproc test_mlx5_rules test_mlx5_replay test_hostile; do
+	 test_rndv test_twoproc test_mlx5_rules test_mlx5_replay test_hostile \
+	 test_hostile_packets; do
 	n=$((n + 1))
 	out=$(SOFTHCA_SINGLE_THREADED=1 "$dir/$t" 2>&1)
 	rc=$?

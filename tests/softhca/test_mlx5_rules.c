@@ -99,14 +99,15 @@ static void test_caps_and_limits(void)
 	at = &env.b.attr;
 	qpwr = (uint32_t)at->orig_attr.max_qp_wr;
 	tap_check(at->tm_caps.max_ops == 32768 && qpwr == 32768 &&
+		  at->tm_caps.max_num_tags == 1023 &&
 		  at->tm_caps.max_sge == 1 &&
 		  at->tm_caps.max_rndv_hdr_size == 64 &&
 		  (at->tm_caps.flags & IBV_TM_CAP_RC) &&
 		  at->orig_attr.max_cqe == (1 << 22) - 1 &&
 		  at->orig_attr.max_qp_rd_atom == 16,
 		  "rule 1: caps look like a ConnectX-5 (max_ops %u, max_qp_wr %u, "
-		  "max_cqe %d)", at->tm_caps.max_ops, qpwr,
-		  at->orig_attr.max_cqe);
+		  "max_num_tags %u = 2^10 - 1, max_cqe %d)", at->tm_caps.max_ops,
+		  qpwr, at->tm_caps.max_num_tags, at->orig_attr.max_cqe);
 
 	srq = tm_srq(&env.b, ibv_cq_ex_to_cq(env.b.cq), 64, 16,
 		     at->tm_caps.max_ops);
@@ -134,6 +135,13 @@ static void test_caps_and_limits(void)
 		     at->tm_caps.max_num_tags + 1, 8);
 	tap_check(!srq && errno == EINVAL,
 		  "rule 4: max_num_tags above the cap refused (%d)", errno);
+	srq = tm_srq(&env.b, ibv_cq_ex_to_cq(env.b.cq),
+		     (uint32_t)at->orig_attr.max_srq_wr + 1, 16, 8);
+	tap_check(!srq && errno == EINVAL,
+		  "rule 4: a TM-SRQ with attr.max_wr above max_srq_wr refused (%d)",
+		  errno);
+	if (srq)
+		sh_v()->destroy_srq(srq);
 	srq = tm_srq(&env.b, ibv_cq_ex_to_cq(env.b.cq), 32, 16, 8);
 	tap_check(srq != NULL,
 		  "rule 5: not strict: a TM-SRQ with 32 plain WQEs is created");
@@ -241,6 +249,13 @@ static void test_nosq_send(void)
 	tap_check(ret == ENOMEM && bad == &wr,
 		  "rule 11: send on a QP without a send queue: ENOMEM, bad_wr set "
 		  "(%d)", ret);
+	/* no SGE: within max_send_sge 0, so only the queue refuses it */
+	wr.num_sge = 0;
+	bad = NULL;
+	ret = ibv_post_send(env.p[p].rqp, &wr, &bad);
+	tap_check(ret == ENOMEM && bad == &wr,
+		  "rule 11: a 0-SGE send on a QP without a send queue: ENOMEM "
+		  "(the queue, not the SGE count, refuses it) (%d)", ret);
 	test_send_limits(p);
 	sh_env_close(&env);
 }

@@ -1,214 +1,66 @@
 /*
- * card.c - when the card works: the scheduler, and card-side rendezvous
- * reads.
+ * sched.c - when the card works: the scheduler, the one place that runs
+ * the card's steps.
  *
- * The card's work comes in four kinds (softhca.h, enum softhca_work): list
- * ops in post order, inbound packets per QP in wire order, outbound packets
- * per QP in send-queue order, and rendezvous reads.  Within a kind the
- * order is the hardware's; across kinds any interleaving is a legal card,
- * and RANDOM/MANUAL scheduling exist to explore them.
+ * The soft card has no thread of its own: it runs inside the verbs calls
+ * made on its context.  Those reach it through one hook, the doorbell
+ * (sh_sched_doorbell, installed in the context and rung with
+ * sh_doorbell): a post rings it after writing its work request into a
+ * queue, a poll before reading the CQ.  Neither calls a step itself, as
+ * on rdma-core's providers a post writes a WQE and a poll reads a CQE.
+ *
+ * The card's work comes in four kinds (softhca.h, enum softhca_work), each
+ * a step of its own module: list ops in post order (srq.c,
+ * sh_srq_op_step), inbound packets per QP in wire order (ingress.c, which
+ * hands messages to match.c), outbound packets per QP in send-queue order
+ * (egress.c), and rendezvous reads (rndv.c).  Within a kind the order is
+ * the hardware's; across kinds any interleaving is a legal card, and
+ * RANDOM/MANUAL scheduling exist to explore them.  A step that fails a QP
+ * only marks it (qperr.c); the scheduler flushes it right after that step
+ * (qp_flush), so no verbs call returns with a flush owed.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "softhca_priv.h"
+#include "softhca_sched.h"
 
-/* ---- card-side rendezvous reads -------------------------------------- */
-
-void sh_card_queue_read(struct sh_context *ctx, struct sh_read_job *job)
-{
-	job->next = NULL;
-	if (ctx->jobs_tail)
-		ctx->jobs_tail->next = job;
-	else
-		ctx->jobs = job;
-	ctx->jobs_tail = job;
-}
-
-static void job_unlink(struct sh_context *ctx, struct sh_read_job *job)
-{
-	struct sh_read_job **pp, *prev = NULL;
-
-	for (pp = &ctx->jobs; *pp; prev = *pp, pp = &(*pp)->next)
-		if (*pp == job) {
-			*pp = job->next;
-			if (ctx->jobs_tail == job)
-				ctx->jobs_tail = prev;
-			return;
-		}
-}
-
-/* The data completion, then (if the data is in place) the FIN. */
-static void job_finish(struct sh_context *ctx, struct sh_read_job *job,
-		       enum ibv_wc_status status)
-{
-	struct sh_qp *qp = job->qp;
-	struct sh_srq *srq = qp->srq;
-	struct sh_cqe cqe = {
-		.wr_id = job->recv_wr_id,
-		.status = status,
-		.opcode = IBV_WC_TM_RECV,
-		.byte_len = job->len,
-		.tag = job->tag,
-		.priv = job->priv,
-		.qp_num = qp->qp.qp_num,
-		.src_qp = qp->dest_qpn,
-		.srq = srq,
-		.release_handle = job->handle,
-	};
-
-	/* no SYNC_REQ: mlx5 sets it only on list ops and unexpected ones */
-	cqe.wc_flags = IBV_WC_TM_DATA_VALID;
-	sh_cq_push(srq->cq, &cqe);
-	if (status == IBV_WC_SUCCESS) {
-		srq->card_reads++;
-		sh_qp_queue_fin(qp, job->hdr);
-	}
-	job_unlink(ctx, job);
-	free(job);
-}
-
-static bool job_step(struct sh_context *ctx, struct sh_read_job *job)
-{
-	struct sh_qp *qp = job->qp;
-	enum ibv_wc_status st;
-	uint32_t chunk;
-
-	if (qp->qp.state == IBV_QPS_ERR) {
-		job_finish(ctx, job, IBV_WC_WR_FLUSH_ERR);
-		return true;
-	}
-	if (sh_peer_cma(ctx, qp->peer)) {
-		if (!sh_card_read_allow(ctx))
-			return false;
-		chunk = job->len - job->done < SH_READ_CHUNK
-				? job->len - job->done : SH_READ_CHUNK;
-		sh_card_read_used(ctx, chunk);
-		st = sh_remote_read(ctx, qp->peer, job->va + job->done,
-				    job->rkey, job->sge, job->num_sge,
-				    job->done, chunk);
-		job->done += chunk;
-		if (st != IBV_WC_SUCCESS || job->done == job->len)
-			job_finish(ctx, job, st);
-		return true;
-	}
-	/* Copy read: ask the owner's card to send the bytes. */
-	if (!sh_qp_out_read_req(qp, job->len, job->va, job->rkey,
-				&job->req_id))
-		return qp->qp.state == IBV_QPS_ERR; /* the job was flushed */
-	job->started = true;
-	return true;
-}
-
-static bool job_ready(const struct sh_read_job *job)
-{
-	return !job->started;
-}
-
-bool sh_card_read_step(struct sh_context *ctx)
-{
-	for (struct sh_read_job *job = ctx->jobs; job; job = job->next)
-		if (job_ready(job))
-			return job_step(ctx, job);
-	return false;
-}
-
-/* A READ_RESP for a card read (pkt: our checked copy; data: in the ring). */
-void sh_card_read_done(struct sh_context *ctx, uint64_t req_id,
-		       struct sh_qp *qp, const struct sh_pkt *pkt,
-		       const uint8_t *data)
-{
-	struct sh_read_job *job;
-
-	for (job = ctx->jobs; job; job = job->next)
-		if (job->qp == qp && job->started && job->req_id == req_id)
-			break;
-	if (!job) {
-		/* Jobs are dropped only with the QP's packets: nobody asked. */
-		sh_qp_bad_packet(qp);
-		return;
-	}
-	if (pkt->status != IBV_WC_SUCCESS) {
-		job_finish(ctx, job, IBV_WC_REM_ACCESS_ERR);
-		return;
-	}
-	/* In order, inside what was asked, and last exactly at the end. */
-	if (pkt->va != job->done || pkt->len > job->len - job->done ||
-	    !(pkt->flags & SH_PKT_LAST) != (job->done + pkt->len < job->len)) {
-		sh_qp_bad_packet(qp); /* flushes the job */
-		return;
-	}
-	sh_scatter(job->sge, job->num_sge, job->done, data, pkt->len);
-	job->done += pkt->len;
-	if (pkt->flags & SH_PKT_LAST)
-		job_finish(ctx, job, IBV_WC_SUCCESS);
-}
-
-void sh_card_drop_jobs(struct sh_context *ctx, struct sh_qp *qp)
-{
-	struct sh_read_job *job = ctx->jobs, *next;
-
-	for (; job; job = next) {
-		next = job->next;
-		if (job->qp == qp)
-			job_finish(ctx, job, IBV_WC_WR_FLUSH_ERR);
-	}
-}
-
-/* ---- read pacing ----------------------------------------------------- */
+/* ---- flushing a QP in error ------------------------------------------ */
 
 /*
- * A real card reads while the CPU goes on; the soft card reads inside the
- * application's verbs calls, so a long read in the poll an application
- * makes while it posts a batch of sends delays those sends, and the peer
- * (which would read them) waits: in bi-directional streams the two
- * processes then take turns instead of reading at the same time.  So in
- * AUTO a verbs call reads at most SH_READ_CHUNK, a post never reads, and
- * a poll reads only once the posts have stopped for SH_READ_POST_GAP_NS
- * (or reads have waited SH_READ_DEFER_NS).  The clock is read only when
- * there is something to read.
+ * The head WR completes with the reason the QP failed, the rest of its
+ * work flushed: the send queue, the message under way, the rendezvous
+ * reads, the read it serves, its own receive queue.
  */
-static bool read_now(struct sh_context *ctx)
+static void qp_flush(struct sh_qp *qp)
 {
-	struct timespec ts;
-	uint64_t now;
-
-	if (ctx->read_post)
-		return false;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	if (ctx->post_seen != ctx->post_seq) {
-		ctx->post_seen = ctx->post_seq;
-		ctx->post_ns = now;
+	qp->flush_pending = false;
+	qp->ctx->flush_n--;
+	sh_qp_sq_flush(qp, qp->flush_why);
+	sh_rx_abort(qp);
+	sh_rndv_drop(qp->ctx, qp);
+	sh_qp_resp_active(qp, false);
+	while (qp->rq.count) {
+		sh_qp_flush_wr(qp, qp->rcq, qp->rq.buf[qp->rq.first].wr_id,
+			       IBV_WC_RECV);
+		qp->rq.first = (qp->rq.first + 1) % qp->rq.cap;
+		qp->rq.count--;
 	}
-	if (now - ctx->post_ns < SH_READ_POST_GAP_NS) {
-		if (!ctx->defer_ns)
-			ctx->defer_ns = now;
-		if (now - ctx->defer_ns < SH_READ_DEFER_NS)
-			return false;
-	}
-	ctx->defer_ns = 0;
-	return true;
 }
 
-/* Bytes this card run may still read (unlimited outside AUTO runs). */
-uint32_t sh_card_read_allow(struct sh_context *ctx)
+static void flush_all(struct sh_context *ctx)
 {
-	if (!ctx->read_limited)
-		return UINT32_MAX;
-	if (!ctx->read_decided) {
-		ctx->read_decided = true;
-		ctx->read_left = read_now(ctx) ? SH_READ_CHUNK : 0;
-	}
-	return ctx->read_left;
+	for (uint32_t i = 0; ctx->flush_n && i < ctx->qp_hwm; i++)
+		if (ctx->qps[i] && ctx->qps[i]->flush_pending)
+			qp_flush(ctx->qps[i]);
 }
 
-void sh_card_read_used(struct sh_context *ctx, uint32_t n)
+/* After every step: a QP it failed is flushed before the next step. */
+static inline void flush_due(struct sh_context *ctx)
 {
-	if (ctx->read_limited)
-		ctx->read_left = n < ctx->read_left ? ctx->read_left - n : 0;
+	if (ctx->flush_n)
+		flush_all(ctx);
 }
 
 /* ---- scheduling ------------------------------------------------------ */
@@ -227,8 +79,10 @@ static uint64_t rng_next(struct sh_context *ctx)
 static bool op_step(struct sh_context *ctx)
 {
 	for (struct sh_srq *srq = ctx->srqs; srq; srq = srq->next)
-		if (sh_srq_op_step(srq))
+		if (sh_srq_op_step(srq)) {
+			flush_due(ctx);
 			return true;
+		}
 	return false;
 }
 
@@ -251,8 +105,12 @@ static bool qp_step(struct sh_context *ctx, uint32_t qpn, uint32_t *cursor,
 	struct sh_qp *qp;
 
 	if (qpn != SOFTHCA_ANY_QP) {
+		bool done;
+
 		qp = qp_by_num(ctx, qpn);
-		return qp && step(qp);
+		done = qp && step(qp);
+		flush_due(ctx);
+		return done;
 	}
 	for (uint32_t n = 0; n < ctx->qp_hwm; n++) {
 		uint32_t i = (*cursor + n) % ctx->qp_hwm;
@@ -260,6 +118,7 @@ static bool qp_step(struct sh_context *ctx, uint32_t qpn, uint32_t *cursor,
 		qp = ctx->qps[i];
 		if (qp && step(qp)) {
 			*cursor = i + 1;
+			flush_due(ctx);
 			return true;
 		}
 	}
@@ -274,14 +133,6 @@ static bool any_ready(struct sh_context *ctx, bool (*ready)(struct sh_qp *))
 	return false;
 }
 
-static bool read_ready(struct sh_context *ctx)
-{
-	for (struct sh_read_job *job = ctx->jobs; job; job = job->next)
-		if (job_ready(job))
-			return true;
-	return false;
-}
-
 static bool card_step(struct sh_context *ctx, enum softhca_work kind,
 		      uint32_t qpn)
 {
@@ -292,8 +143,12 @@ static bool card_step(struct sh_context *ctx, enum softhca_work kind,
 		return qp_step(ctx, qpn, &ctx->rr_rx, sh_qp_rx_step);
 	case SOFTHCA_WORK_TX:
 		return qp_step(ctx, qpn, &ctx->rr_tx, sh_qp_tx_step);
-	case SOFTHCA_WORK_READ:
-		return sh_card_read_step(ctx);
+	case SOFTHCA_WORK_READ: {
+		bool done = sh_rndv_step(ctx);
+
+		flush_due(ctx);
+		return done;
+	}
 	}
 	return false;
 }
@@ -320,16 +175,22 @@ static int card_drain(struct sh_context *ctx)
 			struct sh_qp *qp = ctx->qps[i];
 
 			if (qp && (qp->sq_count || qp->resp.active))
-				while (sh_qp_tx_step(qp))
+				while (sh_qp_tx_step(qp)) {
 					n++;
+					flush_due(ctx);
+				}
 		}
 		/* (rx steps never unwatch a QP: the array is stable here) */
 		for (uint32_t i = 0; i < ctx->rxw_n; i++)
 			if (sh_qp_rx_ready(ctx->rxw_qp[i]))
-				while (sh_qp_rx_step(ctx->rxw_qp[i]))
+				while (sh_qp_rx_step(ctx->rxw_qp[i])) {
 					n++;
-		while (ctx->jobs && sh_card_read_step(ctx))
+					flush_due(ctx);
+				}
+		while (ctx->jobs && sh_rndv_step(ctx)) {
 			n++;
+			flush_due(ctx);
+		}
 		total += n;
 	} while (n);
 	return total;
@@ -350,7 +211,7 @@ static void card_random(struct sh_context *ctx)
 			ready[n++] = SOFTHCA_WORK_RX;
 		if (any_ready(ctx, sh_qp_tx_ready))
 			ready[n++] = SOFTHCA_WORK_TX;
-		if (read_ready(ctx))
+		if (sh_rndv_ready(ctx))
 			ready[n++] = SOFTHCA_WORK_READ;
 		if (!n)
 			return;
@@ -377,6 +238,7 @@ static void check_liveness(struct sh_context *ctx)
 	for (uint32_t i = 0; i < ctx->qp_hwm; i++)
 		if (ctx->qps[i])
 			sh_qp_check_peer(ctx->qps[i]);
+	flush_due(ctx);
 }
 
 /*
@@ -427,6 +289,8 @@ static int card_poll(struct sh_context *ctx)
 
 		while (sh_qp_rx_ready(qp) && sh_qp_rx_step(qp))
 			;
+		/* (a QP failed by these steps: flushed before another's) */
+		flush_due(ctx);
 		busy |= qp->rx.dest != SH_RX_IDLE || sh_qp_rx_ready(qp);
 	}
 	if (ctx->tx_work || ctx->jobs) {
@@ -436,17 +300,36 @@ static int card_poll(struct sh_context *ctx)
 	return busy;
 }
 
-/* The card's work after a post or poll; called with ctx->lock held. */
-static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
-		     bool only_ops, bool post)
+/*
+ * The doorbell (softhca_sched.h): the card's work after a post, a poll or
+ * a QP's move to error; called with ctx->lock held.
+ */
+void sh_sched_doorbell(struct sh_context *ctx, enum sh_bell why,
+		       struct sh_qp *qp)
 {
-	int busy;
+	bool post = why != SH_BELL_POLL;
+	int busy = -1;
 
-	if (post)
-		ctx->post_seq++;
+	if (why == SH_BELL_FLUSH) {
+		/* in any mode: modify_qp flushes before it returns */
+		flush_due(ctx);
+		return;
+	}
+	if (post) {
+		ctx->post_seq++; /* read pacing: the application is posting */
+		/*
+		 * AUTO: a buffer posted to an SRQ gives the card work only if
+		 * an arrival waits for one, and such an arrival is still in
+		 * its ring, which keeps the next poll from taking the quiet
+		 * path: that poll takes it.  So no card run.
+		 */
+		if (why == SH_BELL_SRQ_RECV &&
+		    ctx->sched == SOFTHCA_SCHED_AUTO)
+			return;
+		sh_sched_kick(ctx);
+	}
 	if (ctx->in_progress)
 		return;
-	busy = -1;
 	ctx->in_progress = true;
 	ctx->read_limited = ctx->sched == SOFTHCA_SCHED_AUTO;
 	ctx->read_decided = false;
@@ -458,16 +341,18 @@ static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
 		 * A post only needs its own work done now (the card would
 		 * start on it at once); arrivals wait for the next poll.
 		 */
-		if (only_tx)
-			while (sh_qp_tx_step(only_tx))
+		if (why == SH_BELL_SEND) {
+			while (sh_qp_tx_step(qp))
 				;
-		else if (only_ops)
+			flush_due(ctx);
+		} else if (why == SH_BELL_OPS) {
 			while (op_step(ctx))
 				;
-		else if (!post)
+		} else if (!post) {
 			busy = card_poll(ctx);
-		else
+		} else {
 			card_drain(ctx);
+		}
 		break;
 	case SOFTHCA_SCHED_RANDOM:
 		card_random(ctx);
@@ -485,26 +370,6 @@ static void card_run(struct sh_context *ctx, struct sh_qp *only_tx,
 	ctx->in_progress = false;
 }
 
-void sh_card_progress(struct sh_context *ctx)
-{
-	card_run(ctx, NULL, false, false);
-}
-
-void sh_card_progress_post(struct sh_context *ctx)
-{
-	card_run(ctx, NULL, false, true);
-}
-
-void sh_card_progress_tx(struct sh_qp *qp)
-{
-	card_run(qp->ctx, qp, false, true);
-}
-
-void sh_card_progress_ops(struct sh_context *ctx)
-{
-	card_run(ctx, NULL, true, true);
-}
-
 /* ---- test hooks (softhca.h) ------------------------------------------ */
 
 void softhca_set_sched(struct ibv_context *c, enum softhca_sched sched,
@@ -513,7 +378,7 @@ void softhca_set_sched(struct ibv_context *c, enum softhca_sched sched,
 	struct sh_context *ctx = to_sh_ctx(c);
 
 	sh_lock(ctx);
-	sh_card_kick(ctx);
+	sh_sched_kick(ctx);
 	ctx->sched = sched;
 	if (seed)
 		ctx->rng = seed;
@@ -527,7 +392,7 @@ int softhca_step(struct ibv_context *c, enum softhca_work kind,
 	bool done;
 
 	sh_lock(ctx);
-	sh_card_kick(ctx);
+	sh_sched_kick(ctx);
 	done = card_step(ctx, kind, qp_num);
 	sh_unlock(ctx);
 	return done;
@@ -539,7 +404,7 @@ int softhca_drain(struct ibv_context *c)
 	int n;
 
 	sh_lock(ctx);
-	sh_card_kick(ctx);
+	sh_sched_kick(ctx);
 	n = card_drain(ctx);
 	sh_unlock(ctx);
 	return n;

@@ -1,0 +1,45 @@
+/*
+ * tm_offload.h - which receives go to the card, and when.  Protocol
+ * (tm_proto.h).
+ *
+ * Contract (argument: doc/DESIGN.md, "Offload policy" and "Promotion"):
+ *  - a new receive goes to the card only if offload_refusal() finds no
+ *    reason against it (the numbered checklist in tm_offload.c);
+ *    otherwise it is software-held, counted once under its reason;
+ *  - each context keeps its software-held receives in a FIFO in post
+ *    order; only the head of a FIFO is ever promoted, while the card has
+ *    room (tmx_card_has_room), from every engine call and before a new
+ *    receive is placed: the head is the earliest software-held receive of
+ *    its context and receives of other contexts accept none of its
+ *    messages, so the prefix rule holds for it with no check;
+ *  - a receive that can never go (offload off, no tag list, small buffer
+ *    with no staging, no registration, or its ADD failed) is pinned: it
+ *    stays at the head and holds back the rest of its context until it
+ *    matches or is cancelled.
+ * Owns: the offload part of struct tm_engine, RF_SWQ and RF_PINNED.
+ */
+#ifndef TM_OFFLOAD_H
+#define TM_OFFLOAD_H
+
+#include "engine/tm_proto.h"
+
+int tme_offload_init(struct tm_engine *eng);
+void tme_offload_cleanup(struct tm_engine *eng);
+
+/* Places a new receive (no unexpected message took it): card or FIFO. */
+int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
+		   uint64_t rtag, uint64_t mask);
+/* Hands FIFO heads to the card while it has room; how many went. */
+int tme_promote(struct tm_engine *eng);
+/* Is promotion work waiting (and not stuck for want of room)? */
+static inline int tme_promo_due(struct tm_engine *eng)
+{
+	return !ucs_list_is_empty(&eng->offload.promo_ready) &&
+	       !eng->x.ops.want_room;
+}
+/* r leaves its FIFO (matched, cancelled, failed). */
+void tme_swq_del(struct tm_engine *eng, struct tm_recv *r);
+/* The card refused r's ADD: software-held again, pinned. */
+void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r);
+
+#endif /* TM_OFFLOAD_H */

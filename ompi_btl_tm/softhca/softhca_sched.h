@@ -1,0 +1,77 @@
+/*
+ * softhca_sched.h - the scheduler's contract with the verbs: how posts,
+ * polls and state changes reach the card (sched.c).
+ *
+ * The soft card runs inside the verbs calls made on its context.  A verb
+ * reaches it through one hook, the doorbell: a post rings it after its
+ * work requests are written into their queue (send queue, receive queue,
+ * list-op queue), a poll rings it before it reads the CQ, a QP moved to
+ * error rings it for the flush.  The scheduler then runs the card's steps
+ * (sched.c); no verb calls a step itself.  The hook is installed in the
+ * context when it is opened (ctx->doorbell = sh_sched_doorbell), so the
+ * verbs depend on this contract, not on the scheduler's code.
+ *
+ * The quiet state lets an idle poll skip the doorbell: the card left
+ * nothing to do but wait for packets, and no watched ring has one.
+ */
+#ifndef SOFTHCA_SCHED_H
+#define SOFTHCA_SCHED_H
+
+#include "softhca_priv.h"
+
+/* sched.c: the doorbell's target; called with ctx->lock held (or on a
+ * lock-free context) */
+void sh_sched_doorbell(struct sh_context *ctx, enum sh_bell why,
+		       struct sh_qp *qp);
+
+/* The card has work the quiet state does not show (under ctx->lock). */
+static inline void sh_sched_kick(struct sh_context *ctx)
+{
+	atomic_store_explicit(&ctx->quiet, false, memory_order_relaxed);
+}
+
+/*
+ * The hook through which posts, polls and state changes reach the card
+ * (called with ctx->lock held, or on a lock-free context).  A post rings
+ * it after its work requests are queued, a poll before it reads the CQ;
+ * a post that left nothing is only counted, without a call.
+ */
+static inline void sh_doorbell(struct sh_context *ctx, enum sh_bell why,
+			       struct sh_qp *qp)
+{
+	if (why == SH_BELL_POSTED)
+		ctx->post_seq++; /* read pacing: the application is posting */
+	else
+		ctx->doorbell(ctx, why, qp);
+}
+
+/*
+ * Lock-free: does no watched ring have its next packet?  A stale answer
+ * only delays the poll that follows: the card, under the lock, looks again.
+ * (Inline: an idle poll is this loop and little else.)
+ */
+static inline bool sh_rx_quiet(struct sh_context *ctx)
+{
+	uint32_t n = atomic_load_explicit(&ctx->rxw_n, memory_order_acquire);
+	const struct sh_rx_watch *w = ctx->rxw, *end = w + n;
+
+	for (; w < end; w++)
+		if (atomic_load_explicit(atomic_load_explicit(
+				&w->seq, memory_order_relaxed),
+				memory_order_relaxed) !=
+		    atomic_load_explicit(&w->empty, memory_order_relaxed))
+			return false;
+	return true;
+}
+
+/*
+ * The card has nothing to do but wait for packets, and none arrived
+ * (lock-free; a stale answer only delays the poll that follows).
+ */
+static inline bool sh_sched_quiet(struct sh_context *ctx)
+{
+	return atomic_load_explicit(&ctx->quiet, memory_order_acquire) &&
+	       sh_rx_quiet(ctx);
+}
+
+#endif /* SOFTHCA_SCHED_H */

@@ -1,0 +1,1 @@
+run-mpi-tests.sh

@@ -1,0 +1,50 @@
+# mpi_tap.sh - the opening the shell tests of tests/mtl share; sourced,
+# not run:   . "$(dirname "$0")/mpi_tap.sh"
+#
+# Sets builddir, libs (where the built mca_mtl_tm.so is), prog (the MPI
+# test programs), MPIRUN; puts the built component first on
+# mca_base_component_path (exported, so that mpirun -x passes it on) and
+# lets mpirun run as root; makes $tmp, a directory removed at exit; gives
+# the TAP helpers ok, notok, skip and check, counting in $n and $fails,
+# and mpirun_log to run a job into a log file.
+# A test of a build without the component (sanitizer builds) is skipped
+# as a whole here.
+#
+# vader's single-copy mechanism (CMA) may be refused in containers, so it
+# is off unless the caller's environment chose one.
+
+builddir=${top_builddir:-.}
+libs=$(cd "$builddir" && pwd)/.libs
+prog=$(cd "$builddir" && pwd)/tests/mtl
+MPIRUN=${MPIRUN:-mpirun}
+export OMPI_MCA_mca_base_component_path="$libs:SYS_DEFAULT"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
+
+n=0
+fails=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+notok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $*"; }
+skip() { n=$((n + 1)); echo "ok $n - $* # SKIP"; }
+check() { # check "name" cond-command...
+	local name=$1
+	shift
+	if "$@"; then ok "$name"; else notok "$name"; fi
+}
+
+# mpirun_log SECONDS LOG mpirun-args...: mpirun with the built component,
+# killed after SECONDS, all its output in LOG; its exit status
+mpirun_log() {
+	local t=$1 log=$2
+	shift 2
+	timeout "$t" "$MPIRUN" --oversubscribe \
+		-x OMPI_MCA_mca_base_component_path "$@" > "$log" 2>&1
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+if [ ! -f "$libs/mca_mtl_tm.so" ]; then
+	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"
+	exit 0
+fi
