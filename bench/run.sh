@@ -68,8 +68,8 @@ script against another MTL); LAUNCH_TIMEOUT (s) bounds each mpirun.
 
 Issue 18's table (8 B latency, 8 B message rate with window 64, 1 KiB,
 OSU 7.4's osu_latency and osu_mbw_mr; median round of 7), on a quiet
-machine, OSU built first with scripts/osu-build.sh (about 6 minutes):
-  bench/run.sh --rounds 7 --max-time 600 --osu
+machine, OSU built first with scripts/osu-build.sh (6-10 minutes):
+  bench/run.sh --rounds 7 --max-time 900 --osu
 It prints that table ("Issue 18") after the per-point table.
 EOF
 }
