@@ -99,8 +99,10 @@ run() {
 	TM_DEV_RCACHE=0 timeout --kill-after=5 "${LAUNCH_TIMEOUT:-600}" \
 		"${launch[@]}" -np "$np" ${ARGS[$t]} "${wrap[@]}" "$prog" -k "$kind" \
 		-n "$calls" ${ms:+-t "$ms"} >"$tmp/$tag.out" 2>"$tmp/$tag.err" && return 0
-	echo "idle.sh: $kind over $t at np $np failed (exit $?); last lines:" >&2
-	grep -v '^==' "$tmp/$tag.err" | tail -n 8 >&2
+	echo "idle.sh: $kind over $t at np $np failed (exit $?):" >&2
+	# bench_idle's own complaint first, then how the job ended
+	grep '^bench_idle:' "$tmp/$tag.err" >&2
+	grep -v -e '^==' -e '^bench_idle:' "$tmp/$tag.err" | tail -n 8 >&2
 	return 1
 }
 

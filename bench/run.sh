@@ -441,4 +441,9 @@ fi
 ln -sfn "$RESULTS" "$(dirname "$RESULTS")/latest" 2>/dev/null
 [ -s "$ERRLOG" ] && echo "Some runs failed: $ERRLOG" >&2
 echo "Total $((SECONDS - start)) s of measurement." >&2
+# Asked for and never measured is a failure, not a table of dashes.
+if [ "$OSU" = 1 ] && ! grep -q ' bench=osu_' "$RAW"; then
+	echo "run.sh: --osu: no OSU program gave a result in any round; see $ERRLOG" >&2
+	exit 1
+fi
 exit 0
