@@ -86,7 +86,9 @@ struct tme_recv {
 	ucs_list_link_t owed_link; /* its ACK/FIN waits for memory */
 	uint32_t want_peer;        /* the peer its source names, or
 				    * TM_PEER_ANY */
-	uint64_t wait_ns;          /* when it started waiting on want_peer */
+	uint64_t wait_ns;          /* when the keepalive scan first saw it
+				    * oldest on want_peer's recvq (0: not
+				    * yet; posting reads no clock) */
 	struct tm_rbuf b;          /* the caller's buffer */
 	int own_mr;                /* b.mr is ours (tm_dev_mem_get) */
 	int state;                 /* R_* */
@@ -240,6 +242,8 @@ struct tm_engine {
 					      * them (tm_recv.c adds) */
 		uint64_t ka_ns;       /* cfg.keepalive_ms */
 		uint64_t ka_next_ns;  /* next look at wait_peers */
+		uint32_t ka_calls;    /* progress calls until the scan next
+				       * reads the clock */
 	} send;
 	struct {                    /* tm_recv.c */
 		ucs_list_link_t all_msgs;

@@ -131,15 +131,23 @@ void tme_send_peer_dead(struct tm_engine *eng, uint32_t peer)
 /*
  * Probes each peer whose oldest send has waited ka_ns for its reply, or
  * whose oldest receive naming it has waited ka_ns, at most once per ka_ns
- * per peer.  Looks at most every ka_ns / 4, and only at such peers, so an
- * engine with none pays two list tests.
+ * per peer.  Looks at most every ka_ns / 4, and runs only every
+ * TM_KA_SCAN_CALLS-th progress call (tme_keepalive_tick), so an engine
+ * with receives naming their peers (every MPI receive with a source) pays
+ * a counter per progress call, not a clock read.  A receive is stamped when a look
+ * first finds it oldest on its peer (posting it reads no clock): it is
+ * probed between ka_ns and ka_ns * 1.25 (plus TM_KA_SCAN_CALLS calls)
+ * after it became the oldest, i.e. after the last receive naming that
+ * peer before it completed, or after its post.
  */
 void tme_keepalive_scan(struct tm_engine *eng)
 {
 	uint64_t now, ka = eng->send.ka_ns;
+	struct tme_recv *q;
 	struct tmx_peer *xp;
 	struct tme_peer *p;
 
+	eng->send.ka_calls = TM_KA_SCAN_CALLS - 1;
 	if (ucs_list_is_empty(&eng->send.wait_peers) &&
 	    ucs_list_is_empty(&eng->send.rwait_peers)) {
 		eng->x.pending &= ~TM_PEND_WAIT;
@@ -157,8 +165,10 @@ void tme_keepalive_scan(struct tm_engine *eng)
 	}
 	ucs_list_for_each(p, &eng->send.rwait_peers, rwait_link) {
 		xp = eng->x.peers[p->id];
-		if (now - rp(recv_head(&p->recvq, peer_link))->wait_ns >= ka &&
-		    now - xp->ka_last_ns >= ka)
+		q = rp(recv_head(&p->recvq, peer_link));
+		if (!q->wait_ns)
+			q->wait_ns = now;
+		else if (now - q->wait_ns >= ka && now - xp->ka_last_ns >= ka)
 			tmx_keepalive(&eng->x, xp, now);
 	}
 }
