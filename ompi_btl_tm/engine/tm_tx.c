@@ -176,10 +176,12 @@ void tmx_tx_withdraw(struct tm_xport *x, struct tm_tx *tx)
  * / 2 (or sig_every), so a signalled completion is due while the queue has
  * room for as many again; the last WR below sq_limit is signalled, so a
  * full send queue always drains.  An error completes even an unsignalled
- * WR, and retires everything up to it.
+ * WR, and retires everything up to it.  Inline in the eager fast path
+ * (tmx_eager_post), out of line (sq_post) for the rest.
  */
-static int sq_post(struct tm_xport *x, struct tmx_peer *p,
-		   struct ibv_send_wr *wr, int32_t slot, struct tm_tx *keep)
+static inline __attribute__((always_inline)) int
+sq_post_inl(struct tm_xport *x, struct tmx_peer *p, struct ibv_send_wr *wr,
+	    int32_t slot, struct tm_tx *keep)
 {
 	struct ibv_send_wr *bad;
 	struct tm_wr *w;
@@ -212,6 +214,12 @@ static int sq_post(struct tm_xport *x, struct tmx_peer *p,
 		p->unsig_slots += slot >= 0;
 	}
 	return 0;
+}
+
+static int sq_post(struct tm_xport *x, struct tmx_peer *p,
+		   struct ibv_send_wr *wr, int32_t slot, struct tm_tx *keep)
+{
+	return sq_post_inl(x, p, wr, slot, keep);
 }
 
 /* Takes a send slot; fills it with hdr (hdr_len) and data (len). */
@@ -523,7 +531,7 @@ int tmx_eager_post(struct tm_xport *x, uint32_t peer, uint64_t tag,
 		inline_fill(hdr, TMH_LEN, buf, len, &wr, sge);
 	else
 		slot = slot_fill(x, hdr, TMH_LEN, buf, len, &wr, sge);
-	if (sq_post(x, p, &wr, slot, NULL)) {
+	if (sq_post_inl(x, p, &wr, slot, NULL)) {
 		if (slot >= 0)
 			x->tx.free_slots[x->tx.n_free_slots++] = (uint32_t)slot;
 		return 0;
