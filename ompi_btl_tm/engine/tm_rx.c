@@ -183,13 +183,15 @@ static void on_plain(struct tm_xport *x, const struct tm_cqe *c)
 static int wr_id_impossible(const struct tm_xport *x, int type,
 			    const struct tm_cqe *c)
 {
+	if (type == WR_RECV) /* the common one first */
+		return !(c->wr_id & ~WR_TYPE_MASK);
 	if (type == WR_PLAIN)
 		return (c->wr_id >> 3) >= x->plain.n;
 	if (type == WR_SYNC) /* the one op without a receive */
 		return x->no_card;
 	if (type == WR_ADD || type == WR_DEL)
 		return x->no_card || !(c->wr_id & ~WR_TYPE_MASK);
-	return type == WR_RECV && !(c->wr_id & ~WR_TYPE_MASK);
+	return 0; /* no such type: on_tm_cqe counts it */
 }
 
 /* Dispatches one TM-CQ completion by the type in its wr_id. */

@@ -222,11 +222,16 @@ void tme_send_on_reply(struct tm_engine *eng, uint32_t peer, uint32_t app,
 	tme_send_try_done(eng, s);
 }
 
+/* send_start's answer: s is done and its callback due now (tm_engine_isend
+ * fires it in place of tme_call_end, which would have nothing else to do) */
+#define SEND_FIRE 2
+
 /*
  * The eager fast path: nothing queued ahead on a live peer and a
  * send-queue entry free (tmx_eager_ready): the data is out of the
  * caller's buffer when the post returns, so the send is done (or waits for
- * its ACK only), with no tx allocated.  0: take the queue.
+ * its ACK only), with no tx allocated.  0: take the queue; SEND_FIRE: done,
+ * with nothing else pending (tme_fire_now_ok): its callback is not queued.
  */
 static inline __attribute__((always_inline)) int
 eager_now(struct tm_engine *eng, struct tm_send *s)
@@ -250,6 +255,10 @@ eager_now(struct tm_engine *eng, struct tm_send *s)
 	}
 	eng->send.sends_waiting++;
 	q->waiting &= ~S_WAIT_CQE;
+	if (!q->waiting && tme_fire_now_ok(eng)) {
+		tme_send_release(eng, s);
+		return SEND_FIRE;
+	}
 	tme_send_try_done(eng, s);
 	return 1;
 }
@@ -323,10 +332,13 @@ static int send_start(struct tm_engine *eng, struct tm_send *s,
 			q->own_mr = 1;
 		}
 	}
-	if (q->kind == TX_EAGER &&
-	    (eager_now(eng, s) ||
-	     (tmx_drain(&eng->x) && eager_now(eng, s))))
-		return TM_OK;
+	if (q->kind == TX_EAGER) {
+		ret = eager_now(eng, s);
+		if (!ret && tmx_drain(&eng->x))
+			ret = eager_now(eng, s);
+		if (ret)
+			return ret == SEND_FIRE ? SEND_FIRE : TM_OK;
+	}
 	tx = tmx_tx_new(&eng->x, q->kind, peer);
 	if (!tx) {
 		if (q->own_mr)
@@ -404,6 +416,10 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 	if (eng->x.fatal)
 		return eng->x.fatal;
 	rc = send_start(eng, s, peer, ctx, src, tag, buf, len, mr, flags);
+	if (rc == SEND_FIRE) {
+		tme_send_fire(s);
+		return TM_OK;
+	}
 	if (rc != TM_OK)
 		return rc;
 	tme_call_end(eng);
