@@ -34,7 +34,7 @@
 enum { WR_RECV = 0, WR_PLAIN = 1, WR_ADD = 2, WR_DEL = 3, WR_SYNC = 4 };
 #define WR_TYPE_MASK 7ULL
 /* signal at least every TM_ADD_SIG_EVERY-th ADD (see op_post_add) */
-#define TM_ADD_SIG_EVERY 16
+#define TM_ADD_SIG_EVERY 64
 /*
  * Report the count at least every TM_SYNC_LAG_MAX unexpected arrivals,
  * entries or not: a ConnectX drops tagged messages (RNR) once the count
