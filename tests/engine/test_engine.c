@@ -199,6 +199,8 @@ static void test_ssend(void)
 	tap_check(s1.done && r.done, "synchronous send completes on software match");
 	post_recv(&r, 0, 1, 1, 6, 0, 100);
 	send_msg(&s2, 1, 0, 1, 6, 0, 10, 1, TM_SEND_SYNC);
+	tap_check(!s2.done, "synchronous send: not done at post, whatever "
+		  "else is pending (an eager one may complete there)");
 	eu_pump(&W);
 	tap_check(s2.done && r.done && r.r.on_card,
 		  "synchronous send completes on card match (ACK)");
