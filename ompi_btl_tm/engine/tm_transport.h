@@ -300,7 +300,8 @@ struct tm_xport {
 		uint32_t slot_low;  /* fewer free slots: signal every WR */
 		uint32_t sig_out;   /* signalled send WRs out (all peers) */
 		uint32_t sq_out;    /* send WRs not retired (all peers) */
-		uint32_t poll_skip; /* drains since the send CQ was polled */
+		int32_t poll_budget; /* drains until the send CQ is due
+				      * (tmx_want_poll_send) */
 		ucs_list_link_t all_tx;
 		uint64_t tx_queued;
 	} tx;

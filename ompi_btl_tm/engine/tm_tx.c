@@ -30,6 +30,7 @@ int tmx_tx_init(struct tm_xport *x, size_t slot_size)
 	x->tx.sq_limit = x->dev->qp_max_send_wr > 4 ?
 			 x->dev->qp_max_send_wr / 2 : 1;
 	x->tx.slot_low = x->tx.n_slots / 4;
+	tmx_poll_budget(x); /* nothing out */
 	x->tx.slot_size = (uint32_t)slot_size;
 	x->tx.slots = calloc(x->tx.n_slots, slot_size);
 	x->tx.free_slots = calloc(x->tx.n_slots, sizeof(uint32_t));
@@ -209,9 +210,12 @@ sq_post_inl(struct tm_xport *x, struct tmx_peer *p, struct ibv_send_wr *wr,
 		p->unsig_slots = 0;
 		p->sig_out++;
 		x->tx.sig_out++;
+		x->tx.poll_budget = 0;
 	} else {
 		p->unsig++;
 		p->unsig_slots += slot >= 0;
+		if (x->tx.poll_budget > TM_POLL_SKIP)
+			x->tx.poll_budget = TM_POLL_SKIP;
 	}
 	return 0;
 }
@@ -505,11 +509,11 @@ int tmx_poll_send(struct tm_xport *x)
 	struct ibv_wc wc[CQE_BATCH];
 	int i, n;
 
-	x->tx.poll_skip = 0;
 	n = ibv_poll_cq(x->dev->send_cq, CQE_BATCH, wc);
 	x->st.send_cqes += n > 0 ? (uint64_t)n : 0;
 	for (i = 0; i < n; i++)
 		on_send_cqe(x, &wc[i]);
+	tmx_poll_budget(x);
 	return n > 0 ? n : 0;
 }
 
