@@ -409,7 +409,8 @@ static int recv_fast(struct tm_engine *eng, struct tm_recv *r,
 	    (c->flags & (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID)) !=
 	    (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID) ||
 	    (c->tm.priv & (TM_APP_RNDV | TM_APP_SYNC)) ||
-	    (q->flags & ~RF_WATCHED) || q->state != R_CARD || q->ops_pending || eng->x.test.arrival_hook)
+	    (q->flags & ~RF_WATCHED) || q->state != R_CARD ||
+	    q->ops_pending || eng->x.test.arrival_hook)
 		return 0;
 	match_take(eng, r, c);
 	recv_leave_queues(eng, r);

@@ -136,9 +136,9 @@ void tme_send_peer_dead(struct tm_engine *eng, uint32_t peer)
  * with receives naming their peers (every MPI receive with a source) pays
  * a counter per progress call, not a clock read.  A receive is stamped
  * when a look first finds it oldest on its peer (posting it reads no
- * clock): it is probed between ka_ns and ka_ns * 1.5 (plus TM_KA_SCAN_CALLS calls)
- * after it became the oldest, i.e. after the last receive naming that
- * peer before it completed, or after its post.
+ * clock): it is probed between ka_ns and ka_ns * 1.5 (plus
+ * TM_KA_SCAN_CALLS calls) after it became the oldest, i.e. after the last
+ * receive naming that peer before it completed, or after its post.
  */
 void tme_keepalive_scan(struct tm_engine *eng)
 {
