@@ -99,6 +99,11 @@ struct sh_peer {
 	int refs;
 	int cma;                /* 1 usable, 0 refused, -1 not probed */
 	uint64_t checked_ns;    /* last liveness check */
+	/*
+	 * What pub->alive.word reads while the owner lives (softhca_shm.h),
+	 * 0 when it tells nothing (then the clock paces the checks).
+	 */
+	uint32_t alive_word;
 	int stat_fd;            /* /proc/<pid>/stat, to tell a zombie */
 	/*
 	 * The process had exited by the time we connected: like a card, the

@@ -22,6 +22,7 @@
 #ifndef SOFTHCA_SHM_H
 #define SOFTHCA_SHM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -112,7 +113,21 @@ struct sh_seg {
 	uint64_t rings_size;    /* of the ring segment */
 	int32_t rings_fd;       /* the ring segment's descriptor in the owner */
 	uint32_t nonce;         /* also in the GID: this is the segment meant */
-	uint8_t pad[64];
+	/*
+	 * Held by the owner's handover thread from before it answers a peer
+	 * until the context closes: a robust, process-shared mutex, so when
+	 * the owner dies the kernel marks its word (glibc keeps the holder's
+	 * TID there; the kernel sets FUTEX_OWNER_DIED and clears the TID).
+	 * A peer reads the word to tell that the owner still lives without a
+	 * syscall or a clock read.  Zero (an owner that never took it) or any
+	 * word that changes while the owner lives is not believed again
+	 * (egress.c, peer_alive).
+	 */
+	union {
+		pthread_mutex_t m;
+		_Atomic uint32_t word;
+		uint8_t pad[64];
+	} alive;
 };
 
 /* The ring segment's header. */
