@@ -100,7 +100,7 @@ static void sq_complete(struct sh_qp *qp, enum ibv_wc_status status)
  */
 static inline uint32_t peer_word(const struct sh_peer *p)
 {
-	return atomic_load_explicit(&p->pub->alive.word, memory_order_relaxed);
+	return atomic_load_explicit(p->alive, memory_order_relaxed);
 }
 
 /* The fast path's question: alive, as far as can be told for free? */

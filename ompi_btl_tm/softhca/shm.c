@@ -442,7 +442,14 @@ static int peer_map(struct sh_peer *p, const struct sh_gid *g)
 	p->pub = pub;
 	p->rings = rings;
 	p->pid = g->pid;
-	p->alive_word = alive_word(p->pub);
+	if (g->pid == getpid()) {
+		atomic_init(&p->self_word, 1);
+		p->alive = &p->self_word;
+		p->alive_word = 1;
+	} else {
+		p->alive = &p->pub->alive.word;
+		p->alive_word = alive_word(p->pub);
+	}
 	err = 0;
 out:
 	if (err) {

@@ -100,10 +100,14 @@ struct sh_peer {
 	int cma;                /* 1 usable, 0 refused, -1 not probed */
 	uint64_t checked_ns;    /* last liveness check */
 	/*
-	 * What pub->alive.word reads while the owner lives (softhca_shm.h),
-	 * 0 when it tells nothing (then the clock paces the checks).
+	 * What *alive (pub->alive.word, softhca_shm.h) reads while the owner
+	 * lives, 0 when it tells nothing (then the clock paces the checks).
+	 * A context of this process is alive while we run: alive points at
+	 * self_word then.
 	 */
+	const _Atomic uint32_t *alive;
 	uint32_t alive_word;
+	_Atomic uint32_t self_word;
 	int stat_fd;            /* /proc/<pid>/stat, to tell a zombie */
 	/*
 	 * The process had exited by the time we connected: like a card, the
