@@ -154,6 +154,22 @@ static bool card_step(struct sh_context *ctx, enum softhca_work kind,
 }
 
 /*
+ * The card is about to look at every watched ring: the arrival hint
+ * (softhca_sched.h, sh_rx_quiet) is cleared first, and the fence orders
+ * that before the rings are read, so a packet the look misses has its
+ * hint stored after the clear, for the next poll to see.
+ */
+static inline void rx_hint_take(struct sh_context *ctx)
+{
+	if (ctx->rxw_n > SH_RX_ARM_FROM &&
+	    atomic_load_explicit(&ctx->rings->rx_hint, memory_order_relaxed)) {
+		atomic_store_explicit(&ctx->rings->rx_hint, 0,
+				      memory_order_relaxed);
+		atomic_thread_fence(memory_order_seq_cst);
+	}
+}
+
+/*
  * Everything the card can do now.  A pass moves what the send queues hold
  * (only QPs with a WR or a read response are stepped) and what the
  * watched rings hold (connected QPs only: ctx->rxw); another pass is
@@ -168,6 +184,7 @@ static int card_drain(struct sh_context *ctx)
 
 	do {
 		n = 0;
+		rx_hint_take(ctx);
 		for (struct sh_srq *srq = ctx->srqs; srq; srq = srq->next)
 			while (srq->ops_count && sh_srq_op_step(srq))
 				n++;
@@ -278,6 +295,7 @@ static int card_poll(struct sh_context *ctx)
 		card_drain(ctx);
 		return -1;
 	}
+	rx_hint_take(ctx);
 	/*
 	 * (rx steps never unwatch a QP: the array is stable here; a step
 	 * finds nothing exactly when the ring is not ready.)  What

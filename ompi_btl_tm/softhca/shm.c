@@ -442,6 +442,8 @@ static int peer_map(struct sh_peer *p, const struct sh_gid *g)
 	p->pub = pub;
 	p->rings = rings;
 	p->pid = g->pid;
+	p->rx_armed = &p->pub->rx_armed;
+	p->rx_hint = &((struct sh_rings *)p->rings)->rx_hint;
 	if (g->pid == getpid()) {
 		atomic_init(&p->self_word, 1);
 		p->alive = &p->self_word;
@@ -513,6 +515,9 @@ struct sh_peer *sh_peer_get(struct sh_context *ctx, const union ibv_gid *gid)
 		return NULL;
 	err = peer_map(p, &g);
 	if (err == ESRCH) {
+		static const _Atomic uint32_t never;
+
+		p->rx_armed = &never; /* (a gone peer's ring takes nothing) */
 		p->gone = true;
 		p->pid = g.pid;
 		p->lay = ctx->lay;

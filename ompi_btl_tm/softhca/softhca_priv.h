@@ -78,6 +78,14 @@
 #define SH_READ_POST_GAP_NS (2ull * 1000)
 #define SH_READ_DEFER_NS    (100ull * 1000)
 #define SH_WR_LIVENESS_NS (1000ull * 1000) /* before starting a WR */
+/*
+ * The arrival hint (softhca_shm.h, sh_rings.rx_hint): asked for above
+ * this many watched rings (a ring costs an idle poll a few loads; the hint
+ * costs every packet a store on a line the owner writes too), and every
+ * ring looked at each this many idle polls anyway (a power of two).
+ */
+#define SH_RX_ARM_FROM    8u
+#define SH_RX_SCAN_EVERY  64u
 /* (measured on CLOCK_MONOTONIC_COARSE: a tick is 1-10 ms) */
 
 #define sh_container_of(ptr, type, member) \
@@ -108,6 +116,10 @@ struct sh_peer {
 	const _Atomic uint32_t *alive;
 	uint32_t alive_word;
 	_Atomic uint32_t self_word;
+	/* the owner's sh_seg.rx_armed and sh_rings.rx_hint (a gone peer's:
+	 * a word of our own, never armed) */
+	const _Atomic uint32_t *rx_armed;
+	_Atomic uint32_t *rx_hint;
 	int stat_fd;            /* /proc/<pid>/stat, to tell a zombie */
 	/*
 	 * The process had exited by the time we connected: like a card, the
@@ -404,6 +416,14 @@ struct sh_context {
 	struct sh_rx_watch *rxw;     /* max_qp entries, rxw_n in use */
 	struct sh_qp **rxw_qp;       /* the QP of each entry */
 	_Atomic uint32_t rxw_n;
+	/*
+	 * More than SH_RX_ARM_FROM rings watched: producers are asked for the
+	 * arrival hint (seg->rx_armed, mirrored here), so an idle poll reads
+	 * rings->rx_hint instead of every ring, and every ring only each
+	 * SH_RX_SCAN_EVERY-th time (idle_polls; softhca_sched.h).
+	 */
+	bool rx_armed;
+	_Atomic uint32_t idle_polls;
 	/* send-queue entries plus active read responses over all QPs: while
 	 * 0 the card has no send work to look for */
 	uint32_t tx_work;

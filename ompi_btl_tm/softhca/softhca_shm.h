@@ -126,15 +126,30 @@ struct sh_seg {
 	union {
 		pthread_mutex_t m;
 		_Atomic uint32_t word;
-		uint8_t pad[64];
+		uint8_t pad[56];
 	} alive;
+	/*
+	 * 1 while the owner watches so many rings that an idle poll reads
+	 * its one arrival hint (sh_rings.rx_hint) instead of every ring: a
+	 * producer then sets that hint after each packet it publishes.
+	 */
+	_Atomic uint32_t rx_armed;
+	uint32_t pad2;
 };
 
-/* The ring segment's header. */
+/*
+ * The ring segment's header.  rx_hint is any producer's to set (stored 1
+ * after a packet's seq, while sh_seg.rx_armed says so) and the owner's to
+ * clear before it looks at every ring.  Being peer-written it is only ever
+ * a reason to look, never a reason not to: the owner looks at every ring
+ * at least every SH_RX_SCAN_EVERY idle polls whatever it says, so a peer
+ * that clears it delays others' packets by that much at most.
+ */
 struct sh_rings {
 	uint64_t magic;
 	uint32_t nonce;
-	uint8_t pad[52];
+	_Atomic uint32_t rx_hint;
+	uint8_t pad[48];
 };
 
 /* A segment's geometry: computed (own) or copied and checked (peer's). */
