@@ -241,9 +241,15 @@ out_send(struct sh_qp *qp, struct sh_pkt *pkt, const struct ibv_sge *sge,
 	} else if (!off && nsge == 1) {  /* what MPI sends: no SGE walk */
 		memcpy(pkt->data, (const void *)(uintptr_t)sge[0].addr, chunk);
 	} else if (!off && nsge == 2 && len <= 64) {
-		/* an inline TMH + small payload */
-		sh_copy_small(pkt->data, (const uint8_t *)(uintptr_t)sge[0].addr,
-			      sge[0].length);
+		/* an inline TMH + small payload (the TMH: one 16-byte move) */
+		if (sge[0].length == SH_TMH_LEN)
+			__builtin_memcpy(pkt->data,
+					 (const void *)(uintptr_t)sge[0].addr,
+					 SH_TMH_LEN);
+		else
+			sh_copy_small(pkt->data,
+				      (const uint8_t *)(uintptr_t)sge[0].addr,
+				      sge[0].length);
 		sh_copy_small(pkt->data + sge[0].length,
 			      (const uint8_t *)(uintptr_t)sge[1].addr,
 			      sge[1].length);

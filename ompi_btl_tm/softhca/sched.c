@@ -153,6 +153,13 @@ static bool card_step(struct sh_context *ctx, enum softhca_work kind,
 	return false;
 }
 
+/* sh_qp_rx_ready for a QP known to be watched (ctx->rxw_qp) */
+static inline bool watched_ready(const struct sh_qp *qp)
+{
+	return atomic_load_explicit(&qp->in_slot->seq, memory_order_relaxed) !=
+	       qp->in_empty;
+}
+
 /*
  * The card is about to look at every watched ring: the arrival hint
  * (softhca_sched.h, sh_rx_quiet) is cleared first, and the fence orders
@@ -302,14 +309,27 @@ static int card_poll(struct sh_context *ctx)
 	 * card_has_work would ask of each QP is asked as it is left: a step
 	 * on one QP changes no other's receive side.
 	 */
-	for (uint32_t i = 0; i < ctx->rxw_n; i++) {
+	for (uint32_t i = 0, n = ctx->rxw_n; i < n; i++) {
 		struct sh_qp *qp = ctx->rxw_qp[i];
 
-		while (sh_qp_rx_ready(qp) && sh_qp_rx_step(qp))
-			;
-		/* (a QP failed by these steps: flushed before another's) */
-		flush_due(ctx);
-		busy |= qp->rx.dest != SH_RX_IDLE || sh_qp_rx_ready(qp);
+		/*
+		 * A step that cannot take the packet there (it waits for a
+		 * buffer or for ring room) leaves it there: busy.  A packet
+		 * that lands after the look is the next poll's (its ring
+		 * keeps the quiet path from being taken).
+		 */
+		if (watched_ready(qp)) {
+			bool stuck;
+
+			while (!(stuck = !sh_qp_rx_step(qp)) &&
+			       watched_ready(qp))
+				;
+			/* (a QP failed by these steps: flushed before
+			 * another's) */
+			flush_due(ctx);
+			busy |= stuck;
+		}
+		busy |= qp->rx.dest != SH_RX_IDLE;
 	}
 	if (ctx->tx_work || ctx->jobs) {
 		card_drain(ctx);

@@ -486,8 +486,14 @@ static inline uint32_t sge_total(const struct ibv_sge *sge, uint32_t n)
 {
 	uint64_t t = 0;
 
-	for (uint32_t i = 0; i < n; i++)
-		t += sge[i].length;
+	/* (one or two SGEs, what MPI posts, without the loop) */
+	if (n == 1)
+		return sge[0].length;
+	if (n == 2)
+		t = (uint64_t)sge[0].length + sge[1].length;
+	else
+		for (uint32_t i = 0; i < n; i++)
+			t += sge[i].length;
 	return t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
 }
 

@@ -8,7 +8,10 @@
  *  - a peer that clears the hint after a packet: the packet is still
  *    taken, within SH_RX_SCAN_EVERY polls;
  *  - a peer that keeps the hint set: every packet still taken once, in
- *    order (the hint is only a reason to look).
+ *    order (the hint is only a reason to look);
+ *  - hinted, a packet that waits for a plain buffer keeps the card awake
+ *    (its ring shows it to no idle poll): the first poll after the buffer
+ *    is posted takes it.
  *
  * White box where a hostile peer writes the ring segment (sh_reach.h).
  */
@@ -23,14 +26,14 @@
 
 static struct sh_env env;
 
-static void open_env(int pairs)
+static void open_env(int pairs, int buffers)
 {
 	struct softhca_config cfg;
 
 	sh_config(&cfg);
 	if (sh_env_open(&env, &cfg, SOFTHCA_SCHED_AUTO, pairs))
 		tap_bail("sh_env_open");
-	for (int i = 0; i < 64; i++)
+	for (int i = 0; i < buffers; i++)
 		if (sh_post_plain(&env.b, 100 + i, sh_alloc(&env.b, 64), 64))
 			tap_bail("plain");
 	/* the first poll runs the card, which then has nothing left */
@@ -55,7 +58,7 @@ static void test_first_poll(int pairs)
 {
 	int got = 0;
 
-	open_env(pairs);
+	open_env(pairs, 64);
 	for (int i = 0; i < pairs; i++)
 		got += send_then_poll(i, (uint32_t)i);
 	tap_check(got == pairs,
@@ -80,7 +83,7 @@ static void test_hint_cleared(void)
 	struct sh_wc wc;
 	int polls = 0, got = 0, lost = 0;
 
-	open_env(SH_MAX_PAIRS);
+	open_env(SH_MAX_PAIRS, 64);
 	h = victim_rings(&r);
 	for (int round = 0; round < 4; round++) {
 		uint32_t v = (uint32_t)round;
@@ -113,7 +116,7 @@ static void test_hint_stuck(void)
 	struct sh_wc wc[8];
 	int n = 0, order = 1, empty = 0;
 
-	open_env(SH_MAX_PAIRS);
+	open_env(SH_MAX_PAIRS, 64);
 	h = victim_rings(&r);
 	for (int i = 0; i < 8; i++) {
 		uint32_t v = (uint32_t)i;
@@ -140,6 +143,28 @@ static void test_hint_stuck(void)
 	sh_env_close(&env);
 }
 
+static void test_rnr_hinted(void)
+{
+	struct sh_wc wc;
+	uint32_t v = 7;
+	int early = 0, got;
+
+	open_env(SH_MAX_PAIRS, 0);
+	if (sh_send_tm(&env, 5, IBV_TMH_NO_TAG, 0, 0, &v, sizeof(v), 990))
+		tap_bail("send");
+	for (int i = 0; i < 8; i++)
+		early += sh_poll(env.b.cq, &wc);
+	if (sh_post_plain(&env.b, 500, sh_alloc(&env.b, 64), 64))
+		tap_bail("plain");
+	got = sh_poll(env.b.cq, &wc) == 1 && wc.wr_id == 500 &&
+	      wc.opcode == IBV_WC_TM_NO_TAG;
+	tap_check(!early && got,
+		  "%d rings (hinted): a packet waiting for a plain buffer is "
+		  "taken by the first poll after one is posted (%d early, %s)",
+		  SH_MAX_PAIRS, early, sh_wc_str(&wc));
+	sh_env_close(&env);
+}
+
 int main(void)
 {
 	unsetenv("SOFTHCA_SINGLE_THREADED");
@@ -147,5 +172,6 @@ int main(void)
 	test_first_poll(SH_MAX_PAIRS);
 	test_hint_cleared();
 	test_hint_stuck();
+	test_rnr_hinted();
 	return tap_done();
 }
