@@ -7,12 +7,14 @@
  * ready, which is what keeps unexpected arrivals and matches in decision
  * order.  The queue grows instead of overrunning.  The entry a poll
  * returns is read where it lies (lock-free contexts) while it is held, so
- * a push counts its slot as taken (struct sh_cq, cur).
+ * a push counts its slot as taken (struct sh_cq, cur).  The objects and
+ * the contract are in softhca_cq.h.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "softhca_cq.h"
 #include "softhca_priv.h"
 #include "softhca_sched.h"
 

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 
 #include "softhca_priv.h"
 #include "softhca_sched.h"
@@ -90,12 +91,42 @@ static void sq_complete(struct sh_qp *qp, enum ibv_wc_status status)
 
 /*
  * A real RC send to a dead peer is never acked, so it fails; here the ring
- * would take it.  Check the peer before a WR starts, at most once a
- * millisecond per peer so the fast path stays free of syscalls.
+ * would take it.  So the card looks at the peer before a WR starts, and
+ * without a syscall or a clock read: the owner's liveness word
+ * (softhca_shm.h, sh_seg.alive) reads as at connect while it lives, and
+ * the kernel marks it FUTEX_OWNER_DIED when it dies.  A word that changed
+ * otherwise (or none) is not believed: then the peer's process is looked
+ * at, at most once a millisecond.
  */
+static inline uint32_t peer_word(const struct sh_peer *p)
+{
+	return atomic_load_explicit(p->alive, memory_order_relaxed);
+}
+
+/* The fast path's question: alive, as far as can be told for free? */
+static inline bool peer_fresh(const struct sh_peer *p)
+{
+	if (p->alive_word)
+		return peer_word(p) == p->alive_word;
+	return sh_now_ns() - p->checked_ns <= SH_WR_LIVENESS_NS;
+}
+
 static bool peer_alive(struct sh_qp *qp)
 {
-	if (sh_now_ns() - qp->peer->checked_ns > SH_WR_LIVENESS_NS)
+	struct sh_peer *p = qp->peer;
+
+	if (p->alive_word) {
+		uint32_t w = peer_word(p);
+
+		if (w == p->alive_word)
+			return true;
+		if (w & FUTEX_OWNER_DIED) {
+			sh_qp_error(qp, IBV_WC_RETRY_EXC_ERR);
+			return false;
+		}
+		p->alive_word = 0;
+	}
+	if (sh_now_ns() - p->checked_ns > SH_WR_LIVENESS_NS)
 		sh_qp_check_peer(qp);
 	return qp->qp.state != IBV_QPS_ERR;
 }
@@ -210,9 +241,15 @@ out_send(struct sh_qp *qp, struct sh_pkt *pkt, const struct ibv_sge *sge,
 	} else if (!off && nsge == 1) {  /* what MPI sends: no SGE walk */
 		memcpy(pkt->data, (const void *)(uintptr_t)sge[0].addr, chunk);
 	} else if (!off && nsge == 2 && len <= 64) {
-		/* an inline TMH + small payload */
-		sh_copy_small(pkt->data, (const uint8_t *)(uintptr_t)sge[0].addr,
-			      sge[0].length);
+		/* an inline TMH + small payload (the TMH: one 16-byte move) */
+		if (sge[0].length == SH_TMH_LEN)
+			__builtin_memcpy(pkt->data,
+					 (const void *)(uintptr_t)sge[0].addr,
+					 SH_TMH_LEN);
+		else
+			sh_copy_small(pkt->data,
+				      (const uint8_t *)(uintptr_t)sge[0].addr,
+				      sge[0].length);
 		sh_copy_small(pkt->data + sge[0].length,
 			      (const uint8_t *)(uintptr_t)sge[1].addr,
 			      sge[1].length);
@@ -424,8 +461,7 @@ static bool post_send_now(struct sh_qp *qp, const struct ibv_send_wr *wr,
 	if (ctx->sched != SOFTHCA_SCHED_AUTO || qp->sq_count ||
 	    qp->resp.active || wr->opcode != IBV_WR_SEND ||
 	    len > ctx->lay.mtu || qp->peer->gone || !out_usable(qp) ||
-	    sh_now_ns() - qp->peer->checked_ns > SH_WR_LIVENESS_NS ||
-	    !out_room(qp))
+	    !peer_fresh(qp->peer) || !out_room(qp))
 		return false;
 	if (!(wr->send_flags & IBV_SEND_INLINE) &&
 	    sh_local_check(ctx, wr->sg_list, (uint32_t)wr->num_sge, 0)) {

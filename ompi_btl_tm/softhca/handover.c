@@ -103,12 +103,18 @@ static void serve_one(struct sh_context *ctx, int c)
 	(void)sendmsg(c, &m, MSG_NOSIGNAL);
 }
 
-/* The owner's thread: answers peers until the context closes. */
+/*
+ * The owner's thread: answers peers until the context closes, holding the
+ * segment's liveness mutex all along (softhca_shm.h, sh_seg.alive): taken
+ * before the first answer, so every peer that maps the segment finds it
+ * held.
+ */
 static void *serve_main(void *arg)
 {
 	struct sh_context *ctx = arg;
 	struct pollfd pf[2] = { { .fd = ctx->srv_fd, .events = POLLIN },
 				{ .fd = ctx->srv_stop[0], .events = POLLIN } };
+	bool held = !pthread_mutex_lock(&ctx->seg->alive.m);
 
 	for (;;) {
 		int c;
@@ -125,7 +131,26 @@ static void *serve_main(void *arg)
 			close(c);
 		}
 	}
+	if (held)
+		pthread_mutex_unlock(&ctx->seg->alive.m);
 	return NULL;
+}
+
+/* The liveness mutex: robust (the kernel marks it when the holder dies)
+ * and process-shared (peers read its word). */
+static int alive_init(struct sh_context *ctx)
+{
+	pthread_mutexattr_t ma;
+	int err;
+
+	pthread_mutexattr_init(&ma);
+	err = pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+	if (!err)
+		err = pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+	if (!err)
+		err = pthread_mutex_init(&ctx->seg->alive.m, &ma);
+	pthread_mutexattr_destroy(&ma);
+	return err;
 }
 
 /*
@@ -166,6 +191,9 @@ int sh_serve_start(struct sh_context *ctx)
 		ctx->srv_fd = -1;
 		return 0;
 	}
+	err = alive_init(ctx);
+	if (err)
+		goto fail;
 	if (pipe2(ctx->srv_stop, O_CLOEXEC)) {
 		err = errno;
 		goto fail;
@@ -203,6 +231,7 @@ void sh_serve_stop(struct sh_context *ctx)
 		if (write(ctx->srv_stop[1], &b, 1) != 1)
 			abort(); /* the thread would outlive the context */
 		pthread_join(ctx->srv_thread, NULL);
+		pthread_mutex_destroy(&ctx->seg->alive.m);
 	}
 	close(ctx->srv_stop[0]);
 	close(ctx->srv_stop[1]);

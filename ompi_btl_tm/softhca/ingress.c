@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "softhca_priv.h"
+#include "softhca_sched.h"
 
 static bool rx_read_req(struct sh_qp *qp, const struct sh_pkt *pkt)
 {
@@ -85,6 +86,24 @@ static void watch_set(struct sh_qp *qp)
 	atomic_store_explicit(&w->empty, qp->in_empty, memory_order_relaxed);
 }
 
+/*
+ * n rings watched: ask the producers for the arrival hint or stop (see
+ * SH_RX_ARM_FROM).  A producer may still publish a packet without the hint
+ * after this (it had not seen the change): the next poll runs the card,
+ * which looks at every ring, and a packet later than that waits for the
+ * periodic look (SH_RX_SCAN_EVERY idle polls) at most.
+ */
+static void rx_arm(struct sh_context *ctx, uint32_t n)
+{
+	bool arm = n > SH_RX_ARM_FROM;
+
+	if (arm == ctx->rx_armed)
+		return;
+	ctx->rx_armed = arm;
+	atomic_store_explicit(&ctx->seg->rx_armed, arm, memory_order_release);
+	sh_sched_kick(ctx);
+}
+
 /* A connected QP's ring joins the ones an idle poll looks at. */
 void sh_rx_watch(struct sh_qp *qp)
 {
@@ -97,6 +116,8 @@ void sh_rx_watch(struct sh_qp *qp)
 		qp->rxw = (int32_t)n;
 		ctx->rxw_qp[n] = qp;
 		watch_set(qp);
+		/* (armed before an idle poll can see n + 1) */
+		rx_arm(ctx, n + 1);
 		atomic_store_explicit(&ctx->rxw_n, n + 1, memory_order_release);
 	} else {
 		watch_set(qp);
@@ -119,6 +140,7 @@ void sh_rx_unwatch(struct sh_qp *qp)
 	watch_set(last);
 	atomic_store_explicit(&ctx->rxw_n, n - 1, memory_order_release);
 	qp->rxw = -1;
+	rx_arm(ctx, n - 1);
 }
 
 /* Is this header one the protocol allows here?  (pkt is our copy.) */

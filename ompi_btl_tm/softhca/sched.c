@@ -153,6 +153,29 @@ static bool card_step(struct sh_context *ctx, enum softhca_work kind,
 	return false;
 }
 
+/* sh_qp_rx_ready for a QP known to be watched (ctx->rxw_qp) */
+static inline bool watched_ready(const struct sh_qp *qp)
+{
+	return atomic_load_explicit(&qp->in_slot->seq, memory_order_relaxed) !=
+	       qp->in_empty;
+}
+
+/*
+ * The card is about to look at every watched ring: the arrival hint
+ * (softhca_sched.h, sh_rx_quiet) is cleared first, and the fence orders
+ * that before the rings are read, so a packet the look misses has its
+ * hint stored after the clear, for the next poll to see.
+ */
+static inline void rx_hint_take(struct sh_context *ctx)
+{
+	if (ctx->rxw_n > SH_RX_ARM_FROM &&
+	    atomic_load_explicit(&ctx->rings->rx_hint, memory_order_relaxed)) {
+		atomic_store_explicit(&ctx->rings->rx_hint, 0,
+				      memory_order_relaxed);
+		atomic_thread_fence(memory_order_seq_cst);
+	}
+}
+
 /*
  * Everything the card can do now.  A pass moves what the send queues hold
  * (only QPs with a WR or a read response are stepped) and what the
@@ -168,6 +191,7 @@ static int card_drain(struct sh_context *ctx)
 
 	do {
 		n = 0;
+		rx_hint_take(ctx);
 		for (struct sh_srq *srq = ctx->srqs; srq; srq = srq->next)
 			while (srq->ops_count && sh_srq_op_step(srq))
 				n++;
@@ -278,20 +302,34 @@ static int card_poll(struct sh_context *ctx)
 		card_drain(ctx);
 		return -1;
 	}
+	rx_hint_take(ctx);
 	/*
 	 * (rx steps never unwatch a QP: the array is stable here; a step
 	 * finds nothing exactly when the ring is not ready.)  What
 	 * card_has_work would ask of each QP is asked as it is left: a step
 	 * on one QP changes no other's receive side.
 	 */
-	for (uint32_t i = 0; i < ctx->rxw_n; i++) {
+	for (uint32_t i = 0, n = ctx->rxw_n; i < n; i++) {
 		struct sh_qp *qp = ctx->rxw_qp[i];
 
-		while (sh_qp_rx_ready(qp) && sh_qp_rx_step(qp))
-			;
-		/* (a QP failed by these steps: flushed before another's) */
-		flush_due(ctx);
-		busy |= qp->rx.dest != SH_RX_IDLE || sh_qp_rx_ready(qp);
+		/*
+		 * A step that cannot take the packet there (it waits for a
+		 * buffer or for ring room) leaves it there: busy.  A packet
+		 * that lands after the look is the next poll's (its ring
+		 * keeps the quiet path from being taken).
+		 */
+		if (watched_ready(qp)) {
+			bool stuck;
+
+			while (!(stuck = !sh_qp_rx_step(qp)) &&
+			       watched_ready(qp))
+				;
+			/* (a QP failed by these steps: flushed before
+			 * another's) */
+			flush_due(ctx);
+			busy |= stuck;
+		}
+		busy |= qp->rx.dest != SH_RX_IDLE;
 	}
 	if (ctx->tx_work || ctx->jobs) {
 		card_drain(ctx);

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <linux/futex.h>
 
 #include "softhca_priv.h"
 #include "softhca_handover.h"
@@ -211,12 +212,13 @@ int sh_seg_create(struct sh_context *ctx)
 		err = errno;
 		goto fail;
 	}
+	ctx->seg = seg; /* (the handover thread takes seg->alive) */
 	err = sh_serve_start(ctx);
 	if (err)
 		goto fail;
-	ctx->seg = seg;
 	return 0;
 fail:
+	ctx->seg = NULL;
 	if (pub)
 		munmap(pub, l->pub_size);
 	if (rings)
@@ -377,6 +379,28 @@ static int peer_fds(const struct sh_gid *g, int *pfd, int *rfd)
 	return err;
 }
 
+/*
+ * The word of the owner's liveness mutex as it reads while the owner
+ * lives (its holder's TID), or 0: no usable mutex there (not taken, or
+ * the owner already dead), so liveness is checked the slow way.
+ */
+static uint32_t alive_word(const struct sh_seg *pub)
+{
+#ifdef __GLIBC__
+	/* glibc: a robust mutex's lock word, first, holds the holder's TID */
+	_Static_assert(offsetof(pthread_mutex_t, __data.__lock) == 0,
+		       "the robust mutex word leads pthread_mutex_t");
+	uint32_t w = atomic_load_explicit(&pub->alive.word,
+					  memory_order_acquire);
+
+	w &= ~(uint32_t)FUTEX_WAITERS;
+	return w & ~(uint32_t)FUTEX_TID_MASK ? 0 : w;
+#else
+	(void)pub;
+	return 0;
+#endif
+}
+
 /* 0, ESRCH if the process has exited, or why the segments are unusable. */
 static int peer_map(struct sh_peer *p, const struct sh_gid *g)
 {
@@ -418,6 +442,16 @@ static int peer_map(struct sh_peer *p, const struct sh_gid *g)
 	p->pub = pub;
 	p->rings = rings;
 	p->pid = g->pid;
+	p->rx_armed = &p->pub->rx_armed;
+	p->rx_hint = &((struct sh_rings *)p->rings)->rx_hint;
+	if (g->pid == getpid()) {
+		atomic_init(&p->self_word, 1);
+		p->alive = &p->self_word;
+		p->alive_word = 1;
+	} else {
+		p->alive = &p->pub->alive.word;
+		p->alive_word = alive_word(p->pub);
+	}
 	err = 0;
 out:
 	if (err) {
@@ -481,6 +515,9 @@ struct sh_peer *sh_peer_get(struct sh_context *ctx, const union ibv_gid *gid)
 		return NULL;
 	err = peer_map(p, &g);
 	if (err == ESRCH) {
+		static const _Atomic uint32_t never;
+
+		p->rx_armed = &never; /* (a gone peer's ring takes nothing) */
 		p->gone = true;
 		p->pid = g.pid;
 		p->lay = ctx->lay;

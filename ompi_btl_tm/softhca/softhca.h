@@ -93,8 +93,11 @@
  * the WR at the head completes IBV_WC_RETRY_EXC_ERR and the rest flush.
  * WRs posted to a QP in the error state complete IBV_WC_WR_FLUSH_ERR.
  * The card notices within about 100 ms, and before starting any WR it
- * looks at the peer if it has not for a clock tick (a few ms); a send that was already in the ring of
- * a peer that then died counts as delivered, as an acked RC send does.
+ * reads the peer's liveness word (a robust mutex its owner holds, which
+ * the kernel marks when the owner dies: no syscall, no clock read), or,
+ * where that word tells nothing, looks at the process if it has not for
+ * a clock tick (a few ms); a send that was already in the ring of a peer
+ * that then died counts as delivered, as an acked RC send does.
  *
  * Where the card's work happens: each soft context has a "card" that runs
  * inside verbs calls on that context (post_*, poll), under one lock per

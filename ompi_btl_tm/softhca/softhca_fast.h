@@ -110,10 +110,18 @@ static inline int32_t sh_tl_match(struct sh_srq *srq, uint64_t tag)
 	return -1;
 }
 
-/* Publishes pkt (the slot sh_qp_out_slot gave): its seq goes last. */
+/*
+ * Publishes pkt (the slot sh_qp_out_slot gave): its seq goes last, then
+ * the arrival hint when the owner asks for it (softhca_shm.h, rx_hint;
+ * stored after the seq, so an owner that clears the hint and then looks
+ * at the rings cannot miss the packet and the hint both).
+ */
 static inline void sh_qp_out_commit(struct sh_qp *qp, struct sh_pkt *pkt)
 {
 	atomic_store_explicit(&pkt->seq, ++qp->out_head, memory_order_release);
+	if (atomic_load_explicit(qp->peer->rx_armed, memory_order_relaxed))
+		atomic_store_explicit(qp->peer->rx_hint, 1,
+				      memory_order_release);
 	if (++qp->out_idx == qp->peer->lay.ring_depth)
 		qp->out_idx = 0;
 }

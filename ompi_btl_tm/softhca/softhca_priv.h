@@ -22,7 +22,8 @@
  * cache deregisters from whichever thread it likes.
  *
  * The shared-memory formats (segments, rings, packets) and their trust
- * rules are in softhca_shm.h.
+ * rules are in softhca_shm.h; the completion queue's objects in
+ * softhca_cq.h.
  */
 #ifndef SOFTHCA_PRIV_H
 #define SOFTHCA_PRIV_H
@@ -39,6 +40,7 @@
 
 #include "softhca.h"
 #include "softhca_shm.h"
+#include "softhca_cq.h"
 
 #define SH_QPN_BASE      0x100u
 #define SH_MAX_SGE       16u     /* SGEs accepted in any WR */
@@ -76,6 +78,14 @@
 #define SH_READ_POST_GAP_NS (2ull * 1000)
 #define SH_READ_DEFER_NS    (100ull * 1000)
 #define SH_WR_LIVENESS_NS (1000ull * 1000) /* before starting a WR */
+/*
+ * The arrival hint (softhca_shm.h, sh_rings.rx_hint): asked for above
+ * this many watched rings (a ring costs an idle poll a few loads; the hint
+ * costs every packet a store on a line the owner writes too), and every
+ * ring looked at each this many idle polls anyway (a power of two).
+ */
+#define SH_RX_ARM_FROM    8u
+#define SH_RX_SCAN_EVERY  64u
 /* (measured on CLOCK_MONOTONIC_COARSE: a tick is 1-10 ms) */
 
 #define sh_container_of(ptr, type, member) \
@@ -97,6 +107,19 @@ struct sh_peer {
 	int refs;
 	int cma;                /* 1 usable, 0 refused, -1 not probed */
 	uint64_t checked_ns;    /* last liveness check */
+	/*
+	 * What *alive (pub->alive.word, softhca_shm.h) reads while the owner
+	 * lives, 0 when it tells nothing (then the clock paces the checks).
+	 * A context of this process is alive while we run: alive points at
+	 * self_word then.
+	 */
+	const _Atomic uint32_t *alive;
+	uint32_t alive_word;
+	_Atomic uint32_t self_word;
+	/* the owner's sh_seg.rx_armed and sh_rings.rx_hint (a gone peer's:
+	 * a word of our own, never armed) */
+	const _Atomic uint32_t *rx_armed;
+	_Atomic uint32_t *rx_hint;
 	int stat_fd;            /* /proc/<pid>/stat, to tell a zombie */
 	/*
 	 * The process had exited by the time we connected: like a card, the
@@ -105,53 +128,6 @@ struct sh_peer {
 	bool gone;
 	struct sh_ring gone_ring;
 	struct sh_peer *next;
-};
-
-/* ---- completion queue ------------------------------------------------ */
-
-struct sh_cqe {
-	uint64_t wr_id;
-	uint64_t tag;
-	uint64_t retire_seq;    /* list ops up to this seq (excl.) retire */
-	struct sh_srq *srq;     /* owner of release_handle / retire_seq */
-	int32_t release_handle; /* tag slot reference dropped when polled */
-	uint32_t priv;
-	uint32_t byte_len;
-	uint32_t qp_num;
-	uint32_t src_qp;
-	uint32_t wc_flags;
-	uint32_t vendor_err;
-	enum ibv_wc_status status;
-	enum ibv_wc_opcode opcode;
-	bool ready;
-};
-
-struct sh_cq {
-	struct ibv_cq_ex cq_ex;      /* first: ibv_cq_ex_to_cq() casts */
-	struct sh_context *ctx;
-	pthread_mutex_t poll_lock;
-	bool lockfree;               /* counted as such (sh_obj_attach) */
-	struct sh_cqe *q;            /* circular, grows */
-	uint32_t cap, first, count;
-	uint64_t first_seq;          /* sequence number of q[first] */
-	/*
-	 * The entry start/next_poll returned, read in place: its slot stays
-	 * out of use while held (until end_poll or the next pop), so a
-	 * completion pushed meanwhile grows the queue instead of landing on
-	 * it, and a growth that frees the slot moves it to cur_copy first.
-	 * A locking context copies the entry to cur_copy at once instead
-	 * (another thread may grow the queue while this one reads).
-	 */
-	const struct sh_cqe *cur;
-	struct sh_cqe cur_copy;
-	bool held;
-	/* cfg.rxe_cq: a next_poll found nothing (overrun at end_poll), and
-	 * the zeroed slot the next poll returns */
-	bool rxe_overrun, rxe_phantom;
-	int users;                   /* QPs and SRQs that complete here */
-	bool extended;               /* made by create_cq_ex: a TM-SRQ's CQ
-				      * must be (mlx5 reads TM info from it) */
-	struct sh_cq *next;
 };
 
 /* ---- receive side: plain buffers, the TM-SRQ ------------------------- */
@@ -440,6 +416,14 @@ struct sh_context {
 	struct sh_rx_watch *rxw;     /* max_qp entries, rxw_n in use */
 	struct sh_qp **rxw_qp;       /* the QP of each entry */
 	_Atomic uint32_t rxw_n;
+	/*
+	 * More than SH_RX_ARM_FROM rings watched: producers are asked for the
+	 * arrival hint (seg->rx_armed, mirrored here), so an idle poll reads
+	 * rings->rx_hint instead of every ring, and every ring only each
+	 * SH_RX_SCAN_EVERY-th time (idle_polls; softhca_sched.h).
+	 */
+	bool rx_armed;
+	_Atomic uint32_t idle_polls;
 	/* send-queue entries plus active read responses over all QPs: while
 	 * 0 the card has no send work to look for */
 	uint32_t tx_work;
@@ -488,11 +472,6 @@ static inline struct sh_context *to_sh_ctx(struct ibv_context *c)
 	return sh_container_of(c, struct sh_context, vctx.context);
 }
 
-static inline struct sh_cq *to_sh_cq(struct ibv_cq *cq)
-{
-	return (struct sh_cq *)cq;
-}
-
 static inline struct sh_srq *to_sh_srq(struct ibv_srq *srq)
 {
 	return sh_container_of(srq, struct sh_srq, srq);
@@ -507,8 +486,14 @@ static inline uint32_t sge_total(const struct ibv_sge *sge, uint32_t n)
 {
 	uint64_t t = 0;
 
-	for (uint32_t i = 0; i < n; i++)
-		t += sge[i].length;
+	/* (one or two SGEs, what MPI posts, without the loop) */
+	if (n == 1)
+		return sge[0].length;
+	if (n == 2)
+		t = (uint64_t)sge[0].length + sge[1].length;
+	else
+		for (uint32_t i = 0; i < n; i++)
+			t += sge[i].length;
 	return t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
 }
 
@@ -578,19 +563,6 @@ uint32_t sh_read_allow(struct sh_context *ctx);
 void sh_read_used(struct sh_context *ctx, uint32_t n);
 uint32_t sh_gather(const struct ibv_sge *sge, uint32_t n, uint32_t off,
 		   void *dst, uint32_t len);
-
-/* cq.c: the CQ write (any step), the CQ objects and the poll verbs */
-int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe);
-int sh_cq_grow(struct sh_cq *cq);
-int sh_cq_reserve(struct sh_cq *cq, uint64_t *seq);
-void sh_cq_fill(struct sh_cq *cq, uint64_t seq, const struct sh_cqe *cqe);
-struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,
-				  struct ibv_cq_init_attr_ex *attr);
-struct ibv_cq *sh_create_cq(struct ibv_context *c, int cqe, void *cq_context,
-			    struct ibv_comp_channel *ch, int vec);
-int sh_destroy_cq(struct ibv_cq *cq);
-int sh_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
-int sh_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 
 /* srq.c, match.c */
 struct ibv_srq *sh_create_srq_ex(struct ibv_context *c,

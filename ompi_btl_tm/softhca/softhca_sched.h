@@ -48,13 +48,33 @@ static inline void sh_doorbell(struct sh_context *ctx, enum sh_bell why,
 /*
  * Lock-free: does no watched ring have its next packet?  A stale answer
  * only delays the poll that follows: the card, under the lock, looks again.
- * (Inline: an idle poll is this loop and little else.)
+ * (Inline: an idle poll is this loop and little else.)  With more than
+ * SH_RX_ARM_FROM rings the producers' arrival hint answers instead (the
+ * card clears it when it looks at every ring, sched.c), and the rings
+ * themselves each SH_RX_SCAN_EVERY-th time, so that a peer that clears
+ * the hint (the ring segment is the peers' to write) only delays.
  */
 static inline bool sh_rx_quiet(struct sh_context *ctx)
 {
-	uint32_t n = atomic_load_explicit(&ctx->rxw_n, memory_order_acquire);
-	const struct sh_rx_watch *w = ctx->rxw, *end = w + n;
+	uint32_t n = atomic_load_explicit(&ctx->rxw_n, memory_order_acquire), k;
+	const struct sh_rx_watch *w, *end;
 
+	/* many rings: the arrival hint, and every ring now and then (the
+	 * producers were asked for it before n grew past SH_RX_ARM_FROM) */
+	if (n > SH_RX_ARM_FROM) {
+		if (atomic_load_explicit(&ctx->rings->rx_hint,
+					 memory_order_acquire))
+			return false;
+		/* (threads racing here may lose a count: only a delay) */
+		k = atomic_load_explicit(&ctx->idle_polls,
+					 memory_order_relaxed) + 1;
+		atomic_store_explicit(&ctx->idle_polls, k,
+				      memory_order_relaxed);
+		if (k & (SH_RX_SCAN_EVERY - 1))
+			return true;
+	}
+	w = ctx->rxw;
+	end = w + n;
 	for (; w < end; w++)
 		if (atomic_load_explicit(atomic_load_explicit(
 				&w->seq, memory_order_relaxed),

@@ -22,6 +22,7 @@
 #ifndef SOFTHCA_SHM_H
 #define SOFTHCA_SHM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -112,14 +113,43 @@ struct sh_seg {
 	uint64_t rings_size;    /* of the ring segment */
 	int32_t rings_fd;       /* the ring segment's descriptor in the owner */
 	uint32_t nonce;         /* also in the GID: this is the segment meant */
-	uint8_t pad[64];
+	/*
+	 * Held by the owner's handover thread from before it answers a peer
+	 * until the context closes: a robust, process-shared mutex, so when
+	 * the owner dies the kernel marks its word (glibc keeps the holder's
+	 * TID there; the kernel sets FUTEX_OWNER_DIED and clears the TID).
+	 * A peer reads the word to tell that the owner still lives without a
+	 * syscall or a clock read.  Zero (an owner that never took it) or any
+	 * word that changes while the owner lives is not believed again
+	 * (egress.c, peer_alive).
+	 */
+	union {
+		pthread_mutex_t m;
+		_Atomic uint32_t word;
+		uint8_t pad[56];
+	} alive;
+	/*
+	 * 1 while the owner watches so many rings that an idle poll reads
+	 * its one arrival hint (sh_rings.rx_hint) instead of every ring: a
+	 * producer then sets that hint after each packet it publishes.
+	 */
+	_Atomic uint32_t rx_armed;
+	uint32_t pad2;
 };
 
-/* The ring segment's header. */
+/*
+ * The ring segment's header.  rx_hint is any producer's to set (stored 1
+ * after a packet's seq, while sh_seg.rx_armed says so) and the owner's to
+ * clear before it looks at every ring.  Being peer-written it is only ever
+ * a reason to look, never a reason not to: the owner looks at every ring
+ * at least every SH_RX_SCAN_EVERY idle polls whatever it says, so a peer
+ * that clears it delays others' packets by that much at most.
+ */
 struct sh_rings {
 	uint64_t magic;
 	uint32_t nonce;
-	uint8_t pad[52];
+	_Atomic uint32_t rx_hint;
+	uint8_t pad[48];
 };
 
 /* A segment's geometry: computed (own) or copied and checked (peer's). */

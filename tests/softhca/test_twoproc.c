@@ -2,8 +2,8 @@
  * test_twoproc.c - soft HCA across two processes (fork; addresses exchanged
  * over pipes): eager and rendezvous through shared memory and
  * process_vm_readv, the copy-read fallback (force_copy_read), software RDMA
- * reads of the peer, and a dead peer turning pending sends into
- * IBV_WC_RETRY_EXC_ERR.
+ * reads of the peer, and a dead peer turning pending sends, and a send
+ * posted right after its death, into IBV_WC_RETRY_EXC_ERR.
  *
  * The parent is the receiver and prints TAP; the child is the sender and
  * reports back over a pipe.
@@ -507,6 +507,52 @@ static void test_dead_peer(int how, int delay_ms)
 	proc_close(&p);
 }
 
+/*
+ * A send posted right after the peer died, on the post fast path (AUTO, an
+ * empty send queue): the card must not take the ring's word for the ack.
+ * No wait and no poll between the death and the post, so only a check
+ * made at the post itself (the owner's liveness word, no clock) can tell.
+ */
+static void test_dead_peer_fast(int how)
+{
+	const char *what = how ? "killed (SIGKILL)" : "exited without closing";
+	struct softhca_config cfg;
+	struct proc p;
+	struct info peer;
+	struct sh_wc wc;
+	char go, msg[16];
+	int n, st;
+	pid_t pid;
+
+	sh_config(&cfg);
+	pid = spawn(&cfg, 1);
+	memset(&p, 0, sizeof(p));
+	if (proc_open(&p, &cfg))
+		tap_bail("parent side");
+	if (connect_to_child(&p, &peer) || read_all(to_parent[0], &go, 1, NULL, 20))
+		tap_bail("dead-peer set-up");
+	sh_put_tmh(msg, IBV_TMH_NO_TAG, 0, 0);
+	memset(&wc, 0, sizeof(wc));
+	n = sh_qp_send(&p.s, p.qp, msg, 16, 1, IBV_SEND_SIGNALED);
+	n = n ? n : wait_wc(p.scq, &wc, WAIT_S) - 1;
+	tap_check(n == 0 && wc.wr_id == 1 && wc.status == IBV_WC_SUCCESS,
+		  "fast path: a send to the live peer succeeds (%s)", sh_wc_str(&wc));
+	go = how ? 'k' : 'x';
+	write_all(to_child[1], &go, 1);
+	if (how)
+		kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	memset(&wc, 0, sizeof(wc));
+	n = sh_qp_send(&p.s, p.qp, msg, 16, 2, IBV_SEND_SIGNALED);
+	n = n ? n : wait_wc(p.scq, &wc, WAIT_S) - 1;
+	tap_check(n == 0 && wc.wr_id == 2 && wc.status == IBV_WC_RETRY_EXC_ERR,
+		  "fast path: peer %s, a send posted at once completes "
+		  "IBV_WC_RETRY_EXC_ERR, never success (%d, %s)", what, n,
+		  sh_wc_str(&wc));
+	unspawn(pid);
+	proc_close(&p);
+}
+
 /* Sends posted while the peer lives but cannot take them, then it dies. */
 static void test_dead_peer_pending(void)
 {
@@ -574,5 +620,7 @@ int main(void)
 	test_dead_peer(0, 250);
 	test_dead_peer(1, 250);
 	test_dead_peer_pending();
+	test_dead_peer_fast(0);
+	test_dead_peer_fast(1);
 	return tap_done();
 }

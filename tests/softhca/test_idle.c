@@ -1,0 +1,177 @@
+/*
+ * test_idle.c - soft HCA: an idle poll with many watched rings reads the
+ * producers' arrival hint instead of every ring (softhca_shm.h, rx_hint),
+ * and that hint, which any peer may write, only ever delays.
+ *
+ *  - with few rings (scanned) and with more than SH_RX_ARM_FROM (hinted),
+ *    the receiver's first poll after each send takes that send;
+ *  - a peer that clears the hint after a packet: the packet is still
+ *    taken, within SH_RX_SCAN_EVERY polls;
+ *  - a peer that keeps the hint set: every packet still taken once, in
+ *    order (the hint is only a reason to look);
+ *  - hinted, a packet that waits for a plain buffer keeps the card awake
+ *    (its ring shows it to no idle poll): the first poll after the buffer
+ *    is posted takes it.
+ *
+ * White box where a hostile peer writes the ring segment (sh_reach.h).
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+#include "sh_util.h"
+#include "sh_reach.h"
+
+static struct sh_env env;
+
+static void open_env(int pairs, int buffers)
+{
+	struct softhca_config cfg;
+
+	sh_config(&cfg);
+	if (sh_env_open(&env, &cfg, SOFTHCA_SCHED_AUTO, pairs))
+		tap_bail("sh_env_open");
+	for (int i = 0; i < buffers; i++)
+		if (sh_post_plain(&env.b, 100 + i, sh_alloc(&env.b, 64), 64))
+			tap_bail("plain");
+	/* the first poll runs the card, which then has nothing left */
+	for (int i = 0; i < 4; i++)
+		sh_cq_discard(env.b.cq);
+}
+
+/* A NO_TAG message on pair i; 1 when the receiver's next poll takes it. */
+static int send_then_poll(int pair, uint32_t seed)
+{
+	struct sh_wc wc;
+	uint32_t v = seed;
+
+	if (sh_send_tm(&env, pair, IBV_TMH_NO_TAG, 0, 0, &v, sizeof(v),
+		       900 + seed))
+		tap_bail("send");
+	return sh_poll(env.b.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+	       wc.opcode == IBV_WC_TM_NO_TAG;
+}
+
+static void test_first_poll(int pairs)
+{
+	int got = 0;
+
+	open_env(pairs, 64);
+	for (int i = 0; i < pairs; i++)
+		got += send_then_poll(i, (uint32_t)i);
+	tap_check(got == pairs,
+		  "%d rings watched (%s): the first poll after each send "
+		  "takes it (%d of %d)", pairs,
+		  pairs > 8 ? "hinted" : "scanned", got, pairs);
+	sh_env_close(&env);
+}
+
+static struct sh_rings *victim_rings(struct reach *r)
+{
+	reach_victim(&env.b.gid, r);
+	if (!r->rings)
+		tap_bail("the ring segment could not be reached");
+	return (struct sh_rings *)r->rings;
+}
+
+static void test_hint_cleared(void)
+{
+	struct reach r;
+	struct sh_rings *h;
+	struct sh_wc wc;
+	int polls = 0, got = 0, lost = 0;
+
+	open_env(SH_MAX_PAIRS, 64);
+	h = victim_rings(&r);
+	for (int round = 0; round < 4; round++) {
+		uint32_t v = (uint32_t)round;
+
+		if (sh_send_tm(&env, round, IBV_TMH_NO_TAG, 0, 0, &v,
+			       sizeof(v), 950 + round))
+			tap_bail("send");
+		atomic_store(&h->rx_hint, 0); /* the attacker */
+		for (polls = 1; polls <= 64 + 1; polls++)
+			if (sh_poll(env.b.cq, &wc) == 1)
+				break;
+		if (polls > 64 + 1)
+			lost++;
+		else
+			got++;
+		tap_diag("hint cleared: taken at poll %d", polls);
+	}
+	tap_check(got == 4 && !lost,
+		  "a peer clears the arrival hint after each of 4 packets: "
+		  "each still taken within SH_RX_SCAN_EVERY + 1 polls "
+		  "(%d taken, %d not)", got, lost);
+	reach_drop(&r);
+	sh_env_close(&env);
+}
+
+static void test_hint_stuck(void)
+{
+	struct reach r;
+	struct sh_rings *h;
+	struct sh_wc wc[8];
+	int n = 0, order = 1, empty = 0;
+
+	open_env(SH_MAX_PAIRS, 64);
+	h = victim_rings(&r);
+	for (int i = 0; i < 8; i++) {
+		uint32_t v = (uint32_t)i;
+
+		if (sh_send_tm(&env, i, IBV_TMH_NO_TAG, 0, 0, &v, sizeof(v),
+			       970 + i))
+			tap_bail("send");
+	}
+	for (int i = 0; i < 200; i++) {
+		int k;
+
+		atomic_store(&h->rx_hint, 1); /* the attacker */
+		k = sh_poll_all(env.b.cq, wc + n, 8 - n);
+		for (int j = 0; j < k; j++)
+			order &= wc[n + j].wr_id == (uint64_t)(100 + n + j);
+		n += k;
+		empty += !k && n == 8;
+	}
+	tap_check(n == 8 && order && empty > 0,
+		  "a peer keeps the arrival hint set: 8 packets taken once, "
+		  "in order (%d), and polls then find nothing (%d empty)", n,
+		  empty);
+	reach_drop(&r);
+	sh_env_close(&env);
+}
+
+static void test_rnr_hinted(void)
+{
+	struct sh_wc wc;
+	uint32_t v = 7;
+	int early = 0, got;
+
+	open_env(SH_MAX_PAIRS, 0);
+	if (sh_send_tm(&env, 5, IBV_TMH_NO_TAG, 0, 0, &v, sizeof(v), 990))
+		tap_bail("send");
+	for (int i = 0; i < 8; i++)
+		early += sh_poll(env.b.cq, &wc);
+	if (sh_post_plain(&env.b, 500, sh_alloc(&env.b, 64), 64))
+		tap_bail("plain");
+	got = sh_poll(env.b.cq, &wc) == 1 && wc.wr_id == 500 &&
+	      wc.opcode == IBV_WC_TM_NO_TAG;
+	tap_check(!early && got,
+		  "%d rings (hinted): a packet waiting for a plain buffer is "
+		  "taken by the first poll after one is posted (%d early, %s)",
+		  SH_MAX_PAIRS, early, sh_wc_str(&wc));
+	sh_env_close(&env);
+}
+
+int main(void)
+{
+	unsetenv("SOFTHCA_SINGLE_THREADED");
+	test_first_poll(2);
+	test_first_poll(SH_MAX_PAIRS);
+	test_hint_cleared();
+	test_hint_stuck();
+	test_rnr_hinted();
+	return tap_done();
+}
