@@ -176,7 +176,7 @@ judge() {
 		if [ $verdict = ok ] && [ "$c" = tm ]; then
 			modes=$(grep -c 'mode: no tag matching.* on verbs:rxe0' "$log")
 			if [ "$modes" != "$np" ]; then
-				verdict=fail why="$modes of $np ranks say \"mode: no tag matching ... on verbs:rxe0\" (mtl_tm_verbose 10): $(grep -m1 -o 'mode: .*' "$log")"
+				verdict=fail why="$modes of $np ranks say \"mode: no tag matching ... on verbs:rxe0\" (mtl_tm_verbose 10)$(grep -o 'mode: .*' "$log" | grep -v -m1 'on verbs:rxe0' | sed 's/^/; another says: /')"
 			else
 				why="every rank: $(grep -m1 -o 'mode: .*' "$log")"
 			fi
