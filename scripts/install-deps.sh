@@ -1,9 +1,13 @@
 #!/bin/bash
-# install-deps.sh - install the Debian 12 packages the project needs.
+# install-deps.sh - install the Debian packages the project needs (Debian
+# 12 or 13), then the Open MPI devel headers the release's libopenmpi-dev
+# lacks (scripts/ompi-headers.sh: Debian 13's, from its source package).
 #
 # Idempotent: does nothing when every package is installed already.  Runs as
 # root, or through sudo otherwise.  Non-interactive (CI has no stdin).
 set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
 
 PACKAGES=(
 	build-essential		# gcc (with libasan/libubsan), make, libc6-dev
@@ -19,8 +23,9 @@ PACKAGES=(
 	libhwloc-dev
 	libucx-dev		# libucs
 	gnuplot-nox		# benchmark plots
+	dpkg-dev		# dpkg-source, for scripts/ompi-headers.sh
 	clang			# the fuzz target (tests/fuzz)
-	libclang-rt-14-dev	# libFuzzer and the sanitizers for clang
+	libclang-rt-dev		# libFuzzer and the sanitizers for the default clang (14 on Debian 12, 19 on 13)
 )
 
 missing=()
@@ -31,22 +36,27 @@ for p in "${PACKAGES[@]}"; do
 	fi
 done
 
+# Root, or sudo: found only when something is to be installed.
+as_root() {
+	if [ "$(id -u)" -eq 0 ]; then
+		"$@"
+	elif command -v sudo >/dev/null 2>&1; then
+		sudo "$@"
+	else
+		echo "install-deps: not root and no sudo; run as root: $*" >&2
+		return 1
+	fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "install-deps: all ${#PACKAGES[@]} packages are installed"
-	exit 0
-fi
-
-if [ "$(id -u)" -eq 0 ]; then
-	SUDO=()
-elif command -v sudo >/dev/null 2>&1; then
-	SUDO=(sudo)
 else
-	echo "install-deps: not root and no sudo; install as root: ${missing[*]}" >&2
-	exit 1
+	echo "install-deps: installing ${missing[*]}"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get update </dev/null
+	as_root env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y --no-install-recommends "${missing[@]}" </dev/null
 fi
 
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update </dev/null
-"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
-	apt-get install -y --no-install-recommends "${missing[@]}" </dev/null
+if ! "$here/ompi-headers.sh" --check >/dev/null 2>&1; then
+	as_root "$here/ompi-headers.sh" </dev/null
+fi

@@ -1,6 +1,13 @@
 /*
  * tm_dev.c - provider choice, TM-SRQ, RC QPs, MRs (see tm_dev.h).
+ *
+ * libucs's registration cache API differs between UCX releases; configure
+ * finds which (config.h): the alignment is a creation parameter before
+ * 1.17 and an argument of ucs_rcache_get from 1.17 on, and 1.18 calls a
+ * merge op that must be there.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -37,6 +44,12 @@ struct tm_dev_region {
  * pinned for long in a process that has stopped missing.
  */
 #define RCACHE_MAX_UNRELEASED (64UL << 20)
+
+/*
+ * Whole pages: what a real HCA pins anyway, and neighbouring small buffers
+ * then share one region instead of one MR each.  Set by rcache_create.
+ */
+static size_t rcache_align = 4096;
 
 void tm_dev_config_default(struct tm_dev_config *cfg)
 {
@@ -294,6 +307,25 @@ static void rcache_mem_dereg(void *context, ucs_rcache_t *rcache,
 	st_add(&dev->mem_st.deregs);
 }
 
+#ifdef HAVE_UCS_RCACHE_OPS_T_MERGE
+/*
+ * Called for each cached region a new one absorbs (libucs unions the
+ * ranges and protections and invalidates the old region).  Nothing of ours
+ * carries over: the new region gets its own MR from rcache_mem_reg, and
+ * the old one keeps its MR until its last holder puts it.  Counted.
+ */
+static void rcache_merge(void *context, ucs_rcache_t *rcache, void *arg,
+			 ucs_rcache_region_t *super)
+{
+	struct tm_dev *dev = context;
+
+	(void)rcache;
+	(void)arg;
+	(void)super;
+	st_add(&dev->mem_st.merges);
+}
+#endif
+
 static void rcache_dump_region(void *context, ucs_rcache_t *rcache,
 			       ucs_rcache_region_t *super, char *buf,
 			       size_t max)
@@ -312,6 +344,10 @@ static void rcache_dump_region(void *context, ucs_rcache_t *rcache,
 static const ucs_rcache_ops_t rcache_ops = {
 	.mem_reg = rcache_mem_reg,
 	.mem_dereg = rcache_mem_dereg,
+#ifdef HAVE_UCS_RCACHE_OPS_T_MERGE
+	/* called unchecked: without it every merge is a NULL call */
+	.merge = rcache_merge,
+#endif
 	.dump_region = rcache_dump_region,
 };
 
@@ -347,12 +383,12 @@ static void rcache_create(struct tm_dev *dev, const struct tm_dev_config *cfg,
 		max_regions = dev_max_mr / 2;
 	memset(&p, 0, sizeof(p));
 	p.region_struct_size = sizeof(struct tm_dev_region);
-	/*
-	 * Whole pages: what a real HCA pins anyway, and neighbouring small
-	 * buffers then share one region instead of one MR each.
-	 */
-	p.alignment = page > 0 ? (size_t)page : 4096;
-	p.max_alignment = p.alignment;
+	if (page > 0)
+		rcache_align = (size_t)page;
+#ifdef HAVE_UCS_RCACHE_PARAMS_T_ALIGNMENT
+	p.alignment = rcache_align;
+	p.max_alignment = rcache_align;
+#endif
 	p.ucm_events = UCM_EVENT_VM_UNMAPPED;
 	p.ucm_event_priority = 1000;
 	p.ops = &rcache_ops;
@@ -395,7 +431,12 @@ int tm_dev_mem_get(struct tm_dev *dev, void *addr, size_t len, int access,
 		st_add(&dev->mem_st.regs);
 		return TM_OK;
 	}
+#ifdef HAVE_UCS_RCACHE_GET_ALIGNMENT
+	st = ucs_rcache_get(dev->rcache, addr, len, rcache_align, prot, NULL,
+			    &super);
+#else
 	st = ucs_rcache_get(dev->rcache, addr, len, prot, NULL, &super);
+#endif
 	if (st != UCS_OK) {
 		st_inc(&dev->mem_st.fails);
 		return st == UCS_ERR_NO_MEMORY ? TM_ERR_NO_MEMORY : TM_ERR_IO;

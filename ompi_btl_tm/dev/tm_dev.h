@@ -146,6 +146,8 @@ struct tm_dev_mem_stats {
 	uint64_t regs;   /* registrations they needed (misses) */
 	uint64_t deregs; /* registrations released */
 	uint64_t fails;  /* tm_dev_mem_get() calls that failed */
+	uint64_t merges; /* cached regions a larger one absorbed (counted
+			  * by libucs's merge op: UCX >= 1.18; else 0) */
 };
 
 struct ucs_rcache;

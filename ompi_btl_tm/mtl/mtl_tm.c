@@ -15,12 +15,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "opal/mca/pmix/pmix.h"
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 #include "ompi/communicator/communicator.h"
 #include "ompi/proc/proc.h"
-#include "ompi/mca/rte/rte.h"
 
 #include <infiniband/tm_types.h>
 
@@ -35,8 +33,11 @@ struct mtl_tm_module mtl_tm = {
 		.mtl_max_tag = INT32_MAX,
 		.mtl_request_size = sizeof(struct mtl_tm_request) -
 				    sizeof(struct mca_mtl_request_t),
-		/* QPs are made for the whole job at init (mtl_tm.h). */
-		.mtl_flags = MCA_MTL_BASE_FLAG_REQUIRE_WORLD,
+		/* QPs are made for the whole job at init (mtl_tm.h);
+		 * a send carries the receiver's context id (mtl_tm_send.c),
+		 * so communicators from groups (sessions) work. */
+		.mtl_flags = MCA_MTL_BASE_FLAG_REQUIRE_WORLD |
+			     MTL_TM_FLAG_EXT_CID,
 		.mtl_add_procs = mtl_tm_add_procs,
 		.mtl_del_procs = mtl_tm_del_procs,
 		.mtl_finalize = mtl_tm_finalize,
@@ -354,9 +355,7 @@ static int agree(void)
 	mtl_tm_use_config(use, &cfg);
 	rc = bring_up(&cfg, &ecfg);
 	/* into the fence even after a failure: the others wait there */
-	fence = opal_pmix.commit();
-	if (fence == OPAL_SUCCESS)
-		fence = opal_pmix.fence(NULL, 1);
+	fence = mtl_tm_fence();
 	return rc != OMPI_SUCCESS ? rc : fence;
 }
 
@@ -530,8 +529,9 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 int mtl_tm_add_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm)
 {
-	uint32_t cid = ompi_comm_get_cid(comm);
+	uint32_t cid = mtl_tm_comm_cid(comm);
 	int size = ompi_comm_size(comm);
+	int rc;
 
 	if (OMPI_COMM_IS_INTER(comm) && ompi_comm_remote_size(comm) > size)
 		size = ompi_comm_remote_size(comm);
@@ -554,7 +554,12 @@ int mtl_tm_add_comm(struct mca_mtl_base_module_t *mtl,
 				  comm->c_name, size, TM_MAX_SRC + 1);
 		return OMPI_ERR_NOT_SUPPORTED;
 	}
-	return OMPI_SUCCESS;
+	/* made from a group: the peers learn our id of it (compat.h) */
+	rc = mtl_tm_publish_cid(comm);
+	if (rc != OMPI_SUCCESS)
+		opal_output(0, "mtl tm: cannot publish the context id of %s: %d",
+			    comm->c_name, rc);
+	return rc;
 }
 
 int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,

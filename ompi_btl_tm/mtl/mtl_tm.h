@@ -16,6 +16,7 @@
  *                       rule, the refusal
  *   mtl_tm_addr.c       the QPs, their addresses in the modex, connecting
  *   mtl_tm_pvar.c       MPI_T performance variables (mtl_tm_pvar.h)
+ *   mtl_tm_compat.h     the differences between Open MPI 4.1 and 5.0
  *
  * One provider for the job
  * ------------------------
@@ -83,7 +84,7 @@
 
 #include "ompi_config.h"
 #include "ompi/mca/mtl/mtl.h"
-#include "opal/threads/mutex.h"
+#include "mtl_tm_compat.h"
 #include "opal/util/proc.h"
 
 #include <stdbool.h>
@@ -236,7 +237,7 @@ struct mtl_tm_request {
 extern struct mtl_tm_module mtl_tm;
 extern struct mtl_tm_params mtl_tm_params;
 extern int mtl_tm_output;    /* opal_output stream, verbosity = verbose */
-OMPI_MODULE_DECLSPEC extern mca_mtl_base_component_2_0_0_t
+MTL_TM_DECLSPEC extern mca_mtl_base_component_2_0_0_t
 	mca_mtl_tm_component;
 
 /* mtl_tm_component.c */

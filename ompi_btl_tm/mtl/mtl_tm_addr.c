@@ -10,9 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "opal/mca/pmix/pmix.h"
 #include "opal/util/output.h"
-#include "ompi/mca/rte/rte.h"
 
 void mtl_tm_qps_destroy(void)
 {
@@ -67,10 +65,10 @@ int mtl_tm_qps_publish(void)
 	m->addr = a;
 	m->addr.rx_qpn = m->addr.tx_qpn = 0;
 	if (mtl_tm.again) {
-		OPAL_MODEX_SEND_STRING(rc, OPAL_PMIX_GLOBAL, MTL_TM_KEY_AGAIN,
+		OPAL_MODEX_SEND_STRING(rc, MTL_TM_MODEX_GLOBAL, MTL_TM_KEY_AGAIN,
 				       m, size);
 	} else {
-		OPAL_MODEX_SEND(rc, OPAL_PMIX_GLOBAL,
+		OPAL_MODEX_SEND(rc, MTL_TM_MODEX_GLOBAL,
 				&mca_mtl_tm_component.mtl_version, m, size);
 	}
 	free(m);

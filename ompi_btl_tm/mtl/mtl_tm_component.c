@@ -47,10 +47,8 @@
 
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/base/mca_base_var_enum.h"
-#include "opal/mca/pmix/pmix.h"
 #include "opal/util/output.h"
 #include "ompi/mca/mtl/base/base.h"
-#include "ompi/mca/rte/rte.h"
 
 
 struct mtl_tm_params mtl_tm_params;
@@ -60,8 +58,7 @@ static int mtl_tm_component_register(void);
 static int mtl_tm_component_open(void);
 static int mtl_tm_component_close(void);
 static int mtl_tm_component_query(mca_base_module_t **module, int *priority);
-static mca_mtl_base_module_t *mtl_tm_component_init(bool progress_threads,
-						    bool mpi_threads);
+static mca_mtl_base_module_t *mtl_tm_component_init(MTL_TM_INIT_PARAMS);
 
 mca_mtl_base_component_2_0_0_t mca_mtl_tm_component = {
 	.mtl_version = {
@@ -271,16 +268,15 @@ static int mtl_tm_component_close(void)
 
 /*
  * Is this the first process of the job on this node to report topic?
- * Decided by creating a marker in the session directory of mpirun's job
- * family, which lives until mpirun ends (the job's own directory is
- * cleaned as soon as the job aborts, while late ranks may still get here)
- * and is removed with it.  Returns the marker's descriptor (written to
+ * Decided by creating a marker in a session directory that lives until
+ * mpirun ends and is removed with it (mtl_tm_marker_dir(), which differs
+ * between Open MPI 4.1 and 5.0).  Returns the marker's descriptor (written to
  * once the message is out: report_done), -1 if another process reports,
  * -2 if there is no marker to decide by (a singleton: report).
  */
 static int claim_report(const char *topic, char *path, size_t len)
 {
-	const char *dir = ompi_process_info.jobfam_session_dir;
+	const char *dir = mtl_tm_marker_dir();
 	int fd;
 
 	if (!dir)
@@ -339,8 +335,8 @@ static bool node_has_rank0(void)
 
 	wild.jobid = OMPI_PROC_MY_NAME->jobid;
 	wild.vpid = OMPI_NAME_WILDCARD->vpid;
-	OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, OPAL_PMIX_LOCAL_PEERS, &wild, &peers,
-				       OPAL_STRING);
+	OPAL_MODEX_RECV_VALUE_OPTIONAL(rc, MTL_TM_KEY_LOCAL_PEERS, &wild, &peers,
+				       MTL_TM_TYPE_STRING);
 	if (rc != OPAL_SUCCESS || !peers)
 		return true;
 	for (p = peers; *p && !yes; p = *end ? end + 1 : end) {
@@ -463,9 +459,9 @@ static int mtl_tm_component_query(mca_base_module_t **module, int *priority)
 	return OMPI_SUCCESS;
 }
 
-static mca_mtl_base_module_t *mtl_tm_component_init(bool progress_threads,
-						    bool mpi_threads)
+static mca_mtl_base_module_t *mtl_tm_component_init(MTL_TM_INIT_PARAMS)
 {
+	mtl_tm_init_no_accelerator();
 	if (mtl_tm_module_init(mpi_threads) != OMPI_SUCCESS)
 		return NULL;
 	return &mtl_tm.super;

@@ -40,7 +40,7 @@ int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,
 	int rc;
 
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_iprobe_from(mtl_tm.eng, ompi_comm_get_cid(comm),
+	rc = tm_engine_iprobe_from(mtl_tm.eng, mtl_tm_comm_cid(comm),
 				   mtl_tm_src(src), mtl_tm_tag(tag), peer,
 				   &info);
 	mtl_tm_unlock_and_complete();
@@ -69,7 +69,7 @@ int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
 	if (!m)
 		return OMPI_ERR_OUT_OF_RESOURCE;
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_improbe_from(mtl_tm.eng, ompi_comm_get_cid(comm),
+	rc = tm_engine_improbe_from(mtl_tm.eng, mtl_tm_comm_cid(comm),
 				    mtl_tm_src(src), mtl_tm_tag(tag), peer,
 				    &msg, &info);
 	mtl_tm_unlock_and_complete();

@@ -149,7 +149,7 @@ static int get_comm_queue(const struct mca_base_pvar_t *pvar, void *value,
 
 	if (mtl_tm.eng) {
 		OPAL_THREAD_LOCK(&mtl_tm.lock);
-		tm_engine_ctx_queues(mtl_tm.eng, ompi_comm_get_cid(comm),
+		tm_engine_ctx_queues(mtl_tm.eng, mtl_tm_comm_cid(comm),
 				     &posted, &unexpected);
 		OPAL_THREAD_UNLOCK(&mtl_tm.lock);
 	}

@@ -185,7 +185,7 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 	}
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_irecv_from(mtl_tm.eng, &req->u.recv,
-				  ompi_comm_get_cid(comm), mtl_tm_src(src),
+				  mtl_tm_comm_cid(comm), mtl_tm_src(src),
 				  mtl_tm_tag(tag), peer, buf, len, NULL);
 	mtl_tm_unlock_and_complete();
 	if (rc != TM_OK) {

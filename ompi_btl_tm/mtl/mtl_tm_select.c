@@ -23,9 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "opal/mca/pmix/pmix.h"
 #include "opal/util/output.h"
-#include "ompi/mca/rte/rte.h"
 
 const char *mtl_tm_use_name(int use)
 {

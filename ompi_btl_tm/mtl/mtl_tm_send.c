@@ -14,6 +14,10 @@
  * So a buffered send gets a request and a copy of its data of our own,
  * and pml cm's request is completed before isend returns.
  *
+ * Context id: the receiver's (mtl_tm_peer_cid): its receives match on
+ * its own id of the communicator, which for one made from a group differs
+ * from ours.
+ *
  * Errors: an engine error on a send (a peer that died, which the engine
  * learns from the soft HCA's RETRY_EXC completion, or a failed read of a
  * rendezvous) becomes MPI_ERR_OTHER in the request's status.
@@ -128,6 +132,7 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 		     struct mtl_tm_request *req)
 {
 	struct mtl_tm_endpoint *ep = mtl_tm_peer_ep(comm, dest);
+	uint32_t cid = 0;
 	int rc;
 
 	req->kind = MTL_TM_REQ_SEND;
@@ -150,10 +155,18 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 			    mtl_tm.my_vpid, dest, comm->c_name);
 		return OMPI_ERR_UNREACH;
 	}
+	/* outside the lock: the first call may ask PMIx */
+	rc = mtl_tm_peer_cid(comm, dest, &cid);
+	if (rc != OMPI_SUCCESS || cid > TM_MAX_CTX) {
+		mtl_tm_free_pack(req);
+		opal_output(0, "mtl tm: rank %u: no context id of %s for its rank %d (%d, id %u)",
+			    mtl_tm.my_vpid, comm->c_name, dest, rc, cid);
+		return OMPI_ERR_UNREACH;
+	}
 
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_isend(mtl_tm.eng, &req->u.send, ep->peer,
-			     ompi_comm_get_cid(comm), ompi_comm_rank(comm), tag,
+			     cid, ompi_comm_rank(comm), tag,
 			     buf, len, NULL, flags);
 	if (rc == TM_OK && bsend_parent)
 		keep_bsend_identity(bsend_parent, &req->u.send);

@@ -8,6 +8,8 @@
  * checks, through dev->mem_st, that the second get registered anew.
  */
 #define _GNU_SOURCE
+#include "config.h"
+
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -58,6 +60,18 @@ static uint64_t deregs(struct tm_dev *dev)
 {
 	return __atomic_load_n(&dev->mem_st.deregs, __ATOMIC_RELAXED);
 }
+
+/* Merges libucs reported through the merge op (UCX >= 1.18). */
+static uint64_t merges(struct tm_dev *dev)
+{
+	return __atomic_load_n(&dev->mem_st.merges, __ATOMIC_RELAXED);
+}
+
+#ifdef HAVE_UCS_RCACHE_OPS_T_MERGE
+#define MERGE_OP 1
+#else
+#define MERGE_OP 0
+#endif
 
 static int covers(const struct ibv_mr *mr, const void *p, size_t len)
 {
@@ -162,11 +176,12 @@ static void test_grow(struct tm_dev *dev)
 	size_t len = 32 * PAGE;
 	char *buf = map(len, NULL);
 	struct ibv_mr *small, *big, *again;
-	uint64_t r0, d0;
+	uint64_t r0, d0, m0;
 
 	settle(dev);
 	r0 = regs(dev);
 	d0 = deregs(dev);
+	m0 = merges(dev);
 
 	tap_check(tm_dev_mem_get(dev, buf + PAGE, PAGE, RW, &small) == TM_OK,
 		  "grow: small region");
@@ -175,6 +190,9 @@ static void test_grow(struct tm_dev *dev)
 		  regs(dev) == r0 + 2 && big != small &&
 		  covers(big, buf, len),
 		  "grow: a larger overlapping buffer gets a merged region");
+	tap_check(merges(dev) == m0 + MERGE_OP,
+		  "grow: the merge op saw the absorbed region (%s)",
+		  MERGE_OP ? "UCX >= 1.18" : "UCX < 1.18: no merge op");
 	tap_check(deregs(dev) == d0 && covers(small, buf + PAGE, PAGE),
 		  "grow: the smaller region stays registered while held");
 	tm_dev_mem_put(dev, small);

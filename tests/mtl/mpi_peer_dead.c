@@ -1,6 +1,6 @@
 /*
  * mpi_peer_dead.c - a receive from a rank that dies (3 ranks, run with
- * --mca orte_enable_recovery 1 so that mpirun lets the others go on).
+ * mpirun --enable-recovery so that mpirun lets the others go on).
  *
  * Rank 0 posts MPI_Irecv from rank 1 and MPI_Irecv from MPI_ANY_SOURCE
  * (tag 2); after a barrier rank 1 SIGKILLs itself.  Rank 0's receive from

@@ -7,7 +7,7 @@
 #     (past 32 bits) only with TM_TEST_HUGE=1: it needs 9 GiB of memory;
 #   - a receive from a rank that dies returns an error within seconds, and
 #     an MPI_ANY_SOURCE receive still gets a survivor's message
-#     (mpi_peer_dead, 3 ranks, --mca orte_enable_recovery 1);
+#     (mpi_peer_dead, 3 ranks, mpirun --enable-recovery);
 #   - both again without tag matching (softhca_no_tm: every message
 #     matched and every rendezvous read in software);
 #   - the communicator limit of mtl_tm(7): 16384 context ids, of which
@@ -59,7 +59,7 @@ fi
 dead() { # dead what mpirun-args...
 	local what=$1 log=$tmp/dead$n.log rc line
 	shift
-	run 60 3 "$log" --mca orte_enable_recovery 1 "$@" "$prog/mpi_peer_dead"
+	run 60 3 "$log" --enable-recovery "$@" "$prog/mpi_peer_dead"
 	rc=$?
 	line=$(grep 'rank 0: ok' "$log")
 	if [ -n "$line" ] && ! grep -q FAIL "$log"; then

@@ -80,11 +80,12 @@ fi
 # ---- two jobs in separate PID namespaces --------------------------------
 # Each namespace numbers its processes from 1, so the ranks of both jobs
 # have the same pids; /dev/shm is shared.  Open MPI's session directory
-# is keyed by pid too, so each job gets its own.
+# is keyed by pid too, so each job gets its own, through TMPDIR, which
+# ORTE (4.1), PRRTE and PMIx (5.0) all start from.
 pidns() { # pidns tag np
 	mkdir -p "$tmp/ns$1"
-	timeout 120 unshare -p -f --mount-proc \
-		"$MPIRUN" "${tm[@]}" --mca orte_tmpdir_base "$tmp/ns$1" \
+	TMPDIR=$tmp/ns$1 timeout 120 unshare -p -f --mount-proc \
+		"$MPIRUN" "${tm[@]}" \
 		-np "$2" "$prog/mpi_traffic" 2 > "$tmp/ns$1.log" 2>&1
 }
 if ! unshare -p -f --mount-proc true 2>/dev/null; then

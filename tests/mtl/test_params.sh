@@ -18,10 +18,13 @@ run() { # run logfile mpirun-args...: 2 ranks over mtl tm, time-limited
 }
 
 # A failed run that is not a crash: mpirun's own failure status (not the
-# timeout's 124, not 128+signal), and no rank reported dead of a signal.
+# timeout's 124, not 128+signal), and no rank reported dead of a signal:
+# "exited on signal 11 (Segmentation fault)" from mpirun (4.1) and prterun
+# (5.0) alike.  Not any "signal": prterun's ordinary abort text says
+# processes "may have been terminated by signals sent by prterun".
 clean_failure() { # clean_failure rc logfile
 	[ "$1" != 0 ] && [ "$1" != 124 ] && [ "$1" -lt 128 ] &&
-		! grep -Eqi 'signal|segmentation|core dumped|aborted' "$2"
+		! grep -Eqi 'exited on signal|signal [0-9]+|segmentation fault|core dumped' "$2"
 }
 
 # refused "what" "pattern the message must contain" mpirun-args...
