@@ -133,6 +133,9 @@ else
 	make_tarball
 fi
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+# The chroot's /: not mktemp's 0700 (which the tarball also recorded), or
+# the tests that run as nobody reach nothing.
+chmod 755 "$root"
 say "chroot ready in $((SECONDS - start)) s"
 
 # This tree, without build products: the suite builds afresh inside, in

@@ -71,16 +71,24 @@ a, b = load(a_file), load(b_file)
 diff = {k: (b.get(k, 0) - a.get(k, 0)) / msgs for k in set(a) | set(b)}
 
 layers = ('softhca', 'engine', 'dev', 'mtl', 'verbs')
+# callgrind_annotate prints a source below the current directory relative
+# to it (ompi_btl_tm/engine/x.c when run from the top of the tree)
+src_re = re.compile(r'(?:^|/)ompi_btl_tm/(%s)/' % '|'.join(layers))
+
+def src_layer(path):
+    m = src_re.search(path)
+    return m.group(1) if m else None
+
 fn_layer = {}
 for (path, fn), v in diff.items():
-    for lay in layers:
-        if '/ompi_btl_tm/%s/' % lay in path:
-            fn_layer[fn.split('.')[0]] = lay
+    lay = src_layer(path)
+    if lay:
+        fn_layer[fn.split('.')[0]] = lay
 
 def layer(path, fn):
-    for lay in layers:
-        if '/ompi_btl_tm/%s/' % lay in path:
-            return lay
+    lay = src_layer(path)
+    if lay:
+        return lay
     base = fn.split('.')[0]
     if 'engine_pingpong' in path:
         return 'bench loop'

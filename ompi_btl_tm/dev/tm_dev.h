@@ -173,6 +173,9 @@ struct tm_dev {
 	uint32_t qp_max_send_wr;
 	uint32_t srq_max_wr;      /* plain WQEs the TM-SRQ holds (>= 33) */
 	uint32_t tm_cq_size, send_cq_size;
+	uint32_t cq_poll_max;     /* completions one ibv_start_poll may go
+				   * on to with ibv_next_poll (see
+				   * tm_dev_start_poll) */
 	uint8_t max_rd_atomic, max_dest_rd_atomic;
 	uint32_t max_msg_sz;      /* port's: larger RDMA reads must be split */
 	char name[64];            /* provider:device, for messages */
@@ -258,6 +261,19 @@ int tm_dev_pair_connect(struct tm_dev *dev, struct tm_dev_pair *pair,
 			const struct tm_dev_pair_addr *remote);
 /* Destroys what is set (either may be NULL). */
 int tm_dev_pair_destroy(struct tm_dev *dev, struct tm_dev_pair *pair);
+
+/*
+ * The Linux soft-RoCE provider (rxe) of rdma-core before 55 advances its
+ * CQ's consumer index twice when ibv_next_poll() finds the CQ empty and
+ * ibv_end_poll() follows, as the verbs require: the index passes the
+ * producer's, and from then on the CQ hands out stale or zeroed slots as
+ * completions (garbage wr_ids) and loses real ones.  The kernel driver
+ * names the device by vendor_id 0xFFFFFF.  On it dev->cq_poll_max is 1:
+ * a caller never calls ibv_next_poll() but ends each poll after its
+ * first completion (start_poll then end_poll is right on every version);
+ * elsewhere it is UINT32_MAX.
+ */
+#define TM_DEV_RXE_VENDOR_ID 0xFFFFFFu
 
 /*
  * ibv_start_poll with its return value sorted: TM_OK (a completion is

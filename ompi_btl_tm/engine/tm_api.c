@@ -112,6 +112,10 @@ static int xport_setup(struct tm_xport *x, struct tm_dev *dev,
 	/* A device without tag matching is a card with no list: every
 	 * receive stays in software, and no list op is ever posted. */
 	x->no_card = !dev->tm;
+	x->cq_batch = dev->cq_poll_max < CQE_BATCH ? (int)dev->cq_poll_max :
+		      CQE_BATCH;
+	if (x->cq_batch < 1)
+		x->cq_batch = 1;
 	if (x->no_card) {
 		x->cfg.offload = 0;
 		x->ops.max_entries = x->ops.max_ops = 0;

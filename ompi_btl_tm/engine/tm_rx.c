@@ -174,12 +174,34 @@ static void on_plain(struct tm_xport *x, const struct tm_cqe *c)
 	tmx_post_plain(x, idx);
 }
 
+/*
+ * A wr_id the engine never posted: a receive, ADD or DEL without its
+ * receive, a plain buffer past the last, a list op with no card.  Only a
+ * provider that handed out a slot it never filled makes one; counted as
+ * an error and dropped, as nothing it points at can be trusted.
+ */
+static int wr_id_impossible(const struct tm_xport *x, int type,
+			    const struct tm_cqe *c)
+{
+	if (type == WR_PLAIN)
+		return (c->wr_id >> 3) >= x->plain.n;
+	if (type == WR_SYNC) /* the one op without a receive */
+		return x->no_card;
+	if (type == WR_ADD || type == WR_DEL)
+		return x->no_card || !(c->wr_id & ~WR_TYPE_MASK);
+	return type == WR_RECV && !(c->wr_id & ~WR_TYPE_MASK);
+}
+
 /* Dispatches one TM-CQ completion by the type in its wr_id. */
 static void on_tm_cqe(struct tm_xport *x, const struct tm_cqe *c)
 {
 	int type = (int)(c->wr_id & WR_TYPE_MASK);
 	void *p = (void *)(uintptr_t)(c->wr_id & ~WR_TYPE_MASK);
 
+	if (wr_id_impossible(x, type, c)) {
+		x->st.errors++;
+		return;
+	}
 	if (type != WR_RECV || (c->flags & IBV_WC_TM_MATCH)) {
 		x->ops.sync_req = !!(c->flags & IBV_WC_TM_SYNC_REQ);
 		x->st.sync_req_seen += x->ops.sync_req;
@@ -202,7 +224,7 @@ static void on_tm_cqe(struct tm_xport *x, const struct tm_cqe *c)
 }
 
 /*
- * Copies the current completion and up to CQE_BATCH - 1 more out of the
+ * Copies the current completion and up to cq_batch - 1 more out of the
  * CQ (handlers may post, which they may not do inside a poll), then hands
  * each to its owner.  Only the fields the completion's type uses are
  * read: each ibv_wc_read_* is an indirect call.  Out of line, so that the
@@ -240,7 +262,7 @@ static __attribute__((noinline)) int tm_batch(struct tm_xport *x,
 			ibv_wc_read_tm_info(cq, &e->tm);
 		else
 			memset(&e->tm, 0, sizeof(e->tm));
-	} while (n < CQE_BATCH && ibv_next_poll(cq) == 0);
+	} while (n < x->cq_batch && ibv_next_poll(cq) == 0);
 	ibv_end_poll(cq);
 	for (i = 0; i < n; i++)
 		on_tm_cqe(x, &c[i]);
@@ -271,7 +293,7 @@ int tmx_drain_from(struct tm_xport *x, int rc, int want_send)
 			tmx_fatal(x, TM_ERR_IO);
 		ns = want_send ? tmx_poll_send(x) : 0;
 		total += n + ns;
-		if (n != CQE_BATCH && ns != CQE_BATCH)
+		if (n != x->cq_batch && ns != CQE_BATCH)
 			return total;
 		rc = tm_dev_start_poll(cq);
 		want_send = tmx_want_poll_send(x);

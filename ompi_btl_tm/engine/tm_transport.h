@@ -225,6 +225,9 @@ struct tm_xport {
 	uint64_t max_read;   /* longest read the device does at once */
 	int no_card;         /* the device has no tag matching (dev->tm 0):
 			      * no list, no list op, no count to report */
+	int cq_batch;        /* completions one TM-CQ poll takes: CQE_BATCH,
+			      * or fewer when the device says so
+			      * (dev->cq_poll_max) */
 	struct tm_engine_stats st;
 	const struct tmx_cb *cb;
 	void *cb_arg;

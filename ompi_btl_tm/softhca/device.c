@@ -154,6 +154,9 @@ int softhca_config_from_env(struct softhca_config *cfg)
 	s = getenv("SOFTHCA_NO_TM");
 	if (s)
 		cfg->no_tm = atoi(s) != 0;
+	s = getenv("SOFTHCA_RXE_CQ");
+	if (s)
+		cfg->rxe_cq = atoi(s) != 0;
 	return config_check(cfg);
 }
 
@@ -231,7 +234,7 @@ static int sh_query_device_ex(struct ibv_context *c,
 		return EINVAL;
 	memset(attr, 0, size);
 	snprintf(a->fw_ver, sizeof(a->fw_ver), "softhca-1");
-	a->vendor_id = 0x0;
+	a->vendor_id = cfg->rxe_cq ? 0xFFFFFFu : 0x0; /* the kernel rxe's */
 	a->max_mr_size = UINT64_MAX;
 	a->page_size_cap = 4096;
 	a->max_qp = (int)cfg->max_qp;

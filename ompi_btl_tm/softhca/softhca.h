@@ -149,6 +149,14 @@ struct softhca_config {
 				     * all zero, IBV_SRQT_TM refused (EINVAL,
 				     * as mlx5's kernel driver answers a list
 				     * size above the device's, here zero) */
+	int rxe_cq;                 /* rdma-core's rxe before 55: vendor_id
+				     * 0xFFFFFF, and an ibv_next_poll() that
+				     * finds the CQ empty, then end_poll,
+				     * put its consumer index one past the
+				     * producer's: the next poll returns the
+				     * slot there, never written (all zero,
+				     * wr_id 0).  The model hands out that
+				     * first zeroed slot only. */
 };
 
 /*

@@ -145,6 +145,9 @@ struct sh_cq {
 	const struct sh_cqe *cur;
 	struct sh_cqe cur_copy;
 	bool held;
+	/* cfg.rxe_cq: a next_poll found nothing (overrun at end_poll), and
+	 * the zeroed slot the next poll returns */
+	bool rxe_overrun, rxe_phantom;
 	int users;                   /* QPs and SRQs that complete here */
 	bool extended;               /* made by create_cq_ex: a TM-SRQ's CQ
 				      * must be (mlx5 reads TM info from it) */

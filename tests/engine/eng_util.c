@@ -26,6 +26,8 @@ static int node_open(struct eu_node *nd, const struct eu_opts *o)
 	if (tm_dev_open(&dc, &nd->dev) != TM_OK)
 		return -1;
 	softhca_set_sched(nd->dev->ctx, o->sched, o->seed);
+	if (o->cq_poll_max)
+		nd->dev->cq_poll_max = o->cq_poll_max;
 	if (tm_engine_create(nd->dev, &o->ecfg, &nd->eng) != TM_OK)
 		return -1;
 	nd->arena_len = o->arena_len;
@@ -57,6 +59,7 @@ int eu_world_init(struct eu_world *w, int n, const struct eu_opts *o)
 	cfg.sched = o->sched;
 	cfg.seed = o->seed;
 	cfg.no_tm = o->no_tm;
+	cfg.rxe_cq = o->rxe_cq;
 	if (softhca_set_config(&cfg))
 		return -1;
 	w->n = n;

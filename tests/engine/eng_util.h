@@ -40,6 +40,10 @@ struct eu_opts {
 	size_t arena_len;
 	int no_tm;            /* the soft HCA offers no tag matching: every
 			       * device opens in the plain mode (tm_dev.h) */
+	int rxe_cq;           /* the soft HCA's CQ as rdma-core's old rxe
+			       * (softhca.h) */
+	uint32_t cq_poll_max; /* nonzero: overrides what tm_dev_open() set
+			       * (a device the dev layer misjudged) */
 	struct tm_engine_config ecfg;
 };
 
