@@ -5,7 +5,8 @@
  * poll returns a slot never written (wr_id 0).  The soft HCA models it
  * (softhca.h, rxe_cq) in the plain mode, as rxe has no tag matching.
  *
- * Checked: the dev layer knows the device by its vendor_id and polls one
+ * Checked: the dev layer knows the device by its vendor_id, or by its
+ * name where a kernel leaves vendor_id 0 (rxe_cq 2), and polls one
  * completion at a time (cq_poll_max 1), so small messages both ways,
  * expected and unexpected, arrive intact with no error counted; and with
  * the dev layer made to misjudge it (cq_poll_max unlimited), the zeroed
@@ -68,7 +69,9 @@ static uint32_t traffic(struct eu_world *w)
 	return ok;
 }
 
-static void run(uint32_t cq_poll_max)
+/* rxe_cq: the soft HCA's model (1: vendor_id 0xFFFFFF, 2: vendor_id 0
+ * and the name "rxe0"); cq_poll_max 0: the dev layer's own judgement */
+static void run(int rxe_cq, uint32_t cq_poll_max)
 {
 	struct eu_world w;
 	struct eu_opts o;
@@ -77,7 +80,7 @@ static void run(uint32_t cq_poll_max)
 
 	eu_opts_default(&o);
 	o.no_tm = 1;
-	o.rxe_cq = 1;
+	o.rxe_cq = rxe_cq;
 	o.arena_len = 4096;
 	o.cq_poll_max = cq_poll_max;
 	if (eu_world_init(&w, 2, &o))
@@ -87,7 +90,8 @@ static void run(uint32_t cq_poll_max)
 	if (!cq_poll_max) {
 		tap_check(w.node[0].dev->cq_poll_max == 1 &&
 			  w.node[1].dev->cq_poll_max == 1,
-			  "rxe's vendor_id: one completion per poll (cq_poll_max %u)",
+			  "rxe known by its %s: one completion per poll (cq_poll_max %u)",
+			  rxe_cq == 1 ? "vendor_id" : "name (vendor_id 0)",
 			  w.node[0].dev->cq_poll_max);
 		tap_check(ok == ROUNDS && errors == 0,
 			  "%u B messages both ways: %u of %u intact, %llu errors",
@@ -102,7 +106,8 @@ static void run(uint32_t cq_poll_max)
 
 int main(void)
 {
-	run(0);
-	run(UINT32_MAX);
+	run(1, 0);
+	run(2, 0);
+	run(1, UINT32_MAX);
 	return tap_done();
 }
