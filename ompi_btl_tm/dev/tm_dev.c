@@ -603,8 +603,8 @@ int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out)
 		dev->caps.max_sge = attr.tm_caps.max_sge;
 	}
 	dev->qp_max_send_wr = cfg->qp_max_send_wr;
-	dev->cq_poll_max = tm_dev_is_rxe(devname, attr.orig_attr.vendor_id) ?
-			   1 : UINT32_MAX;
+	dev->rxe = tm_dev_is_rxe(devname, attr.orig_attr.vendor_id);
+	dev->cq_poll_max = dev->rxe ? 1 : UINT32_MAX;
 	why = size_queues(dev, cfg, &attr);
 	if (why) {
 		open_why = why;

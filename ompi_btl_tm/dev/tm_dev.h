@@ -176,6 +176,7 @@ struct tm_dev {
 	uint32_t cq_poll_max;     /* completions one ibv_start_poll may go
 				   * on to with ibv_next_poll (see
 				   * tm_dev_start_poll) */
+	int rxe;                  /* the kernel's soft-RoCE (tm_dev_is_rxe) */
 	uint8_t max_rd_atomic, max_dest_rd_atomic;
 	uint32_t max_msg_sz;      /* port's: larger RDMA reads must be split */
 	char name[64];            /* provider:device, for messages */

@@ -11,7 +11,9 @@
  * expected and unexpected, arrive intact with no error counted; and with
  * the dev layer made to misjudge it (cq_poll_max unlimited), the zeroed
  * completions that then come are counted as errors and dropped, never
- * dereferenced, and the same traffic still arrives intact.
+ * dereferenced, and the same traffic still arrives intact.  And the RC
+ * retry count its QPs get: 6 on rxe, which reads 7 as "retry without
+ * end" (a dead peer would never fail anything), 7 elsewhere.
  */
 #include <stdint.h>
 #include <string.h>
@@ -71,6 +73,37 @@ static uint32_t traffic(struct eu_world *w)
 
 /* rxe_cq: the soft HCA's model (1: vendor_id 0xFFFFFF, 2: vendor_id 0
  * and the name "rxe0"); cq_poll_max 0: the dev layer's own judgement */
+/* the retry_cnt node 0's QP to node 1 was brought to RTS with */
+static int retry_cnt(struct eu_world *w)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr a;
+	struct tm_dev *dev = w->node[0].dev;
+
+	if (dev->verbs->query_qp(w->node[0].qp[1].tx, &a, IBV_QP_RETRY_CNT,
+				 &init))
+		return -1;
+	return a.retry_cnt;
+}
+
+static void run_retry(int rxe_cq)
+{
+	struct eu_world w;
+	struct eu_opts o;
+	int got, want = rxe_cq ? 6 : 7;
+
+	eu_opts_default(&o);
+	o.no_tm = 1;
+	o.rxe_cq = rxe_cq;
+	o.arena_len = 4096;
+	if (eu_world_init(&w, 2, &o))
+		tap_bail("cannot open two soft HCA nodes");
+	got = retry_cnt(&w);
+	tap_check(got == want, "%s: RC retry_cnt %d (want %d)",
+		  rxe_cq ? "rxe" : "not rxe", got, want);
+	eu_world_fini(&w);
+}
+
 static void run(int rxe_cq, uint32_t cq_poll_max)
 {
 	struct eu_world w;
@@ -109,5 +142,8 @@ int main(void)
 	run(1, 0);
 	run(2, 0);
 	run(1, UINT32_MAX);
+	run_retry(1);
+	run_retry(2);
+	run_retry(0);
 	return tap_done();
 }
