@@ -30,8 +30,20 @@
 #            job survives or fails cleanly, never hangs)
 #   nonroot  as user mpiuser at kernel.yama.ptrace_scope 1 (the ring) and
 #            2 (ring, any-source, probe) across the VMs under each
-#            configuration, and under tm with every rank on vm1 (the soft
-#            HCA, "tm1") and --mca btl self
+#            configuration; and with every rank on vm1 (the soft HCA,
+#            "tm1", --mca btl self: no vader, whose PR_SET_PTRACER would
+#            hide what Yama does) the ring at 4 ranks and the MPI suite
+#            (tests/mpi/run-mpi-tests.sh, configuration tm, 2 ranks each;
+#            one TAP line per program) at both scopes
+#
+# Two lists (VM_LIST):
+#   full     (default; scripts/run-tests.sh --vm) all of the above: every
+#            program under ob1 and tm, every tests/mpi program at both
+#            scopes
+#   ci       (.ci/run) within about 10 min under TCG: every program under
+#            tm; under ob1 the ring and the killed rank (reference); as
+#            mpiuser the ring across the VMs under tm and, on the soft
+#            HCA, the ring and the suite's $ci_suite at both scopes
 #
 # The two switches.  Both are 1 now that what they waited for is on main
 # (mtl tm on devices without tag matching; the soft HCA without ptrace
@@ -64,9 +76,19 @@ budget=${VM_SUITE_BUDGET:-900}
 flap_s=${VM_FLAP_SECONDS:-4}
 seed=${MPITEST_SEED:-$(date +%s)}
 P=/opt/mtl-tm/build/tests
+list=${VM_LIST:-full}
+# the tests/mpi programs of the non-root suite on the soft HCA
+ci_suite="mpi_order mpi_wildcard mpi_probe mpi_cancel"
+case $list in
+full) suite=$(sed -n 's/^\(mpi_[a-z_]*\) [0-9,]*$/\1/p' "$top/tests/mpi/run-mpi-tests.sh" | tr '\n' ' ') ;;
+ci) suite=$ci_suite ;;
+*) echo "Bail out! VM_LIST=$list: full or ci"; exit 1 ;;
+esac
 targets=(tests/mtl/mpi_hello tests/mtl/mpi_ring tests/mtl/mpi_peer_dead
-	 tests/mpi/mpi_wildcard tests/mpi/mpi_cancel tests/mpi/mpi_scancel
-	 tests/mpi/mpi_truncate tests/mpi/mpi_probe tests/vm/mpi_linkflap)
+	 tests/vm/mpi_linkflap)
+for t in $suite mpi_cancel mpi_scancel mpi_truncate mpi_probe mpi_wildcard; do
+	[[ " ${targets[*]} " == *" tests/mpi/$t "* ]] || targets+=("tests/mpi/$t")
+done
 # name, ranks, program and arguments
 programs=(
 	"ring 2 $P/mtl/mpi_ring"
@@ -79,6 +101,14 @@ programs=(
 	"linkflap 2 $P/vm/mpi_linkflap 16"
 )
 read -r -a configs <<< "${VM_CONFIGS:-ob1 tm}"
+# ci_skip NAME CONFIG: 0 when the ci list leaves this case out
+ci_skip() {
+	[ "$list" = ci ] || return 1
+	case $2:$1 in
+	tm:* | tm1:* | ob1:ring | ob1:peerdead) return 1 ;;
+	esac
+	return 0
+}
 
 t_all=$(date +%s%N)
 run=${VM_RIG:-${VM_RUN_DIR:-$(mktemp -d /tmp/mtl-tm-vm.XXXXXX)}}
@@ -134,14 +164,14 @@ tm_probe
 for prog in "${programs[@]}"; do
 	wanted "${prog%% *}" || continue
 	for c in "${configs[@]}"; do
-		mpi_case root "$c" $prog
+		ci_skip "${prog%% *}" "$c" || mpi_case root "$c" $prog
 	done
 done
 
 # ---- non-root users and Yama ----------------------------------------------------------
 # As mpiuser: at scope 1 the ring, at scope 2 the ring, any-source and
-# probe, under each configuration and under tm on one VM (the soft HCA,
-# where Yama matters; no vader, whose PR_SET_PTRACER would hide it)
+# probe, under each configuration; and on one VM (the soft HCA, where Yama
+# matters) the ring and the MPI suite
 for scope in 1 2; do
 	wanted nonroot || continue
 	yama_set "$scope"
@@ -151,15 +181,14 @@ for scope in 1 2; do
 		1:ring | 2:ring | 2:anysource | 2:probe) ;;
 		*) continue ;;
 		esac
+		[ "$list" = ci ] && [ "$name" != ring ] && continue
 		for c in "${configs[@]}"; do
-			mpi_case mpiuser "$c" "$name@scope$scope" "$np" $rest
+			ci_skip "$name@scope$scope" "$c" ||
+				mpi_case mpiuser "$c" "$name@scope$scope" "$np" $rest
 		done
 	done
 	mpi_case mpiuser tm1 "ring@scope$scope" 4 "$P/mtl/mpi_ring"
-	if [ "$scope" = 2 ]; then
-		mpi_case mpiuser tm1 "anysource@scope2" 3 "$P/mpi/mpi_wildcard"
-		mpi_case mpiuser tm1 "probe@scope2" 2 "$P/mpi/mpi_probe"
-	fi
+	mpi_suite mpiuser "$scope" $suite
 done
 
 tap_end

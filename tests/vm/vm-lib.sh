@@ -235,3 +235,40 @@ mpi_case() {
 		;;
 	esac
 }
+
+# mpi_suite USER SCOPE PROGRAM...: tests/mpi/run-mpi-tests.sh on vm1 as
+# USER, every rank there (the soft HCA), configuration tm, 2 ranks, btl
+# self (no vader: its PR_SET_PTRACER would hide what Yama does); each of
+# its TAP lines becomes one of ours.  A run that ends without every line
+# it planned counts one failure more.
+mpi_suite() {
+	local user=$1 scope=$2 rc=0 log plan got=0 bad=0 line label
+	shift 2
+	[ $# -gt 0 ] || return 0
+	log=$run/logs/suite-scope$scope-$user.log
+	label="tests/mpi as $user at ptrace_scope $scope (soft HCA, btl self)"
+	if [ $(( $(date +%s) - ${t_mpi:-$(date +%s)} )) -gt "$budget" ]; then
+		tap_fail "$label: not run: the MPI part's budget of ${budget} s (VM_SUITE_BUDGET) is spent"
+		return
+	fi
+	timeout -k 5 $(( ($# + 1) * (timeout_s + 10) )) ssh -F "$run/ssh_config" -l "$user" vm1 \
+		"cd /tmp && OMPI_MCA_btl=self MPI_TESTS_CONFIGS=tm MPI_TESTS_TM=installed MPI_TESTS_NP=2 MPI_TESTS_TIMEOUT=$timeout_s MPITEST_SEED=$seed top_builddir=/opt/mtl-tm/build /opt/mtl-tm/src/tests/mpi/run-mpi-tests.sh $*" \
+		> "$log" 2>&1 || rc=$?
+	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$log" | head -n 1)
+	while IFS= read -r line; do
+		got=$((got + 1))
+		case $line in
+		"ok "*"# SKIP"*) tap_fail "$label: ${line#ok * - } (a skip here means mtl tm was not found)" ;;
+		"ok "*) tap_ok "$label: ${line#ok * - }" ;;
+		*)
+			tap_fail "$label: ${line#not ok * - }"
+			bad=1
+			;;
+		esac
+	done < <(grep -a -E '^(not )?ok [0-9]+ - ' "$log")
+	if [ -z "$plan" ] || [ "$got" != "$plan" ]; then
+		tap_fail "$label: $got results of ${plan:-no} plan (exit $rc)"
+		bad=1
+	fi
+	[ $bad = 0 ] || show "$log" 40
+}
