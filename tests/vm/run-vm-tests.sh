@@ -27,7 +27,10 @@
 #            time; ob1 cannot, so there mpirun must end the job in bounded
 #            time, naming the killed rank), the VM-to-VM cable of
 #            vm2 pulled for VM_FLAP_SECONDS (tests/vm/mpi_linkflap: the
-#            job survives or fails cleanly, never hangs)
+#            job survives or fails cleanly, never hangs), and (full list
+#            only) for VM_FLAP_LONG_SECONDS, longer than RC's retries
+#            (about 7 s on rxe): the QPs fail, so the job must fail
+#            cleanly (or survive), never hang ("linkflaplong")
 #   nonroot  as user mpiuser at kernel.yama.ptrace_scope 1 (the ring) and
 #            2 (ring, any-source, probe) across the VMs under each
 #            configuration; and with every rank on vm1 (the soft HCA,
@@ -74,6 +77,7 @@ top=$(cd "$here/../.." && pwd)
 timeout_s=${VM_TEST_TIMEOUT:-150}
 budget=${VM_SUITE_BUDGET:-900}
 flap_s=${VM_FLAP_SECONDS:-4}
+flap_long_s=${VM_FLAP_LONG_SECONDS:-15}
 seed=${MPITEST_SEED:-$(date +%s)}
 P=/opt/mtl-tm/build/tests
 list=${VM_LIST:-full}
@@ -99,12 +103,14 @@ programs=(
 	"probe 2 $P/mpi/mpi_probe"
 	"peerdead 3 $P/mtl/mpi_peer_dead"
 	"linkflap 2 $P/vm/mpi_linkflap 16"
+	"linkflaplong 2 $P/vm/mpi_linkflap 30"
 )
 read -r -a configs <<< "${VM_CONFIGS:-ob1 tm}"
 # ci_skip NAME CONFIG: 0 when the ci list leaves this case out
 ci_skip() {
 	[ "$list" = ci ] || return 1
 	case $2:$1 in
+	*:linkflaplong) return 0 ;;
 	tm:* | tm1:* | ob1:ring | ob1:peerdead) return 1 ;;
 	esac
 	return 0

@@ -2,7 +2,7 @@
 # vm-lib.sh - sourced by tests/vm/run-vm-tests.sh: TAP output, the rig's
 # checks (rxe0, RC ping-pong, the mtl tm probe, Yama) and one MPI case
 # (mpi_case), each judged by what its program prints.
-# Uses the runner's run, seed, timeout_s, budget, flap_s, tm_required,
+# Uses the runner's run, seed, timeout_s, budget, flap_s, flap_long_s, tm_required,
 # nonroot_tm_required and rig.sh's rig_ssh / rig_link.
 
 n=0 npass=0 nfail=0 nskip=0
@@ -120,11 +120,12 @@ config_mca() {
 	esac
 }
 
-# Starts the job in the background (linkflap): pulls vm2's cable for
-# flap_s seconds once the program says "running"; returns ssh's status.
+# flap_job SECS LOG CMD...: starts the job in the background (linkflap):
+# pulls vm2's cable for SECS seconds once the program says "running";
+# returns ssh's status.
 flap_job() {
-	local log=$1 pid i rc=0
-	shift
+	local secs=$1 log=$2 pid i rc=0
+	shift 2
 	"$@" > "$log" 2>&1 &
 	pid=$!
 	for i in $(seq 120); do
@@ -133,8 +134,8 @@ flap_job() {
 		sleep 0.5
 	done
 	if grep -q '^running' "$log"; then
-		rig_link "$run" vm2 off && echo "# host: vm2's VM-to-VM link off for ${flap_s} s" >> "$log.flap"
-		sleep "$flap_s"
+		rig_link "$run" vm2 off && echo "# host: vm2's VM-to-VM link off for ${secs} s" >> "$log.flap"
+		sleep "$secs"
 		rig_link "$run" vm2 on && echo "# host: vm2's VM-to-VM link on" >> "$log.flap"
 	else
 		echo "# host: the program never said 'running': link left alone" >> "$log.flap"
@@ -214,7 +215,9 @@ mpi_case() {
 	local ssh_cmd=(timeout -k 5 $((timeout_s + 30)) ssh -F "$run/ssh_config" -l "$user" vm1 "$cmd")
 	rm -f "$log.flap"
 	if [ "${name%%@*}" = linkflap ]; then
-		flap_job "$log" "${ssh_cmd[@]}" || rc=$?
+		flap_job "$flap_s" "$log" "${ssh_cmd[@]}" || rc=$?
+	elif [ "${name%%@*}" = linkflaplong ]; then
+		flap_job "$flap_long_s" "$log" "${ssh_cmd[@]}" || rc=$?
 	else
 		"${ssh_cmd[@]}" > "$log" 2>&1 || rc=$?
 	fi
