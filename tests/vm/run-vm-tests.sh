@@ -101,7 +101,7 @@ programs=(
 	"scancel 2 $P/mpi/mpi_scancel"
 	"truncate 2 $P/mpi/mpi_truncate"
 	"probe 2 $P/mpi/mpi_probe"
-	"peerdead 3 $P/mtl/mpi_peer_dead"
+	"peerdead 3 $P/mtl/mpi_peer_dead 20"
 	"linkflap 2 $P/vm/mpi_linkflap 16"
 	"linkflaplong 2 $P/vm/mpi_linkflap 30"
 )
