@@ -415,14 +415,18 @@ struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
 	return ep && ep->connected ? ep : NULL;
 }
 
-uint32_t mtl_tm_src_peer(struct ompi_communicator_t *comm, int src)
+uint32_t mtl_tm_peer_slow(struct ompi_communicator_t *comm, int rank)
 {
-	struct mtl_tm_endpoint *ep;
+	struct mtl_tm_comm *c = (void *)comm->c_pml_comm;
+	struct mtl_tm_endpoint *ep = mtl_tm_peer_ep(comm, rank);
 
-	if (src == MPI_ANY_SOURCE)
+	if (!ep)
 		return TM_PEER_ANY;
-	ep = mtl_tm_peer_ep(comm, src);
-	return ep ? ep->peer : TM_PEER_ANY;
+	/* kept until del_comm: a peer's QPs live until finalize */
+	if (c && rank >= 0 && (uint32_t)rank < c->size)
+		__atomic_store_n(&c->peer1[rank], ep->peer + 1,
+				 __ATOMIC_RELAXED);
+	return ep->peer;
 }
 
 /* QPs stay until finalize: a proc leaving a communicator is not gone. */
@@ -523,6 +527,21 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 }
 
 /*
+ * The communicator's routes (mtl_tm.h, "Routes"), all unknown; without
+ * the memory for them every message looks its peer up instead.
+ */
+static void add_routes(struct ompi_communicator_t *comm, int size)
+{
+	int n = OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : size;
+	struct mtl_tm_comm *c;
+
+	c = calloc(1, sizeof(*c) + (size_t)n * sizeof(c->peer1[0]));
+	if (c)
+		c->size = (uint32_t)n;
+	comm->c_pml_comm = (void *)c;
+}
+
+/*
  * The tag carries the context id and the sender's rank in its local group
  * (the receiver's remote group for an intercommunicator): both must fit.
  */
@@ -556,15 +575,20 @@ int mtl_tm_add_comm(struct mca_mtl_base_module_t *mtl,
 	}
 	/* made from a group: the peers learn our id of it (compat.h) */
 	rc = mtl_tm_publish_cid(comm);
-	if (rc != OMPI_SUCCESS)
+	if (rc != OMPI_SUCCESS) {
 		opal_output(0, "mtl tm: cannot publish the context id of %s: %d",
 			    comm->c_name, rc);
-	return rc;
+		return rc;
+	}
+	add_routes(comm, size);
+	return OMPI_SUCCESS;
 }
 
 int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm)
 {
+	free(comm->c_pml_comm);
+	comm->c_pml_comm = NULL;
 	return OMPI_SUCCESS;
 }
 
@@ -600,11 +624,19 @@ int mtl_tm_progress(void)
 {
 	int n;
 
-	if (!mtl_tm.eng)
+	if (OPAL_UNLIKELY(!mtl_tm.eng))
 		return 0;
+	if (OPAL_LIKELY(!opal_using_threads())) {
+		/* no lock: completions ran inside (mtl_tm.h) */
+		n = tm_engine_progress(mtl_tm.eng);
+		if (OPAL_UNLIKELY(!ucs_list_is_empty(&mtl_tm.done)))
+			n += mtl_tm_complete_done();
+		return n > 0 ? n : 0;
+	}
 	if (OPAL_THREAD_TRYLOCK(&mtl_tm.lock))
 		return 0;
 	n = tm_engine_progress(mtl_tm.eng);
-	n = (n > 0 ? n : 0) + mtl_tm_unlock_and_complete();
-	return n;
+	if (OPAL_UNLIKELY(n < 0))
+		n = 0;
+	return n + mtl_tm_unlock_and_complete();
 }

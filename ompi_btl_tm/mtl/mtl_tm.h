@@ -62,16 +62,27 @@
  * mtl_tm_tag); the tag layout keeps ANY_TAG off Open MPI's negative
  * internal tags.
  *
+ * Routes: a communicator's (comm->c_pml_comm, which pml cm leaves to the
+ * MTL: struct mtl_tm_comm) keeps, for each rank of its (remote) group,
+ * the engine peer once first used, so that a send or receive finds it
+ * with one load rather than through the group, the proc and its
+ * endpoint (mtl_tm_peer).
+ *
  * Locking and completion
  * ----------------------
- * Every engine call holds mtl_tm.lock.  The engine's callbacks only queue
- * the request on mtl_tm.done; after the engine call,
- * mtl_tm_unlock_and_complete() drops the lock and then fills in the MPI
- * status and calls pml cm's completion callback.  So pml cm code (which
- * may start new operations) never runs under the lock, and the engine
- * never sees a call from inside itself.  One exception, which runs no pml
- * cm code: a blocking send (mtl_tm_send) without MPI threads is finished
- * in its callback (mtl_tm_send.c, send_cb).
+ * Every engine call holds mtl_tm.lock.  Without MPI threads the lock is
+ * no lock, and the engine's callbacks complete the request towards pml
+ * cm at once (fill in the status, call pml cm's completion callback),
+ * from inside the engine call: the engine lets a callback call back into
+ * it (engine/tm_engine.h, "Completion"), so pml cm code that starts new
+ * operations from there is fine.  With MPI threads (opal_using_threads(),
+ * which also decides whether the lock is taken) pml cm code must not run
+ * under the lock (it may start operations,
+ * which take it): the callbacks only queue the request on mtl_tm.done,
+ * and after the engine call mtl_tm_unlock_and_complete() drops the lock
+ * and then completes them.  A buffered send's own copy always takes that
+ * way (mtl_tm_send.c: its pml cm request keeps the copy's identity after
+ * the engine call that may already have finished it).
  *
  * Threads (MPI_THREAD_MULTIPLE): the thread that completes a request is
  * whichever drove the engine, often not the one waiting for it (Open MPI
@@ -180,10 +191,11 @@ struct mtl_tm_module {
 	/* The engine is single threaded: every engine call holds this. */
 	opal_mutex_t lock;
 	/*
-	 * Requests the engine finished (its callbacks only queue them here,
-	 * under the lock); they are completed towards pml cm after the lock
-	 * is dropped, because a completion may start new operations (a
-	 * request's complete_cb, a blocking caller) that take the lock.
+	 * Requests the engine finished, with MPI threads (or a buffered
+	 * send's own copy): its callbacks only queue them here, under the
+	 * lock; they are completed towards pml cm after the lock is dropped,
+	 * because a completion may start new operations (a request's
+	 * complete_cb, a blocking caller) that take the lock.
 	 */
 	ucs_list_link_t done;
 	bool progress_registered;
@@ -211,27 +223,49 @@ struct mtl_tm_request {
 		struct tm_recv recv;
 	} u;
 	int kind;                /* enum mtl_tm_req_kind */
-	bool detached;           /* a buffered send's own request: freed at
-				  * completion (mtl_tm_send.c) */
+	int error;               /* blocking send: result, set at completion */
+	/* The flags a send or receive resets when it starts: all at once,
+	 * through `flags`. */
+	union {
+		uint64_t flags;
+		struct {
+			bool pack_free;  /* pack_buf is ours: freed at
+					  * completion */
+			bool staged;     /* receive: small[] holds the
+					  * message */
+			bool detached;   /* a buffered send's own request:
+					  * freed at completion
+					  * (mtl_tm_send.c) */
+			volatile bool done; /* blocking send (no ompi
+					  * request) */
+			/* send cancel (mtl_tm_cancel.c, "Send cancel") */
+			bool engine_done; /* the engine's callback ran */
+			bool completed;  /* ... and pml cm was told */
+			volatile bool cancel_wait; /* mtl_tm_cancel waits
+					  * for the outcome */
+			bool cancel_result; /* ... cancelled or not */
+		};
+	};
 	ucs_list_link_t done_link; /* on mtl_tm.done */
 	struct opal_convertor_t *convertor; /* receive: where to unpack */
 	void *pack_buf;          /* non-contiguous datatype staging */
-	size_t pack_len;
-	bool pack_free;
-	/* a small receive lands here first (mtl_tm_recv.c); 64 bytes hold
-	 * the tag and rendezvous headers the engine wants room for */
-	bool staged;
-	uint8_t small[64];
-	/* blocking send (no ompi request): result, set at completion */
-	volatile bool done;
-	int error;
-	/* send cancel (mtl_tm_cancel.c, "Send cancel") */
-	bool engine_done;        /* the engine's callback ran */
-	bool completed;          /* ... and pml cm was told */
-	volatile bool cancel_wait; /* mtl_tm_cancel waits for the outcome */
-	bool cancel_result;      /* ... cancelled or not */
+	size_t pack_len;         /* receive: the user's length */
 	struct mtl_tm_request *bsend_waiter; /* our own copy: its pml cm
 				  * request, while mtl_tm_cancel waits */
+	/* a small receive lands here first (mtl_tm_recv.c); 64 bytes hold
+	 * the tag and rendezvous headers the engine wants room for */
+	uint8_t small[64];
+};
+
+/*
+ * A communicator's routes (comm->c_pml_comm, from add_comm to del_comm):
+ * peer1[r] is 1 + the engine peer of rank r of its (remote) group, 0
+ * until first used.  One aligned 32-bit word each: threads that fill the
+ * same rank at once write the same value.
+ */
+struct mtl_tm_comm {
+	uint32_t size;
+	uint32_t peer1[];
 };
 
 extern struct mtl_tm_module mtl_tm;
@@ -296,13 +330,39 @@ int mtl_tm_progress(void);
  * connected now if pml cm has not handed it over yet; NULL if none. */
 struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
 				       int rank);
+/* mtl_tm_peer() when the route is not known yet: looks it up, keeps it. */
+uint32_t mtl_tm_peer_slow(struct ompi_communicator_t *comm, int rank);
+
+/*
+ * The engine peer of rank `rank` of comm, from the communicator's routes
+ * (see "Routes" at the top); TM_PEER_ANY if there is none (no connection
+ * to it).  Call it without the lock: the first use may connect the peer.
+ */
+static inline uint32_t mtl_tm_peer(struct ompi_communicator_t *comm,
+				   int rank)
+{
+	const struct mtl_tm_comm *c = (const void *)comm->c_pml_comm;
+	uint32_t p1;
+
+	if (OPAL_LIKELY(c && (uint32_t)rank < c->size)) {
+		p1 = __atomic_load_n(&c->peer1[rank], __ATOMIC_RELAXED);
+		if (OPAL_LIKELY(p1))
+			return p1 - 1;
+	}
+	return mtl_tm_peer_slow(comm, rank);
+}
+
 /*
  * The engine peer that source rank src of comm names, for requests that
  * should fail when it dies (the engine cannot tell which process a
  * (context, rank) pair is); TM_PEER_ANY for MPI_ANY_SOURCE.  Call it
  * without the lock: it may connect the peer.
  */
-uint32_t mtl_tm_src_peer(struct ompi_communicator_t *comm, int src);
+static inline uint32_t mtl_tm_src_peer(struct ompi_communicator_t *comm,
+				       int src)
+{
+	return src == MPI_ANY_SOURCE ? TM_PEER_ANY : mtl_tm_peer(comm, src);
+}
 
 /* An engine status as an Open MPI error code. */
 static inline int mtl_tm_to_ompi(int rc)

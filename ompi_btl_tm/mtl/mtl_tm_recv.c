@@ -37,14 +37,6 @@
 #include "ompi/request/request.h"
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"
 
-/* The engine's callback: runs inside an engine call, under the lock. */
-static void recv_cb(struct tm_recv *r)
-{
-	struct mtl_tm_request *req = r->arg;
-
-	ucs_list_add_tail(&mtl_tm.done, &req->done_link);
-}
-
 /*
  * A message that ends inside a basic element of the receive type (3 bytes
  * into MPI_INT) cannot have matched the receive's type signature.  The
@@ -77,14 +69,49 @@ static bool partial_element(const struct opal_convertor_t *conv, size_t got)
 	return esize > 1 && got % esize;
 }
 
+/*
+ * n (< 64) bytes of the staging area into the user's buffer, without a
+ * call: two copies of a fixed size that overlap in the middle.
+ */
+static inline void copy_small(uint8_t *to, const uint8_t *from, size_t n)
+{
+	if (n >= 32) {
+		memcpy(to, from, 32);
+		memcpy(to + n - 32, from + n - 32, 32);
+	} else if (n >= 16) {
+		memcpy(to, from, 16);
+		memcpy(to + n - 16, from + n - 16, 16);
+	} else if (n >= 8) {
+		memcpy(to, from, 8);
+		memcpy(to + n - 8, from + n - 8, 8);
+	} else if (n >= 4) {
+		memcpy(to, from, 4);
+		memcpy(to + n - 4, from + n - 4, 4);
+	} else if (n) {
+		to[0] = from[0];
+		to[n / 2] = from[n / 2];
+		to[n - 1] = from[n - 1];
+	}
+}
+
+/* got bytes of the packed staging copy into the user's datatype: exactly
+ * what arrived (a truncated message fills the packed buffer, never more). */
+static void unpack(struct mtl_tm_request *req, void *from, size_t got)
+{
+	struct iovec iov = { .iov_base = from, .iov_len = got };
+	uint32_t iov_count = 1;
+	size_t len = got;
+
+	opal_convertor_unpack(req->convertor, &iov, &iov_count, &len);
+}
+
 /* A matched message into the user's buffer and status. */
-static void deliver(struct mtl_tm_request *req, ompi_status_public_t *st)
+static inline void recv_deliver(struct mtl_tm_request *req,
+				ompi_status_public_t *st)
 {
 	struct tm_recv *r = &req->u.recv;
-	struct iovec iov;
-	uint32_t iov_count = 1;
-	size_t len, got = r->recv_len;
-	void *from = req->pack_buf;
+	size_t got = r->recv_len;
+	uint8_t *from = req->pack_buf;
 	bool trunc = r->status == TM_REQ_TRUNCATED;
 
 	st->MPI_SOURCE = r->env.src;
@@ -95,37 +122,32 @@ static void deliver(struct mtl_tm_request *req, ompi_status_public_t *st)
 		from = req->small;
 		got = r->msg_len < req->pack_len ? r->msg_len : req->pack_len;
 		trunc = r->msg_len > req->pack_len;
-		if (!req->pack_free && got)
-			memcpy(req->pack_buf, req->small, got);
+		if (!req->pack_free)
+			copy_small(req->pack_buf, req->small, got);
 	}
 	st->_ucount = got;
+	/* a message that fills the receive is whole elements of its type */
 	st->MPI_ERROR = trunc ? MPI_ERR_TRUNCATE :
+			got != req->pack_len &&
 			partial_element(req->convertor, got) ? MPI_ERR_TYPE :
 			OMPI_SUCCESS;
-	if (req->pack_free && got) {
-		/* exactly what arrived: a truncated message fills the packed
-		 * buffer, never more */
-		iov.iov_base = from;
-		iov.iov_len = got;
-		len = got;
-		opal_convertor_unpack(req->convertor, &iov, &iov_count, &len);
-	}
+	if (OPAL_UNLIKELY(req->pack_free) && got)
+		unpack(req, from, got);
 }
 
-void mtl_tm_recv_complete(struct mtl_tm_request *req)
+/* A finished receive towards pml cm (inline: recv_cb's whole work). */
+static inline __attribute__((always_inline)) void
+recv_complete(struct mtl_tm_request *req)
 {
 	struct tm_recv *r = &req->u.recv;
 	ompi_status_public_t *st = &req->super.ompi_req->req_status;
 
-	switch (r->status) {
-	case TM_REQ_CANCELLED:
+	if (OPAL_LIKELY(r->status == TM_REQ_OK ||
+			r->status == TM_REQ_TRUNCATED)) {
+		recv_deliver(req, st);
+	} else if (r->status == TM_REQ_CANCELLED) {
 		st->_cancelled = true;
-		break;
-	case TM_REQ_OK:
-	case TM_REQ_TRUNCATED:
-		deliver(req, st);
-		break;
-	default:
+	} else {
 		st->MPI_SOURCE = r->env.src;
 		st->MPI_TAG = r->env.tag;
 		st->_ucount = 0;
@@ -133,28 +155,50 @@ void mtl_tm_recv_complete(struct mtl_tm_request *req)
 		opal_output_verbose(10, mtl_tm_output,
 				    "mtl tm: rank %u: receive failed (peer %u)",
 				    mtl_tm.my_vpid, r->peer);
-		break;
 	}
-	mtl_tm_free_pack(req);
+	if (OPAL_UNLIKELY(req->pack_free))
+		mtl_tm_free_pack(req);
 	req->super.completion_callback(&req->super);
 }
 
-/* Where a receive lands: the user's buffer, or a staging one to unpack. */
-static int prepare_recv(struct opal_convertor_t *convertor,
-			struct mtl_tm_request *req)
+void mtl_tm_recv_complete(struct mtl_tm_request *req)
+{
+	recv_complete(req);
+}
+
+/* The engine's callback: runs inside an engine call, under the lock;
+ * without MPI threads it completes the receive at once (mtl_tm.h,
+ * "Locking and completion"). */
+static void recv_cb(struct tm_recv *r)
+{
+	struct mtl_tm_request *req = r->arg;
+
+	if (OPAL_LIKELY(!opal_using_threads()))
+		recv_complete(req);
+	else
+		ucs_list_add_tail(&mtl_tm.done, &req->done_link);
+}
+
+/*
+ * Where a receive lands: a contiguous datatype's bytes where they lie in
+ * the user's buffer, any other into a staging buffer of ours, unpacked at
+ * completion (Open MPI's own rule, ompi_mtl_datatype_recv_buf).
+ */
+static inline int prepare_recv(struct opal_convertor_t *convertor,
+			       struct mtl_tm_request *req)
 {
 	bool free_on_error;
 	int rc;
 
 	rc = ompi_mtl_datatype_recv_buf(convertor, &req->pack_buf,
 					&req->pack_len, &free_on_error);
-	if (rc != OMPI_SUCCESS)
+	if (OPAL_UNLIKELY(rc != OMPI_SUCCESS))
 		return rc;
-	if (free_on_error && !req->pack_buf)
+	if (OPAL_UNLIKELY(free_on_error && !req->pack_buf))
 		return OMPI_ERR_OUT_OF_RESOURCE;
-	req->pack_free = free_on_error;
-	req->staged = false;
 	req->kind = MTL_TM_REQ_RECV;
+	req->flags = 0;
+	req->pack_free = free_on_error;
 	req->convertor = convertor;
 	req->u.recv.cb = recv_cb;
 	req->u.recv.arg = req;
@@ -173,7 +217,7 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 	int rc;
 
 	rc = prepare_recv(convertor, req);
-	if (rc != OMPI_SUCCESS)
+	if (OPAL_UNLIKELY(rc != OMPI_SUCCESS))
 		return rc;
 	buf = req->pack_buf;
 	len = req->pack_len;
@@ -188,7 +232,7 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 				  mtl_tm_comm_cid(comm), mtl_tm_src(src),
 				  mtl_tm_tag(tag), peer, buf, len, NULL);
 	mtl_tm_unlock_and_complete();
-	if (rc != TM_OK) {
+	if (OPAL_UNLIKELY(rc != TM_OK)) {
 		mtl_tm_free_pack(req);
 		return mtl_tm_to_ompi(rc);
 	}

@@ -34,45 +34,25 @@
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"
 
 /* A send's outcome as pml cm wants it; frees its packed copy. */
-static int send_error(struct mtl_tm_request *req)
+static inline int send_error(struct mtl_tm_request *req)
 {
 	int st = req->u.send.status;
 	int err = st == TM_REQ_OK || st == TM_REQ_CANCELLED ? OMPI_SUCCESS :
 		  MPI_ERR_OTHER;
 
-	mtl_tm_free_pack(req);
+	if (OPAL_UNLIKELY(req->pack_free))
+		mtl_tm_free_pack(req);
 	req->error = err;
-	if (err != OMPI_SUCCESS)
+	if (OPAL_UNLIKELY(err != OMPI_SUCCESS))
 		opal_output_verbose(10, mtl_tm_output,
 				    "mtl tm: rank %u: send to peer %u failed",
 				    mtl_tm.my_vpid, req->u.send.peer);
 	return err;
 }
 
-/* The engine's callback: runs inside an engine call, under the lock. */
-static void send_cb(struct tm_send *s)
-{
-	struct mtl_tm_request *req = s->arg;
-
-	req->engine_done = true;
-	/*
-	 * A blocking send (mtl_tm_send: no ompi request, nothing of pml cm
-	 * runs at its completion) without MPI threads: its caller waits on
-	 * req->done further up this very thread's stack, so it is done here
-	 * rather than through the done list.  With threads its caller may
-	 * be another thread, which could return (its req is on its stack)
-	 * while the engine still holds s: the done list, after the engine
-	 * call, it is.
-	 */
-	if (!req->super.ompi_req && !req->detached && !mtl_tm.mpi_threads) {
-		send_error(req);
-		req->done = true;
-		return;
-	}
-	ucs_list_add_tail(&mtl_tm.done, &req->done_link);
-}
-
-void mtl_tm_send_complete(struct mtl_tm_request *req)
+/* The sends that do not go back to pml cm as their own: a cancel's
+ * outcome, a buffered send's own copy. */
+static void send_complete_other(struct mtl_tm_request *req)
 {
 	bool cancelled = req->u.send.status == TM_REQ_CANCELLED;
 
@@ -83,32 +63,72 @@ void mtl_tm_send_complete(struct mtl_tm_request *req)
 		req->cancel_wait = false;
 		return;
 	}
-	if (req->detached) {
-		/* a buffered send's own copy: only a cancel may wait for it */
-		if (req->bsend_waiter) {
-			req->bsend_waiter->cancel_result = cancelled;
-			req->bsend_waiter->cancel_wait = false;
-		}
-		if (req->u.send.status != TM_REQ_OK && !cancelled)
-			opal_output_verbose(10, mtl_tm_output,
-					    "mtl tm: rank %u: buffered send to peer %u failed",
-					    mtl_tm.my_vpid, req->u.send.peer);
-		mtl_tm_free_pack(req);
-		free(req);
+	/* a buffered send's own copy: only a cancel may wait for it */
+	if (req->bsend_waiter) {
+		req->bsend_waiter->cancel_result = cancelled;
+		req->bsend_waiter->cancel_wait = false;
+	}
+	if (req->u.send.status != TM_REQ_OK && !cancelled)
+		opal_output_verbose(10, mtl_tm_output,
+				    "mtl tm: rank %u: buffered send to peer %u failed",
+				    mtl_tm.my_vpid, req->u.send.peer);
+	mtl_tm_free_pack(req);
+	free(req);
+}
+
+/* A finished send towards pml cm, or the blocking sender waiting on it
+ * (inline: send_cb's whole work). */
+static inline __attribute__((always_inline)) void
+send_complete(struct mtl_tm_request *req)
+{
+	ompi_request_t *oreq = req->super.ompi_req;
+	int err;
+
+	if (OPAL_UNLIKELY(req->cancel_wait || req->detached)) {
+		send_complete_other(req);
 		return;
 	}
-
-	int err = send_error(req);
-
+	err = send_error(req);
+	req->completed = true;
+	if (!oreq) {
+		/* mtl_tm_send's: its caller waits for done */
+		req->done = true;
+		return;
+	}
 	/* pml cm does not reset a send's MPI_ERROR when it (re)starts one:
 	 * a recycled request would keep an old value */
-	if (req->super.ompi_req) {
-		req->super.ompi_req->req_status.MPI_ERROR = err;
-		req->super.ompi_req->req_status._cancelled = cancelled;
-	}
-	req->completed = true;
+	oreq->req_status.MPI_ERROR = err;
+	oreq->req_status._cancelled = req->u.send.status == TM_REQ_CANCELLED;
 	req->super.completion_callback(&req->super);
 }
+
+void mtl_tm_send_complete(struct mtl_tm_request *req)
+{
+	send_complete(req);
+}
+
+/*
+ * The engine's callback: runs inside an engine call, under the lock.
+ * Without MPI threads it completes the send at once (mtl_tm.h, "Locking
+ * and completion"); a blocking send's caller then waits on req->done
+ * further up this very thread's stack.  With threads that caller may be
+ * another thread, which could return (its req is on its stack) while the
+ * engine still holds s: the done list, after the engine call, it is.  A
+ * buffered send's own copy goes there too: post_send still reads it after
+ * the engine call.
+ */
+static void send_cb(struct tm_send *s)
+{
+	struct mtl_tm_request *req = s->arg;
+
+	req->engine_done = true;
+	if (OPAL_LIKELY(!opal_using_threads() && !req->detached)) {
+		send_complete(req);
+		return;
+	}
+	ucs_list_add_tail(&mtl_tm.done, &req->done_link);
+}
+
 
 /* What a buffered send's pml cm request keeps of its own copy's send. */
 static void keep_bsend_identity(struct mtl_tm_request *parent,
@@ -126,30 +146,24 @@ static void keep_bsend_identity(struct mtl_tm_request *parent,
  * Hands (buf, len) to the engine on req.  req owns buf from here if
  * pack_free (freed at completion, or here on failure).
  */
-static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
-		     void *buf, size_t len, bool pack_free, unsigned flags,
-		     struct mtl_tm_request *bsend_parent,
-		     struct mtl_tm_request *req)
+static inline __attribute__((always_inline)) int
+post_send(struct ompi_communicator_t *comm, int dest, int tag, void *buf,
+	  size_t len, bool pack_free, unsigned flags,
+	  struct mtl_tm_request *bsend_parent, struct mtl_tm_request *req)
 {
-	struct mtl_tm_endpoint *ep = mtl_tm_peer_ep(comm, dest);
-	uint32_t cid = 0;
+	uint32_t peer = mtl_tm_peer(comm, dest), cid = 0;
 	int rc;
 
 	req->kind = MTL_TM_REQ_SEND;
-	req->detached = bsend_parent != NULL;
-	req->convertor = NULL;
-	req->pack_buf = buf;
-	req->pack_len = len;
+	req->flags = 0;
 	req->pack_free = pack_free;
-	req->done = false;
+	req->detached = bsend_parent != NULL;
 	req->error = OMPI_SUCCESS;
-	req->engine_done = false;
-	req->completed = false;
-	req->cancel_wait = false;
+	req->pack_buf = buf;
 	req->bsend_waiter = NULL;
 	req->u.send.cb = send_cb;
 	req->u.send.arg = req;
-	if (!ep) {
+	if (OPAL_UNLIKELY(peer == TM_PEER_ANY)) {
 		mtl_tm_free_pack(req);
 		opal_output(0, "mtl tm: rank %u: no connection to rank %d of %s",
 			    mtl_tm.my_vpid, dest, comm->c_name);
@@ -157,7 +171,7 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 	}
 	/* outside the lock: the first call may ask PMIx */
 	rc = mtl_tm_peer_cid(comm, dest, &cid);
-	if (rc != OMPI_SUCCESS || cid > TM_MAX_CTX) {
+	if (OPAL_UNLIKELY(rc != OMPI_SUCCESS || cid > TM_MAX_CTX)) {
 		mtl_tm_free_pack(req);
 		opal_output(0, "mtl tm: rank %u: no context id of %s for its rank %d (%d, id %u)",
 			    mtl_tm.my_vpid, comm->c_name, dest, rc, cid);
@@ -165,7 +179,7 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 	}
 
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_isend(mtl_tm.eng, &req->u.send, ep->peer,
+	rc = tm_engine_isend(mtl_tm.eng, &req->u.send, peer,
 			     cid, ompi_comm_rank(comm), tag,
 			     buf, len, NULL, flags);
 	if (rc == TM_OK && bsend_parent)
@@ -181,10 +195,11 @@ static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
 	return OMPI_SUCCESS;
 }
 
-static int start_send(struct ompi_communicator_t *comm, int dest, int tag,
-		      struct opal_convertor_t *convertor,
-		      mca_pml_base_send_mode_t mode,
-		      struct mtl_tm_request *req)
+/* Inline, as post_send: each MPI send is one function of ours. */
+static inline __attribute__((always_inline)) int
+start_send(struct ompi_communicator_t *comm, int dest, int tag,
+	   struct opal_convertor_t *convertor, mca_pml_base_send_mode_t mode,
+	   struct mtl_tm_request *req)
 {
 	void *buf;
 	size_t len;
@@ -199,11 +214,6 @@ static int start_send(struct ompi_communicator_t *comm, int dest, int tag,
 			 NULL, req);
 }
 
-static void blocking_send_done(struct mca_mtl_request_t *mreq)
-{
-	((struct mtl_tm_request *)mreq)->done = true;
-}
-
 int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
 		struct ompi_communicator_t *comm, int dest, int tag,
 		struct opal_convertor_t *convertor,
@@ -213,7 +223,7 @@ int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
 	int rc;
 
 	req.super.ompi_req = NULL;
-	req.super.completion_callback = blocking_send_done;
+	req.super.completion_callback = NULL; /* done instead */
 	rc = start_send(comm, dest, tag, convertor, mode, &req);
 	if (rc != OMPI_SUCCESS)
 		return rc;
@@ -263,6 +273,7 @@ static int start_buffered(struct ompi_communicator_t *comm, int dest,
 	own->super.ompi_req = NULL;
 	own->super.completion_callback = NULL;
 	pml->kind = MTL_TM_REQ_BSEND;
+	pml->detached = false;
 	pml->cancel_wait = false;
 	rc = post_send(comm, dest, tag, copy, len, copy != NULL, 0, pml, own);
 	if (rc != OMPI_SUCCESS) {

@@ -85,6 +85,8 @@ mpi_waitsome 2,4
 mpi_self 2
 mpi_threads 2,3
 mpi_thread_recv 2
+mpi_complete_cb 2
+mpi_complete_cb_st 2
 mpi_card 2,3
 mpi_status 2,3
 "
