@@ -94,8 +94,11 @@ static struct tm_msg *oldest_held(struct tm_engine *eng)
 static int spill(struct tm_engine *eng, struct tm_msg *m)
 {
 	size_t len = m->rndv ? 0 : (size_t)m->len;
-	struct tm_msg *c = malloc(sizeof(*c) + len);
+	struct tm_msg *c;
 
+	/* the allocation site of every copy (tests inject "no memory") */
+	c = tmx_fault(&eng->x, TM_SITE_ALLOC_MSG) ? NULL :
+	    malloc(sizeof(*c) + len);
 	if (!c)
 		return 0;
 	*c = *m;
