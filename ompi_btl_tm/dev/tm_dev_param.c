@@ -52,7 +52,7 @@ const struct tm_param tm_dev_params[TM_DEV_NPARAMS] = {
 		TM_PARAM_UINT, "SOFTHCA_MAX_RNDV_HDR_SIZE", NULL, 1 },
 	[TM_DEV_P_SOFT_MAX_QP] = {
 		"softhca_max_qp",
-		"Soft HCA: QPs per context (raised to the job size if smaller: one QP per peer)",
+		"Soft HCA: QPs per context; unless set, raised to what the job needs if smaller (two per rank: a QP pair per peer)",
 		TM_PARAM_UINT, "SOFTHCA_MAX_QP", NULL, 1 },
 	[TM_DEV_P_SOFT_MAX_MR] = {
 		"softhca_max_mr",

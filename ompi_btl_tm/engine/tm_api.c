@@ -19,6 +19,7 @@
 #include "engine/tm_rx.h"
 #include "engine/tm_send.h"
 #include "engine/tm_tx.h"
+#include "engine/tm_umem.h"
 #include "engine/tm_work.h"
 
 /* ---- what the transport reports ------------------------------------- */
@@ -216,6 +217,8 @@ int tm_engine_progress(struct tm_engine *eng)
 		return n;
 	if (eng->x.pending & TM_PEND_WAIT)
 		tme_keepalive_tick(eng);
+	if (eng->x.pending & TM_PEND_HELD)
+		n += tme_umem_spill(eng);
 	n += tme_flush_work(eng);
 	tme_fire_done(eng);
 	return n;
@@ -234,6 +237,8 @@ void tm_engine_get_stats(struct tm_engine *eng, struct tm_engine_stats *st)
 	st->sends_waiting = eng->send.sends_waiting;
 	st->tx_queued = eng->x.tx.tx_queued;
 	st->reads_active = eng->reply.reads_active;
+	st->unexp_mem = eng->recv.copy_bytes;
+	st->unexp_held = eng->recv.n_held;
 	st->unexpected_cnt = eng->x.ops.reported;
 	st->fatal = eng->x.fatal;
 }

@@ -8,6 +8,7 @@
 #include "engine/tm_rx.h"
 #include "engine/tm_send.h"
 #include "engine/tm_tx.h"
+#include "engine/tm_umem.h"
 #include "engine/tm_work.h"
 
 /* ---- sender side ---------------------------------------------------- */

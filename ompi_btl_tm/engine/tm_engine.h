@@ -87,6 +87,9 @@ struct tm_engine_config {
 	 * a peer, probes its peer (0: the default; at most
 	 * TM_KEEPALIVE_MAX_MS) */
 	uint32_t keepalive_ms;
+	/* bytes the copies of unexpected messages may take; past that they
+	 * keep their plain buffers and senders wait (tm_umem.h) */
+	size_t unexpected_mem;
 	const struct tm_engine_test *test; /* tests only (tm_engine_test.h) */
 };
 
@@ -151,6 +154,10 @@ struct tm_engine_stats {
 	uint64_t msg_held;         /* unexpected messages that kept their
 				    * plain buffer (no memory for a copy) */
 	uint64_t replies_owed;     /* ACK/FIN delayed for memory */
+	uint64_t unexp_throttled;  /* unexpected arrivals not copied:
+				    * unexpected_mem was spent */
+	uint64_t unexp_spilled;    /* held messages copied out over
+				    * unexpected_mem, for liveness */
 	/* current state */
 	uint32_t card_entries;
 	uint32_t card_entries_max; /* card_entries' high-water mark */
@@ -162,6 +169,8 @@ struct tm_engine_stats {
 	uint64_t sends_waiting;    /* sends not yet completed */
 	uint64_t tx_queued;
 	uint64_t reads_active;
+	uint64_t unexp_mem;        /* bytes the unexpected copies take */
+	uint64_t unexp_held;       /* messages holding a plain buffer */
 	uint32_t unexpected_cnt;   /* the count reported to the card */
 	int32_t fatal;             /* 0, or the TM_ERR_* every call returns
 				    * since the engine stopped */

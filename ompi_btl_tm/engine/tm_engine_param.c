@@ -3,6 +3,7 @@
  * tm_engine_param.h): each setting declared once.
  */
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include "engine/tm_engine.h"
 #include "engine/tm_engine_param.h"
@@ -47,6 +48,12 @@ static const struct engine_setting settings[TM_ENGINE_NPARAMS] = {
 		TM_PARAM_UINT, NULL, NULL, 0,
 		TM_KEEPALIVE_MS_DEFAULT, 0, TM_KEEPALIVE_MAX_MS },
 		FIELD(keepalive_ms) },
+	[TM_SETTING_UNEXPECTED_MEM] = { {
+		"unexpected_mem",
+		"Bytes the copies of unexpected messages may take.  Past that an unexpected message keeps its plain receive buffer until it is received, and once those run out senders wait (the back-pressure of a card out of receive buffers) instead of the receiver's memory growing; held messages not received for a millisecond are copied out one per millisecond, so that control messages still get through",
+		TM_PARAM_SIZE, NULL, NULL, 0,
+		TM_UNEXPECTED_MEM_DEFAULT, 0, SIZE_MAX },
+		FIELD(unexpected_mem) },
 };
 
 const struct tm_param *tm_engine_param(unsigned i)

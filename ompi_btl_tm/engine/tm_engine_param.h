@@ -29,6 +29,8 @@ struct tm_engine_config;
 
 /* keepalive_ms 0 means this; the table's default too */
 #define TM_KEEPALIVE_MS_DEFAULT 1000u
+/* unexpected_mem's default: 8 MiB */
+#define TM_UNEXPECTED_MEM_DEFAULT ((uint64_t)8 << 20)
 
 /* Indices into the table: the order callers see the settings in. */
 enum tm_engine_setting {
@@ -37,6 +39,7 @@ enum tm_engine_setting {
 	TM_SETTING_N_SEND_SLOTS,
 	TM_SETTING_OFFLOAD,
 	TM_SETTING_KEEPALIVE_MS,
+	TM_SETTING_UNEXPECTED_MEM,
 	TM_ENGINE_NPARAMS,
 	TM_SETTING_NONE = TM_ENGINE_NPARAMS, /* all settings in bounds */
 };

@@ -413,6 +413,22 @@ void tm_mq_msg_remove(struct tm_mq *mq, struct tm_mq_msg *m)
 	mq->nmsgs--;
 }
 
+void tm_mq_msg_move(struct tm_mq *mq, struct tm_mq_msg *from,
+		    struct tm_mq_msg *to)
+{
+	int k;
+
+	(void)mq;
+	for (k = 0; k < TM_MQ_NKINDS; k++) {
+		to->bucket[k] = from->bucket[k];
+		if (from->bucket[k])
+			ucs_list_replace(&from->link[k], &to->link[k]);
+		from->bucket[k] = NULL;
+	}
+	to->seq = from->seq;
+	to->tag = from->tag;
+}
+
 struct tm_mq_msg *tm_mq_find_msg_slow(struct tm_mq *mq, uint64_t tag,
 				      uint64_t mask)
 {

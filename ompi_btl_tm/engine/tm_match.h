@@ -228,6 +228,9 @@ struct tm_mq_recv *tm_mq_find_recv(struct tm_mq *mq, uint64_t mtag);
 int tm_mq_msg_add(struct tm_mq *mq, struct tm_mq_msg *m, uint64_t tag,
 		  uint64_t seq);
 void tm_mq_msg_remove(struct tm_mq *mq, struct tm_mq_msg *m);
+/* to takes from's place in every queue (from is left unlinked). */
+void tm_mq_msg_move(struct tm_mq *mq, struct tm_mq_msg *from,
+		    struct tm_mq_msg *to);
 
 /* The earliest unexpected message (tag, mask) accepts, or NULL. */
 struct tm_mq_msg *tm_mq_find_msg_slow(struct tm_mq *mq, uint64_t tag,

@@ -4,6 +4,7 @@
 #include "engine/tm_probe.h"
 #include "engine/tm_rx.h"
 #include "engine/tm_send.h"
+#include "engine/tm_umem.h"
 #include "engine/tm_work.h"
 
 /* msg NULL: a peek; else the message, out of the queue.  TM_OK,
@@ -50,6 +51,10 @@ static int probe_call(struct tm_engine *eng, uint32_t ctx, int32_t src,
 	if (eng->x.fatal)
 		return eng->x.fatal;
 	tmx_drain(&eng->x);
+	/* a program that only probes drives no progress: held messages
+	 * must still make way for what it probes for (tm_umem.h) */
+	if (eng->x.pending & TM_PEND_HELD)
+		tme_umem_spill(eng);
 	rc = probe(eng, ctx, src, tag, peer, msg, info);
 	tme_call_end(eng);
 	return rc;

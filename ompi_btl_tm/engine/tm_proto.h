@@ -252,6 +252,12 @@ struct tm_engine {
 		struct tm_msg *msg_pool; /* [plain.n]: unexpected messages
 					  * that could not be copied keep
 					  * their buffer */
+		/* tm_umem.c: the copies' bytes and their budget, the
+		 * messages holding buffers, how many were let go, and when
+		 * the spill rule last looked */
+		size_t copy_bytes, copy_max;
+		uint32_t n_held;
+		uint64_t held_freed, held_seen, held_ns;
 	} recv;
 };
 

@@ -8,12 +8,14 @@
 #include "engine/tm_reply.h"
 #include "engine/tm_rx.h"
 #include "engine/tm_tx.h"
+#include "engine/tm_umem.h"
 #include "engine/tm_work.h"
 
 int tme_recv_init(struct tm_engine *eng)
 {
 	ucs_list_head_init(&eng->recv.all_msgs);
 	ucs_list_head_init(&eng->recv.msg_free);
+	eng->recv.copy_max = eng->x.cfg.unexpected_mem;
 	eng->recv.msg_pool = calloc(eng->x.plain.n,
 				    sizeof(*eng->recv.msg_pool));
 	return eng->recv.msg_pool ? TM_OK : TM_ERR_NO_MEMORY;
@@ -64,46 +66,6 @@ static void recv_del(struct tm_engine *eng, struct tm_recv *r)
 }
 
 /* ---- unexpected messages -------------------------------------------- */
-
-/*
- * A copy for an unexpected message of plen payload bytes.  Small ones are
- * recycled, so that a program whose receives come late does not malloc
- * and free one per message.
- */
-static struct tm_msg *msg_alloc(struct tm_engine *eng, uint32_t plen)
-{
-	struct tm_msg *m;
-
-	if (plen > TM_MSG_SMALL) {
-		m = malloc(sizeof(*m) + plen);
-		if (m)
-			m->plain = TM_MSG_MALLOC;
-		return m;
-	}
-	if (!ucs_list_is_empty(&eng->recv.msg_free)) {
-		eng->recv.n_msg_free--;
-		m = ucs_list_extract_head(&eng->recv.msg_free, struct tm_msg,
-					  all);
-	} else {
-		m = malloc(sizeof(*m) + TM_MSG_SMALL);
-	}
-	if (m)
-		m->plain = TM_MSG_RECYCLED;
-	return m;
-}
-
-void tme_msg_free(struct tm_engine *eng, struct tm_msg *m)
-{
-	if (m->plain >= 0) {
-		tmx_post_plain(&eng->x, (uint32_t)m->plain);
-	} else if (m->plain == TM_MSG_RECYCLED &&
-		   eng->recv.n_msg_free < TM_MSG_KEEP) {
-		ucs_list_add_head(&eng->recv.msg_free, &m->all);
-		eng->recv.n_msg_free++;
-	} else {
-		free(m);
-	}
-}
 
 /* Delivers unexpected message m into receive r (which left the queues). */
 static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
@@ -248,16 +210,15 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	if (!rndv && c->byte_len >= TMH_LEN)
 		plen = c->byte_len - TMH_LEN;
 	m = tmx_fault(&eng->x, TM_SITE_ALLOC_MSG) ? NULL :
-	    msg_alloc(eng, plen);
+	    tme_msg_alloc(eng, plen);
 	if (m) {
 		m->data = (uint8_t *)(m + 1);
 	} else {
 		/* no copy: the message keeps its plain buffer until it is
 		 * received, and the card has one buffer less meanwhile */
 		m = &eng->recv.msg_pool[idx];
-		m->plain = (int32_t)idx;
 		m->data = buf + TMH_LEN;
-		eng->x.st.msg_held++;
+		tme_msg_hold(eng, m, idx);
 	}
 	m->tag = be64toh(tmh->tag);
 	m->app = be32toh(tmh->app_ctx);

@@ -38,7 +38,5 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 		      const struct tm_cqe *c);
 /* peer died: the receives naming it fail (card-held: after their DEL). */
 void tme_recv_peer_dead(struct tm_engine *eng, uint32_t peer);
-/* m is done with: its memory, or its plain buffer back to the card. */
-void tme_msg_free(struct tm_engine *eng, struct tm_msg *m);
 
 #endif /* TM_RECV_H */

@@ -60,13 +60,14 @@ enum { TX_EAGER, TX_RNDV, TX_ACK, TX_FIN, TX_READ, TX_KEEPALIVE };
  * clears it); it must never be clear while its work exists, so every site
  * that queues such work calls tmx_pend.  Cleared only by the code that
  * looks at the real state: flush_work (WORK, tm_api.c), tme_keepalive_scan
- * (WAIT), tme_fire_done (DONE).
+ * (WAIT), tme_fire_done (DONE), tme_umem_spill (HELD).
  */
 enum {
 	TM_PEND_WORK = 1 << 0, /* opq, promotion, an unreported count, owed
 				* replies, owed CANCEL_REPs, queued tx */
 	TM_PEND_WAIT = 1 << 1, /* sends or receives waiting on a peer */
 	TM_PEND_DONE = 1 << 2, /* done_recv or done_send */
+	TM_PEND_HELD = 1 << 3, /* unexpected messages hold plain buffers */
 };
 
 struct tm_cqe {

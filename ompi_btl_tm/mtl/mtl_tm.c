@@ -152,6 +152,7 @@ static int dev_config(struct tm_dev_config *cfg)
 	const struct mtl_tm_params *p = &mtl_tm_params;
 	uint64_t v[TM_DEV_NPARAMS];
 	unsigned bad = 0, env_bad = MTL_TM_DEV0 + p->dev_env_bad;
+	uint32_t min_qp;
 
 	mtl_tm_dev_values(v);
 	if (p->dev_env_rc != TM_OK && !mtl_tm_var_set(p->var[env_bad])) {
@@ -161,8 +162,12 @@ static int dev_config(struct tm_dev_config *cfg)
 	}
 	tm_dev_config_default(cfg);
 	cfg->srq_max_wr = (uint32_t)mtl_tm_setting_value(TM_SETTING_N_PLAIN);
-	/* one QP per rank of the job, our own included */
-	if (tm_dev_config_set_params(cfg, v, mtl_tm.nprocs, &bad) != TM_OK) {
+	/* a QP pair (two QPs) per rank of the job, our own included, unless
+	 * the user set the limit (then a job it cannot hold fails naming
+	 * it: mtl_tm_addr.c) */
+	min_qp = mtl_tm_var_set(p->var[MTL_TM_DEV0 + TM_DEV_P_SOFT_MAX_QP]) ?
+		 0 : 2 * mtl_tm.nprocs;
+	if (tm_dev_config_set_params(cfg, v, min_qp, &bad) != TM_OK) {
 		show_setting_error(MTL_TM_DEV0 + bad, v[bad],
 				   "is out of range (see mtl_tm(7) and softhca(7))");
 		return OMPI_ERR_BAD_PARAM;
@@ -464,7 +469,7 @@ static void log_stats(unsigned long long errors_run)
 		return;
 	mtl_tm_pvar_read(v);
 	opal_output(mtl_tm_output,
-		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu, long buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, send cancels asked %llu ok %llu late %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown); mode: %s on %s",
+		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu, long buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, send cancels asked %llu ok %llu late %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown), unexpected held at mtl_tm_unexpected_mem %llu, spilled %llu; mode: %s on %s",
 		    mtl_tm.my_vpid, v[MTL_TM_PV_RECEIVES],
 		    v[MTL_TM_PV_TO_CARD], v[MTL_TM_PV_FROM_UQ],
 		    v[MTL_TM_PV_SW_CONFLICT], v[MTL_TM_PV_SW_LIST_FULL],
@@ -476,6 +481,7 @@ static void log_stats(unsigned long long errors_run)
 		    v[MTL_TM_PV_SCANCEL_OK], v[MTL_TM_PV_SCANCEL_LATE],
 		    v[MTL_TM_PV_SYNCS], v[MTL_TM_PV_PROMOTED], errors_run,
 		    v[MTL_TM_PV_ERRORS] - errors_run,
+		    v[MTL_TM_PV_UNEXP_THROTTLED], v[MTL_TM_PV_UNEXP_SPILLED],
 		    mtl_tm.dev->tm ? "tag matching on the card" :
 				     "no tag matching (all matched in software)",
 		    mtl_tm.dev->name);

@@ -28,6 +28,30 @@ void mtl_tm_qps_destroy(void)
  * for the job"); the first is the component's own. */
 #define MTL_TM_KEY_AGAIN "mtl.tm.again"
 
+/* Why pair r could not be made, and, for a QP limit, which one to raise. */
+static void qp_pair_error(uint32_t r, int rc, int err)
+{
+	const char *hint = "";
+	char buf[200];
+
+	if (err == ENOMEM &&
+	    !strcmp(tm_dev_provider_name(mtl_tm.dev), "soft")) {
+		snprintf(buf, sizeof(buf),
+			 "; the soft HCA's QP limit is mtl_tm_softhca_max_qp "
+			 "(%llu): raise it to at least %u, two QPs per rank",
+			 (unsigned long long)mtl_tm_setting_value(
+				 MTL_TM_DEV0 + TM_DEV_P_SOFT_MAX_QP),
+			 2 * mtl_tm.nprocs);
+		hint = buf;
+	} else if (err == ENOMEM) {
+		hint = "; the device's QP limit (max_qp) or locked memory "
+		       "(ulimit -l) may be too small for two QPs per rank";
+	}
+	opal_output(0, "mtl tm: %s: cannot create QP pair %u of %u: %s (%s)%s",
+		    mtl_tm.dev->name, r, mtl_tm.nprocs, tm_status_str(rc),
+		    strerror(err), hint);
+}
+
 /* One QP pair per rank of the job, and their numbers in the modex. */
 int mtl_tm_qps_publish(void)
 {
@@ -51,9 +75,7 @@ int mtl_tm_qps_publish(void)
 	for (r = 0; r < mtl_tm.nprocs; r++) {
 		rc = tm_dev_pair_create(mtl_tm.dev, &mtl_tm.eps[r].qps);
 		if (rc != TM_OK) {
-			opal_output(0, "mtl tm: %s: cannot create QP pair %u of %u: %s (%s)",
-				    mtl_tm.dev->name, r, mtl_tm.nprocs,
-				    tm_status_str(rc), strerror(errno));
+			qp_pair_error(r, rc, errno);
 			free(m);
 			return OMPI_ERR_OUT_OF_RESOURCE;
 		}

@@ -111,7 +111,7 @@ void sh_rx_watch(struct sh_qp *qp)
 	uint32_t n = atomic_load_explicit(&ctx->rxw_n, memory_order_relaxed);
 
 	qp->in_slot = slot_at(qp, qp->in_idx);
-	qp->in_empty = qp->in_tail + 1 - ctx->lay.ring_depth;
+	qp->in_empty = qp->in_step ? qp->in_tail + 1 - ctx->lay.ring_depth : 0;
 	if (qp->rxw < 0) {
 		qp->rxw = (int32_t)n;
 		ctx->rxw_qp[n] = qp;
@@ -240,8 +240,11 @@ bool sh_qp_rx_step(struct sh_qp *qp)
 	}
 consumed:
 	qp->in_tail++;
-	qp->in_empty++;
+	qp->in_empty += qp->in_step;
 	if (++qp->in_idx == qp->ctx->lay.ring_depth) {
+		/* a lap done: from here each slot holds a lap-old seq */
+		qp->in_step = 1;
+		qp->in_empty = qp->in_tail + 1 - qp->ctx->lay.ring_depth;
 		qp->in_idx = 0;
 		qp->in_slot = slot_at(qp, 0);
 	} else {

@@ -94,9 +94,9 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	qp->max_recv_wr = attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1;
 	qp->sq_sig_all = attr->sq_sig_all;
 	qp->in = sh_ring_at(&ctx->lay, ctx->rings, i);
-	qp->in_tail = qp->in_idx = 0;
+	qp->in_tail = qp->in_idx = qp->in_step = 0;
 	qp->rxw = -1;
-	sh_ring_clear(&ctx->lay, qp->in);
+	sh_ring_clear(ctx, i);
 	atomic_store(&qp->in->closed, 0);
 	atomic_fetch_add(&qp->in->epoch, 1);
 	qp->scq->users++;
@@ -177,8 +177,8 @@ static void qp_reset(struct sh_qp *qp)
 	qp->out = NULL;
 	qp->rq.count = 0;
 	sh_rx_unwatch(qp);
-	qp->in_tail = qp->in_idx = 0;
-	sh_ring_clear(&qp->ctx->lay, qp->in);
+	qp->in_tail = qp->in_idx = qp->in_step = 0;
+	sh_ring_clear(qp->ctx, qp->index);
 	atomic_store(&qp->in->closed, 0);
 }
 

@@ -273,19 +273,38 @@ uint8_t *sh_ring_slot(const struct sh_layout *l, struct sh_ring *ring,
 }
 
 /*
- * Readies a ring whose positions restart at 0 (a new or reset QP).  Both
- * ends step through the slots in order, so the slot of position p last
- * held position p - depth: "not arrived" is exactly seq == p + 1 - depth,
- * and each slot starts with the value a lap before position 0 would have
- * left.  (A seq of the slot's previous owner could equal one the new
- * consumer expects.)
+ * Readies ring index of this context for positions that restart at 0 (a
+ * new or reset QP).  A ready slot holds seq = position + 1; one not filled
+ * yet holds the seq of a lap before (position + 1 - depth), or, in the
+ * ring's first lap, 0 (ingress.c, qp->in_step).  So a cleared ring is all
+ * zeros, and clearing it gives its pages back rather than writing each
+ * slot: a ring costs memory only for the slots a peer has filled (a QP
+ * that carries one small message holds a page or two, not depth pages).
+ * Zeros also wipe whatever a previous owner of the slot left, whose seqs
+ * a new consumer could take for its own.  The page holding the ring's
+ * header is written, not freed.
  */
-void sh_ring_clear(const struct sh_layout *l, struct sh_ring *ring)
+void sh_ring_clear(struct sh_context *ctx, uint32_t index)
 {
-	for (uint32_t i = 0; i < l->ring_depth; i++)
-		atomic_store_explicit(
-			&((struct sh_pkt *)sh_ring_slot(l, ring, i))->seq,
-			i + 1 - l->ring_depth, memory_order_relaxed);
+	const struct sh_layout *l = &ctx->lay;
+	struct sh_ring *ring = sh_ring_at(l, ctx->rings, index);
+	uint64_t off = SH_RINGS_OFF + l->ring_stride * index;
+	uint32_t i;
+
+	for (i = 0; i < l->ring_depth; i++) {
+		struct sh_pkt *slot = (struct sh_pkt *)sh_ring_slot(l, ring, i);
+
+		if ((uint8_t *)slot - (uint8_t *)ring >= 4096)
+			break;
+		atomic_store_explicit(&slot->seq, 0, memory_order_relaxed);
+	}
+	if (i < l->ring_depth &&
+	    fallocate(ctx->rings_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)(off + 4096), (off_t)(l->ring_stride - 4096)))
+		for (; i < l->ring_depth; i++) /* no hole punching: write */
+			atomic_store_explicit(
+				&((struct sh_pkt *)sh_ring_slot(l, ring, i))->seq,
+				0, memory_order_relaxed);
 	atomic_store_explicit(&ring->tail, 0, memory_order_release);
 }
 

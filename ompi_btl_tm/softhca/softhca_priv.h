@@ -330,6 +330,9 @@ struct sh_qp {
 	uint32_t in_tail, in_idx;
 	struct sh_pkt *in_slot;      /* slot in_idx, while watched */
 	uint32_t in_empty;           /* its seq until a packet is there */
+	uint32_t in_step;            /* in_empty's step per packet: 0 in the
+				      * ring's first lap (unfilled slots read
+				      * 0, sh_ring_clear), then 1 */
 	uint32_t out_head, out_idx, out_tail;
 	int32_t rxw;                 /* our entry in ctx->rxw, -1: none */
 	struct sh_peer *peer;
@@ -624,7 +627,7 @@ static inline bool sh_qp_rx_ready(struct sh_qp *qp)
 }
 void sh_rx_watch(struct sh_qp *qp);
 void sh_rx_unwatch(struct sh_qp *qp);
-void sh_ring_clear(const struct sh_layout *l, struct sh_ring *ring);
+void sh_ring_clear(struct sh_context *ctx, uint32_t index);
 int sh_qp_queue_fin(struct sh_qp *qp, const uint8_t *hdr);
 struct sh_pkt *sh_qp_out_slot(struct sh_qp *qp);
 bool sh_qp_out_read_req(struct sh_qp *qp, uint32_t len, uint64_t va,

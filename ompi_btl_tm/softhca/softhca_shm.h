@@ -53,8 +53,9 @@ enum sh_pkt_flags {
  * of the slot, then stores seq = position + 1 with release; the consumer
  * polls the seq of its next slot (no shared head, no doorbell), so a small
  * message costs the receiver one line.  Until then the slot holds the seq
- * of a lap before (position + 1 - ring_depth, see sh_ring_clear); any
- * third value was forged, and is a bad packet.  The fields only READ
+ * of a lap before (position + 1 - ring_depth), or 0 in the ring's first
+ * lap (a cleared ring is all zeros and costs no memory until used, see
+ * sh_ring_clear); any third value was forged, and is a bad packet.  The fields only READ
  * packets use come last.
  */
 struct sh_pkt {

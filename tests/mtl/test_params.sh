@@ -7,7 +7,9 @@
 # effect: the eager/rendezvous boundary (mtl_tm_eager_limit, and the
 # deprecated mtl_tm_rndv_threshold that meant eager_limit + 1) decides
 # whether mpi_pingpong's 4096-byte message goes by rendezvous, as the
-# statistics line at mtl_tm_verbose 10 shows.
+# statistics line at mtl_tm_verbose 10 shows.  The soft HCA's QP limit
+# (two QPs per rank) is raised to what the job needs unless set; set too
+# small, MPI_Init fails naming it.
 set -u
 
 . "$(dirname "$0")/mpi_tap.sh"
@@ -70,7 +72,31 @@ boundary() {
 	fi
 }
 
-echo "1..17"
+# qp_limit: a limit set too small fails naming the parameter; the same
+# value as the soft HCA's default (environment) is raised to two per rank
+qp_limit() {
+	local log=$tmp/qp_set.log rc
+	run "$log" --mca mtl_tm_softhca_max_qp 3 "$prog/mpi_hello"
+	rc=$?
+	if clean_failure "$rc" "$log" &&
+	   grep -q "cannot create QP pair 1 of 2: .*mtl_tm_softhca_max_qp (3): raise it to at least 4" "$log"; then
+		ok "softhca_max_qp 3 set for 2 ranks: MPI_Init fails naming mtl_tm_softhca_max_qp and the value needed (mpirun status $rc)"
+	else
+		notok "softhca_max_qp 3 set for 2 ranks: MPI_Init fails naming mtl_tm_softhca_max_qp (mpirun status $rc)"
+		sed 's/^/# /' "$log" | head -n 20
+	fi
+	log=$tmp/qp_env.log
+	run "$log" -x SOFTHCA_MAX_QP=3 "$prog/mpi_hello"
+	rc=$?
+	if [ $rc = 0 ]; then
+		ok "SOFTHCA_MAX_QP=3 (a default, not set): raised to two QPs per rank, 2 ranks run"
+	else
+		notok "SOFTHCA_MAX_QP=3 (a default, not set): raised to two QPs per rank, 2 ranks run (mpirun status $rc)"
+		sed 's/^/# /' "$log" | head -n 20
+	fi
+}
+
+echo "1..19"
 
 refused "eager_limit 4294967396 (does not fit a 32-bit length)" \
 	mtl_tm_eager_limit --mca mtl_tm_eager_limit 4294967396
@@ -105,4 +131,5 @@ boundary "rndv_threshold 1025 (deprecated: eager_limit 1024)" rndv \
 	--mca mtl_tm_rndv_threshold 1025
 boundary "an explicit MCA value wins over the environment" eager \
 	-x SOFTHCA_RING_DEPTH=lots --mca mtl_tm_softhca_ring_depth 64
+qp_limit
 exit 0
