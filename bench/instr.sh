@@ -3,8 +3,10 @@
 # per layer, from callgrind (deterministic: use it for fast paths, timings
 # never).
 #
-#   bench/instr.sh [-b BUILD_DIR] [-s SIZE] [-n ITERS] [-t TOP] [-S] [-N] [-d D]
+#   bench/instr.sh [-b BUILD_DIR] [-s SIZES] [-n ITERS] [-t TOP] [-S] [-N] [-d D]
 #
+# SIZES: one size or a list, e.g. -s 8,64,1K (issue 18's three): each size
+# is counted on its own, then one table gives every layer by size.
 # Runs bench/engine_pingpong (two engines + soft HCAs in one process, the
 # receive posted before the send: the card-matched path) under callgrind
 # for ITERS and 2*ITERS round trips and divides the difference by the
@@ -18,6 +20,19 @@
 #
 # TM_DEV_RCACHE=0: libucm's hooks turn themselves off under valgrind.
 set -euo pipefail
+
+# "8,64,1K" -> "8 64 1024"; fails on anything else.
+sizes_of() {
+	local s out=
+	for s in ${1//,/ }; do
+		case $s in
+		*[kK]) s=${s%?}; [[ $s =~ ^[0-9]+$ ]] || return 1; s=$((s * 1024)) ;;
+		*) [[ $s =~ ^[0-9]+$ ]] || return 1 ;;
+		esac
+		out="$out $s"
+	done
+	[ -n "$out" ] && echo $out
+}
 
 here=$(cd "$(dirname "$0")" && pwd)
 build="$here/../build/normal"
@@ -34,28 +49,32 @@ while getopts "b:s:n:t:SNd:h" o; do
 	S) extra="$extra -S" ;;
 	N) extra="$extra -N" ;;
 	d) extra="$extra -d $OPTARG" ;;
-	*) sed -n '2,17p' "$0"; exit 2 ;;
+	*) sed -n '2,21p' "$0"; exit 2 ;;
 	esac
 done
+sizes=$(sizes_of "$size") || { echo "instr.sh: -s: sizes like 8,64,1K, not '$size'" >&2; exit 2; }
 prog="$build/bench/engine_pingpong"
 [ -x "$prog" ] || { echo "instr.sh: no $prog (build first)" >&2; exit 2; }
 command -v valgrind >/dev/null || { echo "instr.sh: needs valgrind" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-for n in "$iters" $((2 * iters)); do
-	TM_DEV_RCACHE=0 valgrind --tool=callgrind \
-		--callgrind-out-file="$tmp/cg.$n" "$prog" -n "$n" -s "$size" $extra \
-		>/dev/null 2>"$tmp/log.$n" ||
-		{ cat "$tmp/log.$n" >&2; exit 1; }
-	callgrind_annotate --threshold=100 "$tmp/cg.$n" >"$tmp/ann.$n"
+pairs=()
+for sz in $sizes; do
+	for n in "$iters" $((2 * iters)); do
+		TM_DEV_RCACHE=0 valgrind --tool=callgrind \
+			--callgrind-out-file="$tmp/cg.$sz.$n" "$prog" -n "$n" -s "$sz" $extra \
+			>/dev/null 2>"$tmp/log.$sz.$n" ||
+			{ cat "$tmp/log.$sz.$n" >&2; exit 1; }
+		callgrind_annotate --threshold=100 "$tmp/cg.$sz.$n" >"$tmp/ann.$sz.$n"
+	done
+	pairs+=("$sz" "$tmp/ann.$sz.$iters" "$tmp/ann.$sz.$((2 * iters))")
 done
 
-python3 - "$tmp/ann.$iters" "$tmp/ann.$((2 * iters))" "$((2 * iters))" \
-	"$size" "$top" <<'EOF'
+python3 - "$((2 * iters))" "$top" "${pairs[@]}" <<'EOF'
 import re, sys
-a_file, b_file, msgs, size, top = sys.argv[1:]
-msgs = int(msgs)
+msgs, top = int(sys.argv[1]), int(sys.argv[2])
+runs = [sys.argv[i:i + 3] for i in range(3, len(sys.argv), 3)]
 line_re = re.compile(r'\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S+):(\S+)')
 
 def load(path):
@@ -67,9 +86,6 @@ def load(path):
             d[k] = d.get(k, 0) + int(m.group(1).replace(',', ''))
     return d
 
-a, b = load(a_file), load(b_file)
-diff = {k: (b.get(k, 0) - a.get(k, 0)) / msgs for k in set(a) | set(b)}
-
 layers = ('softhca', 'engine', 'dev', 'mtl', 'verbs')
 # callgrind_annotate prints a source below the current directory relative
 # to it (ompi_btl_tm/engine/x.c when run from the top of the tree)
@@ -79,13 +95,7 @@ def src_layer(path):
     m = src_re.search(path)
     return m.group(1) if m else None
 
-fn_layer = {}
-for (path, fn), v in diff.items():
-    lay = src_layer(path)
-    if lay:
-        fn_layer[fn.split('.')[0]] = lay
-
-def layer(path, fn):
+def layer(path, fn, fn_layer):
     lay = src_layer(path)
     if lay:
         return lay
@@ -104,20 +114,50 @@ def layer(path, fn):
         return 'libc: clock'
     return 'other'
 
-per = {}
-for (path, fn), v in diff.items():
-    per[layer(path, fn)] = per.get(layer(path, fn), 0) + v
-total = sum(per.values())
-print('engine_pingpong, %s B: %.0f instructions per message (both sides)'
-      % (size, total))
-print()
-print('| layer | Ir / message |')
-print('| --- | ---: |')
-for k, v in sorted(per.items(), key=lambda kv: -kv[1]):
-    if abs(v) >= 0.5:
-        print('| %s | %.0f |' % (k, v))
-print()
-print('top functions (exclusive Ir / message):')
-for (path, fn), v in sorted(diff.items(), key=lambda kv: -kv[1])[:int(top)]:
-    print('%7.0f  %s:%s' % (v, path.split('/')[-1], fn))
+def human(n):
+    n = int(n)
+    return '%d KiB' % (n // 1024) if n >= 1024 and n % 1024 == 0 else '%d B' % n
+
+# One size: its layers and top functions; returns {layer: Ir / message}.
+def report(size, a_file, b_file):
+    a, b = load(a_file), load(b_file)
+    diff = {k: (b.get(k, 0) - a.get(k, 0)) / msgs for k in set(a) | set(b)}
+    fn_layer = {}
+    for (path, fn), v in diff.items():
+        lay = src_layer(path)
+        if lay:
+            fn_layer[fn.split('.')[0]] = lay
+    per = {}
+    for (path, fn), v in diff.items():
+        lay = layer(path, fn, fn_layer)
+        per[lay] = per.get(lay, 0) + v
+    print('engine_pingpong, %s B: %.0f instructions per message (both sides)'
+          % (size, sum(per.values())))
+    print()
+    print('| layer | Ir / message |')
+    print('| --- | ---: |')
+    for k, v in sorted(per.items(), key=lambda kv: -kv[1]):
+        if abs(v) >= 0.5:
+            print('| %s | %.0f |' % (k, v))
+    print()
+    print('top functions (exclusive Ir / message):')
+    for (path, fn), v in sorted(diff.items(), key=lambda kv: -kv[1])[:top]:
+        print('%7.0f  %s:%s' % (v, path.split('/')[-1], fn))
+    return per
+
+pers = []
+for i, (size, a_file, b_file) in enumerate(runs):
+    if i:
+        print()
+    pers.append(report(size, a_file, b_file))
+if len(runs) > 1:
+    # every size side by side, layers in the order of the first size
+    order = sorted(set().union(*pers), key=lambda k: -pers[0].get(k, 0))
+    print()
+    print('| layer | ' + ' | '.join(human(r[0]) for r in runs) + ' |')
+    print('| --- |' + ' ---: |' * len(runs))
+    for k in order:
+        if any(abs(p.get(k, 0)) >= 0.5 for p in pers):
+            print('| %s | %s |' % (k, ' | '.join('%.0f' % p.get(k, 0) for p in pers)))
+    print('| total | %s |' % ' | '.join('%.0f' % sum(p.values()) for p in pers))
 EOF

@@ -41,10 +41,13 @@ usage: bench/run.sh [options]
   --rounds N       rounds over all transports (default 9, --quick 5)
   --budget MS      time per measurement point, all batches (default 40,
                    --quick 15)
-  --osu            also run the OSU micro-benchmarks (osu_latency, osu_bw,
-                   osu_bibw, osu_mbw_mr) if installed: on PATH, in $OSU_DIR
-                   or under /usr/lib*/.../osu-micro-benchmarks; extra
-                   arguments for them in $OSU_ARGS
+  --osu            also run OSU 7.4's osu_latency and osu_mbw_mr (and
+                   osu_bw, osu_bibw when present) in the same rounds; they
+                   are looked for in $OSU_DIR, in the cache that
+                   scripts/osu-build.sh fills, under /usr/lib*/.../
+                   osu-micro-benchmarks and on PATH; without osu_latency
+                   and osu_mbw_mr the run stops before measuring.  Extra
+                   arguments for them in $OSU_ARGS (e.g. "-m 1:4096")
   --max-time S     start no new round after S seconds of measuring
                    (default 240, --quick 50); at least one round runs
   --stat best|median
@@ -53,7 +56,8 @@ usage: bench/run.sh [options]
                    or median
   --transports L   subset of "tm ob1 ucx", e.g. --transports "ob1 ucx"
   --benches L      subset of "latency latency_mt bw rate depth" (default
-                   all), e.g. --benches latency_mt
+                   all), e.g. --benches latency_mt; "none" with --osu
+                   runs OSU only
   --build-dir DIR  where to build the benchmarks and mca_mtl_tm.so
                    (default build/normal; configured there if needed); that
                    mca_mtl_tm.so is used unless an installed one is newer
@@ -61,6 +65,12 @@ usage: bench/run.sh [options]
   --no-plots       skip gnuplot
 Environment: TM_MCA replaces tm's mpirun arguments (e.g. to try the
 script against another MTL); LAUNCH_TIMEOUT (s) bounds each mpirun.
+
+Issue 18's table (8 B latency, 8 B message rate with window 64, 1 KiB,
+OSU 7.4's osu_latency and osu_mbw_mr; median round of 7), on a quiet
+machine, OSU built first with scripts/osu-build.sh (6-10 minutes):
+  bench/run.sh --rounds 7 --max-time 900 --osu
+It prints that table ("Issue 18") after the per-point table.
 EOF
 }
 
@@ -88,6 +98,59 @@ else
 	ROUNDS=${ROUNDS:-9}; BUDGET=${BUDGET:-40}; MAX_TIME=${MAX_TIME:-240}
 fi
 case $STAT in best|median) ;; *) echo "run.sh: --stat best or median" >&2; exit 2 ;; esac
+[ "$KINDS" = none ] && KINDS=
+for g in $KINDS; do
+	case $g in latency|latency_mt|bw|rate|depth) ;;
+	*) echo "run.sh: unknown benchmark $g" >&2; exit 2 ;;
+	esac
+done
+[ -n "$KINDS" ] || [ "$OSU" = 1 ] ||
+	{ echo "run.sh: --benches none leaves nothing to run without --osu" >&2; exit 2; }
+
+# ---- OSU micro-benchmarks (not shipped; scripts/osu-build.sh) ---------------
+
+# Searched before anything is built: asked for and missing is an error.
+OSU_NEEDED="osu_latency osu_mbw_mr"
+OSU_BENCHES="osu_latency osu_mbw_mr osu_bw osu_bibw"
+OSU_CACHE=$("$TOP/scripts/osu-build.sh" --where 2>/dev/null)
+if [ -n "${OSU_DIR:-}" ]; then
+	OSU_SEARCHED="\$OSU_DIR ($OSU_DIR) only"
+else
+	OSU_SEARCHED="$OSU_CACHE, /usr/lib*/.../osu-micro-benchmarks/mpi/pt2pt, PATH; or set \$OSU_DIR"
+fi
+find_osu() {
+	local b=$1 d
+	# An explicit $OSU_DIR is the only place looked at.
+	if [ -n "${OSU_DIR:-}" ]; then
+		[ -x "$OSU_DIR/$b" ] && echo "$OSU_DIR/$b"
+		return
+	fi
+	for d in "$OSU_CACHE" /usr/lib/x86_64-linux-gnu/openmpi/libexec/osu-micro-benchmarks/mpi/pt2pt \
+		 /usr/libexec/osu-micro-benchmarks/mpi/pt2pt \
+		 /usr/local/libexec/osu-micro-benchmarks/mpi/pt2pt; do
+		[ -n "$d" ] && [ -x "$d/$b" ] && { echo "$d/$b"; return 0; }
+	done
+	command -v "$b"
+}
+declare -A OSU_PATH
+OSU_GROUPS=
+OSU_VERSION=
+if [ "$OSU" = 1 ]; then
+	for b in $OSU_BENCHES; do
+		if p=$(find_osu "$b"); then
+			OSU_PATH[$b]=$p
+			OSU_GROUPS="$OSU_GROUPS $b"
+		elif [[ " $OSU_NEEDED " == *" $b "* ]]; then
+			echo "run.sh: --osu: $b not found (looked in $OSU_SEARCHED)." >&2
+			echo "run.sh: build OSU 7.4 first: scripts/osu-build.sh osu-micro-benchmarks-7.4.tar.gz" \
+				"(sources: https://mvapich.cse.ohio-state.edu/benchmarks/); see bench/README.md" >&2
+			exit 1
+		fi
+	done
+	# The version is compiled into each program's header line.
+	OSU_VERSION=$(grep -a -o -m 1 'Test v[0-9][0-9.]*' "${OSU_PATH[osu_latency]}" |
+		head -n 1 | sed 's/^Test v//')
+fi
 RESULTS=${RESULTS:-$TOP/build/bench-results/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$RESULTS" || exit 1
 RAW=$RESULTS/raw.txt
@@ -217,28 +280,6 @@ for b in tm ucx; do
 	fi
 done
 
-# ---- OSU micro-benchmarks (optional, not shipped) ----------------------------
-
-OSU_BENCHES="osu_latency osu_bw osu_bibw osu_mbw_mr"
-find_osu() {
-	local b=$1 d
-	for d in ${OSU_DIR:-} /usr/lib/x86_64-linux-gnu/openmpi/libexec/osu-micro-benchmarks/mpi/pt2pt \
-		 /usr/libexec/osu-micro-benchmarks/mpi/pt2pt \
-		 /usr/local/libexec/osu-micro-benchmarks/mpi/pt2pt; do
-		[ -x "$d/$b" ] && { echo "$d/$b"; return 0; }
-	done
-	command -v "$b"
-}
-declare -A OSU_PATH
-OSU_GROUPS=
-if [ "$OSU" = 1 ]; then
-	for b in $OSU_BENCHES; do
-		p=$(find_osu "$b") && { OSU_PATH[$b]=$p; OSU_GROUPS="$OSU_GROUPS $b"; }
-	done
-	[ -n "$OSU_GROUPS" ] ||
-		say "osu: no OSU micro-benchmarks found (PATH, \$OSU_DIR); skipped."
-fi
-
 # ---- what is being compared --------------------------------------------------
 
 ompi_ver=$(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p' | head -n 1)
@@ -254,18 +295,17 @@ say "- launch: ${LAUNCH[*]} (binding: ${bindings:-?})"
 for t in $TRANSPORTS; do say "- $t: ${ARGS[$t]}"; done
 [[ " $TRANSPORTS " == *" tm "* ]] && say "- tm component: $TM_USED"
 say "- load average before: $(cut -d ' ' -f 1-3 /proc/loadavg) (other jobs on these CPUs add noise)"
-[ -n "$OSU_GROUPS" ] && say "- OSU:$(for b in $OSU_GROUPS; do printf ' %s' "${OSU_PATH[$b]}"; done) ${OSU_ARGS:-}"
+if [ -n "$OSU_GROUPS" ]; then
+	say "- OSU ${OSU_VERSION:-of unknown version}:$(for b in $OSU_GROUPS; do printf ' %s' "${OSU_PATH[$b]##*/}"; done)" \
+		"from $(dirname "${OSU_PATH[osu_latency]}")${OSU_ARGS:+, arguments $OSU_ARGS}"
+	[ "$OSU_VERSION" = 7.4 ] || say "- WARNING: OSU is ${OSU_VERSION:-of unknown version}, not 7.4: its numbers are not the issue's"
+fi
 say "- up to $ROUNDS rounds (--max-time $MAX_TIME s), each: every benchmark over $(echo "$TRANSPORTS" | sed 's/ /, /g') back to back;" \
 	"points of $BUDGET ms in $BATCHES batches, each launch counted by its $STAT batch"
 say ""
 
 # ---- rounds --------------------------------------------------------------------
 
-for g in $KINDS; do
-	case $g in latency|latency_mt|bw|rate|depth) ;;
-	*) echo "run.sh: unknown benchmark $g" >&2; exit 2 ;;
-	esac
-done
 BENCHES="$KINDS$OSU_GROUPS"
 # The plots want every benchmark's data.
 [ "$KINDS" = "latency latency_mt bw rate depth" ] || PLOTS=0
@@ -274,8 +314,9 @@ BENCHES="$KINDS$OSU_GROUPS"
 osu_filter() {
 	awk -v b="$1" '$1 ~ /^[0-9]+$/ && NF >= 2 {
 		if (b == "osu_latency") printf "bench=%s size=%s usec=%s\n", b, $1, $2
-		else if (b == "osu_mbw_mr") printf "bench=%s size=%s Mmsgs=%.4f\n", b, $1, $3 / 1e6
-		else printf "bench=%s size=%s MBps=%s\n", b, $1, $2
+		else if (b == "osu_mbw_mr") {
+			if (NF >= 3) printf "bench=%s size=%s Mmsgs=%.6f\n", b, $1, $3 / 1e6
+		} else printf "bench=%s size=%s MBps=%s\n", b, $1, $2
 	}'
 }
 
@@ -295,7 +336,14 @@ run_one() {
 		"${cmd[@]}" 2>"$RESULTS/last.err")
 	rc=$?
 	echo "round=$r bench=$g transport=$t exit=$rc sec=$((SECONDS - t0))" >>"$RESULTS/launches.log"
-	[ -n "${OSU_PATH[$g]+x}" ] && out=$(osu_filter "$g" <<<"$out")
+	if [ -n "${OSU_PATH[$g]+x}" ]; then
+		out=$(osu_filter "$g" <<<"$out")
+		# OSU's output changing shape must not pass as "no numbers".
+		if [ $rc -eq 0 ] && [ -z "$out" ]; then
+			echo "round $r: $g over $t printed no size lines" >&2
+			echo "== round $r: $g over $t: exit 0 but no \"size value\" lines" >>"$ERRLOG"
+		fi
+	fi
 	grep '^bench=' <<<"$out" | sed "s/^/round=$r transport=$t /" >>"$RAW"
 	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 		HUNG[$g,$t]=1
@@ -369,6 +417,11 @@ say "per round (same launch), median [IQR]."
 if [ "$BASE" = tm ]; then
 	say ""
 	summarize -v part=targets | tee -a "$RESULTS/summary.md"
+	say ""
+	say "Issue 18 (medians over rounds; the ratio is per round: tm's latency"
+	say "over the better peer's, tm's rate over the better peer's):"
+	say ""
+	summarize -v part=issue | tee -a "$RESULTS/summary.md"
 fi
 say ""
 say "Every point: $RESULTS/table-all.md; raw lines: $RAW."
@@ -388,4 +441,9 @@ fi
 ln -sfn "$RESULTS" "$(dirname "$RESULTS")/latest" 2>/dev/null
 [ -s "$ERRLOG" ] && echo "Some runs failed: $ERRLOG" >&2
 echo "Total $((SECONDS - start)) s of measurement." >&2
+# Asked for and never measured is a failure, not a table of dashes.
+if [ "$OSU" = 1 ] && ! grep -q ' bench=osu_' "$RAW"; then
+	echo "run.sh: --osu: no OSU program gave a result in any round; see $ERRLOG" >&2
+	exit 1
+fi
 exit 0

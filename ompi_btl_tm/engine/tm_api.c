@@ -215,7 +215,7 @@ int tm_engine_progress(struct tm_engine *eng)
 	if (!eng->x.pending)
 		return n;
 	if (eng->x.pending & TM_PEND_WAIT)
-		tme_keepalive_scan(eng);
+		tme_keepalive_tick(eng);
 	n += tme_flush_work(eng);
 	tme_fire_done(eng);
 	return n;

@@ -259,14 +259,6 @@ void tmx_maybe_sync(struct tm_xport *x)
 		tmx_op_decide(x, WR_SYNC, NULL);
 }
 
-static void unconf_del(struct tm_tctx *t)
-{
-	if (t->flags & TC_UNCONF) {
-		t->flags &= ~TC_UNCONF;
-		ucs_list_del(&t->card_link);
-	}
-}
-
 /*
  * A signalled op that carried count was processed when the card's counter
  * stood at uq_count: every unexpected arrival the card decided before it
@@ -284,18 +276,8 @@ static void op_seen(struct tm_xport *x, const struct tm_sig_op *so)
 		h = ucs_list_head(&x->ops.unconf, struct tm_tctx, card_link);
 		if (h->add_seq > x->ops.sync_seq)
 			break;
-		unconf_del(h);
+		tmx_unconf_del(h);
 	}
-}
-
-void tmx_entry_gone(struct tm_xport *x, struct tm_tctx *t)
-{
-	if (t->flags & TC_ENTRY_LIVE) {
-		t->flags &= ~TC_ENTRY_LIVE;
-		x->ops.card_entries--;
-		tmx_room_freed(x);
-	}
-	unconf_del(t);
 }
 
 int tmx_card_add(struct tm_xport *x, struct tm_tctx *t, uint64_t tag,

@@ -126,8 +126,26 @@ int tmx_card_add(struct tm_xport *x, struct tm_tctx *t, uint64_t tag,
 		 uint64_t mask, const struct tm_rbuf *b);
 /* Decides t's DEL (or, t NULL, a SYNC) now: posted, or queued in order. */
 void tmx_op_decide(struct tm_xport *x, int type, struct tm_tctx *t);
-/* t's entry is consumed or deleted: no longer counts against the list. */
-void tmx_entry_gone(struct tm_xport *x, struct tm_tctx *t);
+/* t is known active (or gone): off ops.unconf. */
+static inline void tmx_unconf_del(struct tm_tctx *t)
+{
+	if (t->flags & TC_UNCONF) {
+		t->flags &= ~TC_UNCONF;
+		ucs_list_del(&t->card_link);
+	}
+}
+
+/* t's entry is consumed or deleted: no longer counts against the list.
+ * Inline: a step of every card-held receive's completion. */
+static inline void tmx_entry_gone(struct tm_xport *x, struct tm_tctx *t)
+{
+	if (t->flags & TC_ENTRY_LIVE) {
+		t->flags &= ~TC_ENTRY_LIVE;
+		x->ops.card_entries--;
+		tmx_room_freed(x);
+	}
+	tmx_unconf_del(t);
+}
 int tmx_flush_ops(struct tm_xport *x);
 void tmx_maybe_sync(struct tm_xport *x);
 void tmx_on_op_cqe(struct tm_xport *x, int type, struct tm_tctx *t,

@@ -86,7 +86,9 @@ struct tme_recv {
 	ucs_list_link_t owed_link; /* its ACK/FIN waits for memory */
 	uint32_t want_peer;        /* the peer its source names, or
 				    * TM_PEER_ANY */
-	uint64_t wait_ns;          /* when it started waiting on want_peer */
+	uint64_t wait_ns;          /* when the keepalive scan first saw it
+				    * oldest on want_peer's recvq (0: not
+				    * yet; posting reads no clock) */
 	struct tm_rbuf b;          /* the caller's buffer */
 	int own_mr;                /* b.mr is ours (tm_dev_mem_get) */
 	int state;                 /* R_* */
@@ -240,6 +242,8 @@ struct tm_engine {
 					      * them (tm_recv.c adds) */
 		uint64_t ka_ns;       /* cfg.keepalive_ms */
 		uint64_t ka_next_ns;  /* next look at wait_peers */
+		uint32_t ka_calls;    /* progress calls until the scan next
+				       * reads the clock */
 	} send;
 	struct {                    /* tm_recv.c */
 		ucs_list_link_t all_msgs;
@@ -366,13 +370,13 @@ static inline void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r,
 	tme_recv_try_done(eng, r);
 }
 
-/* s has nothing left to wait for: done (callback queued for fire_done). */
-static inline void tme_send_try_done(struct tm_engine *eng, struct tm_send *s)
+/* Step: s is done (nothing left to wait for): its buffer goes back,
+ * counted.  Its callback is then queued (tme_send_try_done) or, at the
+ * end of an entry point with nothing else to do, fired (tme_send_fire). */
+static inline void tme_send_release(struct tm_engine *eng, struct tm_send *s)
 {
 	struct tme_send *q = sp(s);
 
-	if (q->waiting)
-		return;
 	TME_ASSERT(eng->send.sends_waiting > 0);
 	if (q->own_mr) {
 		tm_dev_mem_put(eng->x.dev, q->mr);
@@ -382,8 +386,34 @@ static inline void tme_send_try_done(struct tm_engine *eng, struct tm_send *s)
 	if (s->status == TM_REQ_ERROR)
 		eng->x.st.sends_failed++;
 	eng->send.sends_waiting--;
-	ucs_list_add_tail(&eng->done_send, &q->done_link);
+}
+
+/* s has nothing left to wait for: done (callback queued for fire_done). */
+static inline void tme_send_try_done(struct tm_engine *eng, struct tm_send *s)
+{
+	if (sp(s)->waiting)
+		return;
+	tme_send_release(eng, s);
+	ucs_list_add_tail(&eng->done_send, &sp(s)->done_link);
 	tme_pend(eng, TM_PEND_DONE);
+}
+
+/* Step: a done send's callback (the engine is done with s). */
+static inline void tme_send_fire(struct tm_send *s)
+{
+	if (s->cb)
+		s->cb(s);
+}
+
+/*
+ * Would the end of this entry point (tme_call_end) do nothing but fire
+ * one more callback?  Then a request done now may fire it directly
+ * instead of queueing it: no work is queued and no callback waits, so the
+ * order of callbacks is the same.
+ */
+static inline int tme_fire_now_ok(const struct tm_engine *eng)
+{
+	return !(eng->x.pending & (TM_PEND_WORK | TM_PEND_DONE));
 }
 
 /* Runs callbacks; a callback may call back into the engine. */
@@ -403,8 +433,7 @@ static inline void tme_fire_done(struct tm_engine *eng)
 		} else if (!ucs_list_is_empty(&eng->done_send)) {
 			s = send_head(&eng->done_send, done_link);
 			ucs_list_del(&sp(s)->done_link);
-			if (s->cb)
-				s->cb(s);
+			tme_send_fire(s);
 		} else {
 			/* both empty now, also after nested calls */
 			eng->x.pending &= ~TM_PEND_DONE;

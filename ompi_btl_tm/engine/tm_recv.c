@@ -133,13 +133,14 @@ static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
 			TM_REQ_OK);
 }
 
-/* r names a peer: waits on it, oldest first (see tme_keepalive_scan). */
+/* r names a peer: waits on it, oldest first (see tme_keepalive_scan,
+ * which stamps it when it first sees it oldest: no clock read here). */
 static void recv_watch(struct tm_engine *eng, struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
 	struct tme_peer *p = eng->peers[q->want_peer];
 
-	q->wait_ns = tmx_now_ns();
+	q->wait_ns = 0;
 	if (ucs_list_is_empty(&p->recvq))
 		ucs_list_add_tail(&eng->send.rwait_peers, &p->rwait_link);
 	tme_pend(eng, TM_PEND_WAIT);
@@ -147,7 +148,10 @@ static void recv_watch(struct tm_engine *eng, struct tm_recv *r)
 	q->flags |= RF_WATCHED;
 }
 
-static void recv_unwatch(struct tm_engine *eng, struct tm_recv *r)
+/* Inline: a step of the fast path (recv_leave_queues) for a receive
+ * naming its peer, every MPI receive with a source. */
+static inline __attribute__((always_inline)) void
+recv_unwatch(struct tm_engine *eng, struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
 	struct tme_peer *p;
@@ -161,7 +165,9 @@ static void recv_unwatch(struct tm_engine *eng, struct tm_recv *r)
 		ucs_list_del(&p->rwait_link);
 }
 
-static void recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
+/* Inline: a step of the fast path (recv_fast) as of the slow one. */
+static inline __attribute__((always_inline)) void
+recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
 
@@ -387,11 +393,11 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
  * The common case in one pass: a small eager message, neither
  * synchronous nor rendezvous, matched and delivered by one successful
  * MATCH|DATA_VALID completion to a card-held receive with nothing else
- * going on (no protocol flag: no peer watch, no FIFO, no cancel or DEL;
+ * going on (no protocol flag but a peer watch: no FIFO, no cancel or DEL;
  * no op pending: a signalled ADD completed before its entry could match,
  * in the same CQ; no test hook).  The steps of on_card_match and
  * on_card_data, without their tests for the cases excluded here: no
- * rendezvous or ACK, no claim, no watch or FIFO to leave, nothing left
+ * rendezvous or ACK, no claim, no FIFO to leave, nothing left
  * naming it when it finishes.  0: not that case.
  */
 static int recv_fast(struct tm_engine *eng, struct tm_recv *r,
@@ -402,11 +408,12 @@ static int recv_fast(struct tm_engine *eng, struct tm_recv *r,
 	if (c->status != IBV_WC_SUCCESS ||
 	    (c->flags & (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID)) !=
 	    (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID) ||
-	    (c->tm.priv & (TM_APP_RNDV | TM_APP_SYNC)) || q->flags ||
-	    q->state != R_CARD || q->ops_pending || eng->x.test.arrival_hook)
+	    (c->tm.priv & (TM_APP_RNDV | TM_APP_SYNC)) ||
+	    (q->flags & ~RF_WATCHED) || q->state != R_CARD ||
+	    q->ops_pending || eng->x.test.arrival_hook)
 		return 0;
 	match_take(eng, r, c);
-	tm_mq_recv_remove(&eng->mq, &q->mq); /* recv_leave_queues */
+	recv_leave_queues(eng, r);
 	tme_rstate(q, R_WAIT_DATA);
 	tmx_entry_gone(&eng->x, &q->t);
 	tme_recv_outcome(eng, r, data_eager(eng, r, c));

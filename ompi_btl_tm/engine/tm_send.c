@@ -131,15 +131,23 @@ void tme_send_peer_dead(struct tm_engine *eng, uint32_t peer)
 /*
  * Probes each peer whose oldest send has waited ka_ns for its reply, or
  * whose oldest receive naming it has waited ka_ns, at most once per ka_ns
- * per peer.  Looks at most every ka_ns / 4, and only at such peers, so an
- * engine with none pays two list tests.
+ * per peer.  Looks at most every ka_ns / 4, and runs only every
+ * TM_KA_SCAN_CALLS-th progress call (tme_keepalive_tick), so an engine
+ * with receives naming their peers (every MPI receive with a source) pays
+ * a counter per progress call, not a clock read.  A receive is stamped
+ * when a look first finds it oldest on its peer (posting it reads no
+ * clock): it is probed between ka_ns and ka_ns * 1.5 (plus
+ * TM_KA_SCAN_CALLS calls) after it became the oldest, i.e. after the last
+ * receive naming that peer before it completed, or after its post.
  */
 void tme_keepalive_scan(struct tm_engine *eng)
 {
 	uint64_t now, ka = eng->send.ka_ns;
+	struct tme_recv *q;
 	struct tmx_peer *xp;
 	struct tme_peer *p;
 
+	eng->send.ka_calls = TM_KA_SCAN_CALLS - 1;
 	if (ucs_list_is_empty(&eng->send.wait_peers) &&
 	    ucs_list_is_empty(&eng->send.rwait_peers)) {
 		eng->x.pending &= ~TM_PEND_WAIT;
@@ -157,8 +165,10 @@ void tme_keepalive_scan(struct tm_engine *eng)
 	}
 	ucs_list_for_each(p, &eng->send.rwait_peers, rwait_link) {
 		xp = eng->x.peers[p->id];
-		if (now - rp(recv_head(&p->recvq, peer_link))->wait_ns >= ka &&
-		    now - xp->ka_last_ns >= ka)
+		q = rp(recv_head(&p->recvq, peer_link));
+		if (!q->wait_ns)
+			q->wait_ns = now;
+		else if (now - q->wait_ns >= ka && now - xp->ka_last_ns >= ka)
 			tmx_keepalive(&eng->x, xp, now);
 	}
 }
@@ -212,11 +222,16 @@ void tme_send_on_reply(struct tm_engine *eng, uint32_t peer, uint32_t app,
 	tme_send_try_done(eng, s);
 }
 
+/* send_start's answer: s is done and its callback due now (tm_engine_isend
+ * fires it in place of tme_call_end, which would have nothing else to do) */
+#define SEND_FIRE 2
+
 /*
  * The eager fast path: nothing queued ahead on a live peer and a
  * send-queue entry free (tmx_eager_ready): the data is out of the
  * caller's buffer when the post returns, so the send is done (or waits for
- * its ACK only), with no tx allocated.  0: take the queue.
+ * its ACK only), with no tx allocated.  0: take the queue; SEND_FIRE: done,
+ * with nothing else pending (tme_fire_now_ok): its callback is not queued.
  */
 static inline __attribute__((always_inline)) int
 eager_now(struct tm_engine *eng, struct tm_send *s)
@@ -240,6 +255,10 @@ eager_now(struct tm_engine *eng, struct tm_send *s)
 	}
 	eng->send.sends_waiting++;
 	q->waiting &= ~S_WAIT_CQE;
+	if (!q->waiting && tme_fire_now_ok(eng)) {
+		tme_send_release(eng, s);
+		return SEND_FIRE;
+	}
 	tme_send_try_done(eng, s);
 	return 1;
 }
@@ -313,10 +332,13 @@ static int send_start(struct tm_engine *eng, struct tm_send *s,
 			q->own_mr = 1;
 		}
 	}
-	if (q->kind == TX_EAGER &&
-	    (eager_now(eng, s) ||
-	     (tmx_drain(&eng->x) && eager_now(eng, s))))
-		return TM_OK;
+	if (q->kind == TX_EAGER) {
+		ret = eager_now(eng, s);
+		if (!ret && tmx_drain(&eng->x))
+			ret = eager_now(eng, s);
+		if (ret)
+			return ret == SEND_FIRE ? SEND_FIRE : TM_OK;
+	}
 	tx = tmx_tx_new(&eng->x, q->kind, peer);
 	if (!tx) {
 		if (q->own_mr)
@@ -394,6 +416,10 @@ int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
 	if (eng->x.fatal)
 		return eng->x.fatal;
 	rc = send_start(eng, s, peer, ctx, src, tag, buf, len, mr, flags);
+	if (rc == SEND_FIRE) {
+		tme_send_fire(s);
+		return TM_OK;
+	}
 	if (rc != TM_OK)
 		return rc;
 	tme_call_end(eng);

@@ -43,6 +43,18 @@ void tme_send_on_reply(struct tm_engine *eng, uint32_t peer, uint32_t app,
 void tme_send_peer_dead(struct tm_engine *eng, uint32_t peer);
 
 void tme_keepalive_scan(struct tm_engine *eng);
+/* Progress calls per scan: waits are in milliseconds, calls in
+ * microseconds while anything waits. */
+#define TM_KA_SCAN_CALLS 64
+/* From tm_engine_progress while TM_PEND_WAIT: every TM_KA_SCAN_CALLS-th
+ * call scans (the scan clears the bit when nothing waits). */
+static inline void tme_keepalive_tick(struct tm_engine *eng)
+{
+	if (eng->send.ka_calls)
+		eng->send.ka_calls--;
+	else
+		tme_keepalive_scan(eng);
+}
 /* A probe naming peer found nothing: TM_ERR_NOT_FOUND, or
  * TM_ERR_PEER_DEAD; paces the keepalive. */
 int tme_probe_missed(struct tm_engine *eng, uint32_t peer);

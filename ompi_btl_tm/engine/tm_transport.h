@@ -34,7 +34,7 @@
 enum { WR_RECV = 0, WR_PLAIN = 1, WR_ADD = 2, WR_DEL = 3, WR_SYNC = 4 };
 #define WR_TYPE_MASK 7ULL
 /* signal at least every TM_ADD_SIG_EVERY-th ADD (see op_post_add) */
-#define TM_ADD_SIG_EVERY 16
+#define TM_ADD_SIG_EVERY 64
 /*
  * Report the count at least every TM_SYNC_LAG_MAX unexpected arrivals,
  * entries or not: a ConnectX drops tagged messages (RNR) once the count
@@ -300,7 +300,8 @@ struct tm_xport {
 		uint32_t slot_low;  /* fewer free slots: signal every WR */
 		uint32_t sig_out;   /* signalled send WRs out (all peers) */
 		uint32_t sq_out;    /* send WRs not retired (all peers) */
-		uint32_t poll_skip; /* drains since the send CQ was polled */
+		int32_t poll_budget; /* drains until the send CQ is due
+				      * (tmx_want_poll_send) */
 		ucs_list_link_t all_tx;
 		uint64_t tx_queued;
 	} tx;

@@ -30,6 +30,7 @@ int tmx_tx_init(struct tm_xport *x, size_t slot_size)
 	x->tx.sq_limit = x->dev->qp_max_send_wr > 4 ?
 			 x->dev->qp_max_send_wr / 2 : 1;
 	x->tx.slot_low = x->tx.n_slots / 4;
+	tmx_poll_budget(x); /* nothing out */
 	x->tx.slot_size = (uint32_t)slot_size;
 	x->tx.slots = calloc(x->tx.n_slots, slot_size);
 	x->tx.free_slots = calloc(x->tx.n_slots, sizeof(uint32_t));
@@ -176,10 +177,12 @@ void tmx_tx_withdraw(struct tm_xport *x, struct tm_tx *tx)
  * / 2 (or sig_every), so a signalled completion is due while the queue has
  * room for as many again; the last WR below sq_limit is signalled, so a
  * full send queue always drains.  An error completes even an unsignalled
- * WR, and retires everything up to it.
+ * WR, and retires everything up to it.  Inline in the eager fast path
+ * (tmx_eager_post), out of line (sq_post) for the rest.
  */
-static int sq_post(struct tm_xport *x, struct tmx_peer *p,
-		   struct ibv_send_wr *wr, int32_t slot, struct tm_tx *keep)
+static inline __attribute__((always_inline)) int
+sq_post_inl(struct tm_xport *x, struct tmx_peer *p, struct ibv_send_wr *wr,
+	    int32_t slot, struct tm_tx *keep)
 {
 	struct ibv_send_wr *bad;
 	struct tm_wr *w;
@@ -207,11 +210,20 @@ static int sq_post(struct tm_xport *x, struct tmx_peer *p,
 		p->unsig_slots = 0;
 		p->sig_out++;
 		x->tx.sig_out++;
+		x->tx.poll_budget = 0;
 	} else {
 		p->unsig++;
 		p->unsig_slots += slot >= 0;
+		if (x->tx.poll_budget > TM_POLL_SKIP)
+			x->tx.poll_budget = TM_POLL_SKIP;
 	}
 	return 0;
+}
+
+static int sq_post(struct tm_xport *x, struct tmx_peer *p,
+		   struct ibv_send_wr *wr, int32_t slot, struct tm_tx *keep)
+{
+	return sq_post_inl(x, p, wr, slot, keep);
 }
 
 /* Takes a send slot; fills it with hdr (hdr_len) and data (len). */
@@ -497,11 +509,11 @@ int tmx_poll_send(struct tm_xport *x)
 	struct ibv_wc wc[CQE_BATCH];
 	int i, n;
 
-	x->tx.poll_skip = 0;
 	n = ibv_poll_cq(x->dev->send_cq, CQE_BATCH, wc);
 	x->st.send_cqes += n > 0 ? (uint64_t)n : 0;
 	for (i = 0; i < n; i++)
 		on_send_cqe(x, &wc[i]);
+	tmx_poll_budget(x);
 	return n > 0 ? n : 0;
 }
 
@@ -523,7 +535,7 @@ int tmx_eager_post(struct tm_xport *x, uint32_t peer, uint64_t tag,
 		inline_fill(hdr, TMH_LEN, buf, len, &wr, sge);
 	else
 		slot = slot_fill(x, hdr, TMH_LEN, buf, len, &wr, sge);
-	if (sq_post(x, p, &wr, slot, NULL)) {
+	if (sq_post_inl(x, p, &wr, slot, NULL)) {
 		if (slot >= 0)
 			x->tx.free_slots[x->tx.n_free_slots++] = (uint32_t)slot;
 		return 0;

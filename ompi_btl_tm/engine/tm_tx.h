@@ -78,13 +78,22 @@ int tmx_tx_idle(struct tm_xport *x);
  * only unsignalled ones out, nothing comes but an error, which can wait
  * TM_POLL_SKIP calls (a waiting send is covered by the keepalive anyway,
  * and an eager one completed at post).  (At every 16th drain it was a
- * send-CQ poll per 5 small messages, 33 instructions a message.)
+ * send-CQ poll per 5 small messages, 33 instructions a message.)  One
+ * counter says it (tx.poll_budget, set by tmx_poll_budget): 0 while a
+ * signalled WR is out, at most TM_POLL_SKIP while any WR is, INT32_MAX
+ * when none is; each drain spends one.
  */
 #define TM_POLL_SKIP 256
 static inline int tmx_want_poll_send(struct tm_xport *x)
 {
-	return x->tx.sig_out ||
-	       (x->tx.sq_out && ++x->tx.poll_skip >= TM_POLL_SKIP);
+	return --x->tx.poll_budget < 0;
+}
+
+/* The budget after the send CQ was looked at (or the WRs out changed). */
+static inline void tmx_poll_budget(struct tm_xport *x)
+{
+	x->tx.poll_budget = x->tx.sig_out ? 0 :
+			    x->tx.sq_out ? TM_POLL_SKIP : INT32_MAX;
 }
 
 #endif /* TM_TX_H */

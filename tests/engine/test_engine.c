@@ -199,6 +199,8 @@ static void test_ssend(void)
 	tap_check(s1.done && r.done, "synchronous send completes on software match");
 	post_recv(&r, 0, 1, 1, 6, 0, 100);
 	send_msg(&s2, 1, 0, 1, 6, 0, 10, 1, TM_SEND_SYNC);
+	tap_check(!s2.done, "synchronous send: not done at post, whatever "
+		  "else is pending (an eager one may complete there)");
 	eu_pump(&W);
 	tap_check(s2.done && r.done && r.r.on_card,
 		  "synchronous send completes on card match (ACK)");
@@ -648,7 +650,7 @@ static void test_named_peer_done(void)
 	struct eu_recv r;
 	struct eu_send s;
 	uint64_t ka0;
-	int i;
+	int i, k;
 
 	eu_opts_default(&o);
 	o.ecfg.eager_limit = 1024;
@@ -667,9 +669,14 @@ static void test_named_peer_done(void)
 		  eu_check(A(0, 0), 8, 9),
 		  "named peer: matched on the card and delivered");
 	ka0 = eu_node_stats(&W, 0).keepalives_sent;
+	/* the keepalive looks every 64th progress call, at most every
+	 * keepalive_ms / 4, and probes a receive it has seen waiting for
+	 * keepalive_ms: 40 ms of 200 calls every 2 ms would see a leftover */
 	for (i = 0; i < 20; i++) {
 		nanosleep(&nap, NULL);
 		eu_pump(&W);
+		for (k = 0; k < 200; k++)
+			tm_engine_progress(E(0));
 	}
 	tap_check(eu_node_stats(&W, 0).keepalives_sent == ka0 && r.done == 1,
 		  "named peer: no keepalive for it once it completed (%lu)",
