@@ -123,9 +123,10 @@ void sh_rx_watch(struct sh_qp *qp)
 	} else {
 		watch_set(qp);
 	}
-	/* (its ring may hold packets sent before it was watched: their bits
-	 * were not taken for it) */
+	/* (its ring may hold packets sent before it was watched, whose bits
+	 * named no ring: the next run looks at every ring) */
 	atomic_store_explicit(&ctx->rx_full, 1, memory_order_relaxed);
+	sh_sched_kick(ctx);
 }
 
 /* The last entry takes the place of qp's (a racing idle poll may misread

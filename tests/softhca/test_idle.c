@@ -5,8 +5,8 @@
  *
  *  - with few rings (scanned) and with more than SH_RX_ARM_FROM (hinted),
  *    the receiver's first poll after each send takes that send;
- *  - a peer that clears the hint after a packet: the packet is still
- *    taken, within SH_RX_SCAN_EVERY polls;
+ *  - a peer that clears the hint and bits after a packet: the packet is
+ *    still taken, within SH_RX_SCAN_EVERY polls;
  *  - a peer that keeps the hint set: every packet still taken once, in
  *    order (the hint is only a reason to look);
  *  - hinted, a packet that waits for a plain buffer keeps the card awake
@@ -18,6 +18,8 @@
  *    the periodic look at every ring, within SH_RX_SCAN_EVERY runs;
  *  - a peer that sets every arrival bit: packets still taken once, in
  *    order;
+ *  - hinted, a packet sent before its QP was connected: the first poll
+ *    after the connection takes it;
  *  - hinted, a message of many packets through a ring of 4 slots (its
  *    QP has a message under way between runs) interleaved with 8 B ones
  *    on other rings: all of them land, intact.
@@ -102,7 +104,10 @@ static void test_hint_cleared(void)
 		if (sh_send_tm(&env, round, IBV_TMH_NO_TAG, 0, 0, &v,
 			       sizeof(v), 950 + round))
 			tap_bail("send");
-		atomic_store(&h->rx_hint, 0); /* the attacker */
+		/* the attacker: no hint, no bit */
+		atomic_store(&h->rx_hint, 0);
+		for (unsigned w = 0; w < SH_RX_BIT_WORDS; w++)
+			atomic_store(&h->rx_bits[w], 0);
 		for (polls = 1; polls <= 64 + 1; polls++)
 			if (sh_poll(env.b.cq, &wc) == 1)
 				break;
@@ -113,7 +118,8 @@ static void test_hint_cleared(void)
 		tap_diag("hint cleared: taken at poll %d", polls);
 	}
 	tap_check(got == 4 && !lost,
-		  "a peer clears the arrival hint after each of 4 packets: "
+		  "a peer clears the arrival hint and bits after each of 4 "
+		  "packets: "
 		  "each still taken within SH_RX_SCAN_EVERY + 1 polls "
 		  "(%d taken, %d not)", got, lost);
 	reach_drop(&r);
@@ -126,9 +132,14 @@ static void test_hint_stuck(int set_bits)
 	struct sh_rings *h;
 	struct sh_wc wc[8];
 	int n = 0, order = 1, empty = 0;
+	struct ibv_qp *idle_qp = NULL;
 
 	open_env(IDLE_PAIRS, 64);
 	h = victim_rings(&r);
+	/* (a QP never connected: its bit names no ring to look at) */
+	if (set_bits && !(idle_qp = sh_qp_create(&env.b, env.p[0].rcq,
+						 env.b.srq, NULL)))
+		tap_bail("qp");
 	for (int i = 0; i < 8; i++) {
 		uint32_t v = (uint32_t)i;
 
@@ -152,7 +163,10 @@ static void test_hint_stuck(int set_bits)
 	tap_check(n == 8 && order && empty > 0,
 		  "a peer keeps the arrival hint%s set: 8 packets taken once, "
 		  "in order (%d), and polls then find nothing (%d empty)",
-		  set_bits ? " and every arrival bit" : "", n, empty);
+		  set_bits ? " and every arrival bit (one of a QP not "
+		  "connected)" : "", n, empty);
+	if (idle_qp)
+		sh_v()->destroy_qp(idle_qp);
 	reach_drop(&r);
 	sh_env_close(&env);
 }
@@ -192,6 +206,40 @@ static void test_bits_cleared(void)
 		  "SH_RX_SCAN_EVERY runs (%d taken within 65)", IDLE_PAIRS,
 		  first, got);
 	reach_drop(&r);
+	sh_env_close(&env);
+}
+
+static void test_early_packet(void)
+{
+	struct sh_pair *p;
+	struct sh_wc wc;
+	uint32_t v = 5;
+	int early, got;
+
+	open_env(IDLE_PAIRS, 64);
+	p = &env.p[env.npairs];
+	p->scq = sh_cq_ex(env.a.ctx, 64);
+	p->rcq = sh_cq_ex(env.b.ctx, 64);
+	p->sqp = p->scq ? sh_qp_create(&env.a, p->scq, env.a.srq, NULL) : NULL;
+	p->rqp = p->rcq ? sh_qp_create(&env.b, p->rcq, env.b.srq, NULL) : NULL;
+	if (!p->sqp || !p->rqp ||
+	    sh_qp_connect(p->sqp, &env.b.gid, p->rqp->qp_num))
+		tap_bail("half a pair");
+	env.npairs++;
+	/* sent before the receiving QP is connected: its bit names a ring
+	 * no one watches yet */
+	if (sh_send_tm(&env, env.npairs - 1, IBV_TMH_NO_TAG, 0, 0, &v,
+		       sizeof(v), 995))
+		tap_bail("send");
+	early = sh_poll(env.b.cq, &wc);
+	if (sh_qp_connect(p->rqp, &env.a.gid, p->sqp->qp_num))
+		tap_bail("connect");
+	got = sh_poll(env.b.cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+	      wc.opcode == IBV_WC_TM_NO_TAG;
+	tap_check(!early && got,
+		  "%d rings (hinted): a packet sent before its QP was "
+		  "connected is taken by the first poll after (%d early, %s)",
+		  IDLE_PAIRS + 1, early, sh_wc_str(&wc));
 	sh_env_close(&env);
 }
 
@@ -292,6 +340,7 @@ int main(void)
 	test_hint_stuck(1);
 	test_bits_cleared();
 	test_rnr_hinted();
+	test_early_packet();
 	test_under_way();
 	return tap_done();
 }
