@@ -179,7 +179,18 @@ run_vm_suite() {
 	local tap=$top/build/vm.tap rc=0 p f s plan
 	mkdir -p "$top/build"
 	if [ -n "$vm_image_pid" ]; then
-		# its failure shows again, with its log, in the suite's first line
+		# at most VM_IMAGE_WAIT s more once the builds are done; its
+		# failure shows again, with its log, in the suite's first line
+		local waited=0
+		while kill -0 "$vm_image_pid" 2> /dev/null &&
+		      [ $waited -lt "${VM_IMAGE_WAIT:-900}" ]; do
+			sleep 5
+			waited=$((waited + 5))
+		done
+		if kill -0 "$vm_image_pid" 2> /dev/null; then
+			echo "run-tests: [vm] the image build was not done ${waited} s after the builds (VM_IMAGE_WAIT): stopped"
+			kill "$vm_image_pid" 2> /dev/null || true
+		fi
 		wait "$vm_image_pid" || echo "run-tests: [vm] the background image build failed"
 		sed 's/^/    image| /' "$top/build/vm-image.log" | tail -n 8
 	fi

@@ -559,6 +559,13 @@ static int select_port(struct tm_dev *dev, const struct ibv_device_attr_ex *a)
 
 static __thread const char *open_why;
 
+int tm_dev_is_rxe(const char *name, uint32_t vendor_id)
+{
+	if (vendor_id == TM_DEV_RXE_VENDOR_ID)
+		return 1;
+	return vendor_id == 0 && name && !strncmp(name, "rxe", 3);
+}
+
 const char *tm_dev_open_why(void)
 {
 	return open_why;
@@ -596,8 +603,8 @@ int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out)
 		dev->caps.max_sge = attr.tm_caps.max_sge;
 	}
 	dev->qp_max_send_wr = cfg->qp_max_send_wr;
-	dev->cq_poll_max = attr.orig_attr.vendor_id == TM_DEV_RXE_VENDOR_ID ?
-			   1 : UINT32_MAX;
+	dev->rxe = tm_dev_is_rxe(devname, attr.orig_attr.vendor_id);
+	dev->cq_poll_max = dev->rxe ? 1 : UINT32_MAX;
 	why = size_queues(dev, cfg, &attr);
 	if (why) {
 		open_why = why;

@@ -176,6 +176,7 @@ struct tm_dev {
 	uint32_t cq_poll_max;     /* completions one ibv_start_poll may go
 				   * on to with ibv_next_poll (see
 				   * tm_dev_start_poll) */
+	int rxe;                  /* the kernel's soft-RoCE (tm_dev_is_rxe) */
 	uint8_t max_rd_atomic, max_dest_rd_atomic;
 	uint32_t max_msg_sz;      /* port's: larger RDMA reads must be split */
 	char name[64];            /* provider:device, for messages */
@@ -268,12 +269,18 @@ int tm_dev_pair_destroy(struct tm_dev *dev, struct tm_dev_pair *pair);
  * ibv_end_poll() follows, as the verbs require: the index passes the
  * producer's, and from then on the CQ hands out stale or zeroed slots as
  * completions (garbage wr_ids) and loses real ones.  The kernel driver
- * names the device by vendor_id 0xFFFFFF.  On it dev->cq_poll_max is 1:
- * a caller never calls ibv_next_poll() but ends each poll after its
- * first completion (start_poll then end_poll is right on every version);
- * elsewhere it is UINT32_MAX.
+ * names the device by vendor_id 0xFFFFFF; where a kernel leaves it 0, its
+ * name tells (tm_dev_is_rxe).  On it dev->cq_poll_max is 1: a caller never
+ * calls ibv_next_poll() but ends each poll after its first completion
+ * (start_poll then end_poll is right on every version); elsewhere it is
+ * UINT32_MAX.
  */
 #define TM_DEV_RXE_VENDOR_ID 0xFFFFFFu
+
+/* 1 when a device of this name and vendor_id is the kernel's rxe: its
+ * vendor_id, or (vendor_id 0) a name starting "rxe", the convention
+ * rdma-core's own rxe provider falls back on to know its devices. */
+int tm_dev_is_rxe(const char *name, uint32_t vendor_id);
 
 /*
  * ibv_start_poll with its return value sorted: TM_OK (a completion is

@@ -21,9 +21,16 @@
  * sooner loses nothing; receiver-not-ready retried without end (7), as
  * a full SRQ only means a busy peer, 1.28 ms apart (the IB code 14:
  * the first step at or above UCX's 1 ms).
+ *
+ * The kernel's rxe reads a retry_cnt of 7 as "retry without end", like
+ * rnr_retry (its completer never counts 7 down): a peer whose process
+ * died, whose QP is gone and whose kernel drops what comes for it, was
+ * then retried forever and nothing waiting on it ever failed.  On rxe
+ * the count is 6, the most it honours, about 7 s.
  */
 #define RC_TIMEOUT 18
 #define RC_RETRY_CNT 7
+#define RC_RETRY_CNT_RXE 6
 #define RC_RNR_RETRY 7
 #define RC_MIN_RNR_TIMER 14
 
@@ -140,7 +147,7 @@ static int connect_qp(struct tm_dev *dev, struct ibv_qp *qp,
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_state = IBV_QPS_RTS;
 	attr.timeout = RC_TIMEOUT;
-	attr.retry_cnt = RC_RETRY_CNT;
+	attr.retry_cnt = dev->rxe ? RC_RETRY_CNT_RXE : RC_RETRY_CNT;
 	attr.rnr_retry = RC_RNR_RETRY;
 	attr.sq_psn = 0;
 	attr.max_rd_atomic = dev->max_rd_atomic;

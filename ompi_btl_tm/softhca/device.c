@@ -94,6 +94,11 @@ static int config_check(const struct softhca_config *cfg)
 	}
 	if (cfg->sched > SOFTHCA_SCHED_MANUAL)
 		return EINVAL;
+	if (cfg->rxe_cq < 0 || cfg->rxe_cq > 2) {
+		fprintf(stderr, "softhca: SOFTHCA_RXE_CQ=%d: 0, 1 or 2\n",
+			cfg->rxe_cq);
+		return EINVAL;
+	}
 	return 0;
 }
 
@@ -156,7 +161,7 @@ int softhca_config_from_env(struct softhca_config *cfg)
 		cfg->no_tm = atoi(s) != 0;
 	s = getenv("SOFTHCA_RXE_CQ");
 	if (s)
-		cfg->rxe_cq = atoi(s) != 0;
+		cfg->rxe_cq = atoi(s);
 	return config_check(cfg);
 }
 
@@ -218,7 +223,7 @@ static void sh_free_device_list(struct ibv_device **list)
 
 static const char *sh_get_device_name(struct ibv_device *dev)
 {
-	return dev->name;
+	return config.rxe_cq == 2 ? "rxe0" : dev->name;
 }
 
 /* ---- queries --------------------------------------------------------- */
@@ -234,7 +239,7 @@ static int sh_query_device_ex(struct ibv_context *c,
 		return EINVAL;
 	memset(attr, 0, size);
 	snprintf(a->fw_ver, sizeof(a->fw_ver), "softhca-1");
-	a->vendor_id = cfg->rxe_cq ? 0xFFFFFFu : 0x0; /* the kernel rxe's */
+	a->vendor_id = cfg->rxe_cq == 1 ? 0xFFFFFFu : 0x0; /* the kernel rxe's */
 	a->max_mr_size = UINT64_MAX;
 	a->page_size_cap = 4096;
 	a->max_qp = (int)cfg->max_qp;

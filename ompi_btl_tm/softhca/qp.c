@@ -202,6 +202,17 @@ static bool transition_ok(enum ibv_qp_state from, enum ibv_qp_state to)
 	}
 }
 
+static void rts_attr_keep(struct sh_qp *qp, const struct ibv_qp_attr *attr,
+			  int mask)
+{
+	if (mask & IBV_QP_TIMEOUT)
+		qp->timeout = attr->timeout;
+	if (mask & IBV_QP_RETRY_CNT)
+		qp->retry_cnt = attr->retry_cnt;
+	if (mask & IBV_QP_RNR_RETRY)
+		qp->rnr_retry = attr->rnr_retry;
+}
+
 int sh_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
 	struct sh_qp *qp = to_sh_qp(ibqp);
@@ -225,6 +236,8 @@ int sh_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	}
 	else if (to == IBV_QPS_RESET)
 		qp_reset(qp);
+	if (!err && to == IBV_QPS_RTS)
+		rts_attr_keep(qp, attr, mask);
 	if (!err)
 		qp->qp.state = to;
 	pthread_mutex_unlock(&qp->ctx->lock);
@@ -248,6 +261,9 @@ int sh_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
 	attr->cap.max_send_sge = qp->max_send_sge;
 	attr->cap.max_recv_sge = SH_MAX_SGE;
 	attr->cap.max_inline_data = qp->max_inline;
+	attr->timeout = qp->timeout;
+	attr->retry_cnt = qp->retry_cnt;
+	attr->rnr_retry = qp->rnr_retry;
 	pthread_mutex_unlock(&qp->ctx->lock);
 	init->send_cq = qp->qp.send_cq;
 	init->recv_cq = qp->qp.recv_cq;

@@ -159,7 +159,9 @@ struct softhca_config {
 				     * producer's: the next poll returns the
 				     * slot there, never written (all zero,
 				     * wr_id 0).  The model hands out that
-				     * first zeroed slot only. */
+				     * first zeroed slot only.  2: the same
+				     * on a kernel that leaves vendor_id 0:
+				     * the device is named "rxe0" instead */
 };
 
 /*

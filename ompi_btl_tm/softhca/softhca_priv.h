@@ -312,6 +312,9 @@ struct sh_qp {
 	uint32_t max_send_wr, max_recv_wr, sq_sig_all;
 	uint32_t max_send_sge;       /* more SGEs in a WR: ENOMEM, as mlx5 */
 	uint32_t max_inline;         /* larger IBV_SEND_INLINE: ENOMEM */
+	uint8_t timeout, retry_cnt, rnr_retry; /* as set at RTS; kept for
+				      * ibv_query_qp only (the soft HCA
+				      * learns of a dead peer from its pid) */
 	bool no_sq;                  /* created with max_send_wr 0: user sends
 				      * refused; on a TM-SRQ, the card's
 				      * rendezvous QP (mlx5 offload_type RNDV) */

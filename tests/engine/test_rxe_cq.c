@@ -5,12 +5,15 @@
  * poll returns a slot never written (wr_id 0).  The soft HCA models it
  * (softhca.h, rxe_cq) in the plain mode, as rxe has no tag matching.
  *
- * Checked: the dev layer knows the device by its vendor_id and polls one
+ * Checked: the dev layer knows the device by its vendor_id, or by its
+ * name where a kernel leaves vendor_id 0 (rxe_cq 2), and polls one
  * completion at a time (cq_poll_max 1), so small messages both ways,
  * expected and unexpected, arrive intact with no error counted; and with
  * the dev layer made to misjudge it (cq_poll_max unlimited), the zeroed
  * completions that then come are counted as errors and dropped, never
- * dereferenced, and the same traffic still arrives intact.
+ * dereferenced, and the same traffic still arrives intact.  And the RC
+ * retry count its QPs get: 6 on rxe, which reads 7 as "retry without
+ * end" (a dead peer would never fail anything), 7 elsewhere.
  */
 #include <stdint.h>
 #include <string.h>
@@ -68,7 +71,40 @@ static uint32_t traffic(struct eu_world *w)
 	return ok;
 }
 
-static void run(uint32_t cq_poll_max)
+/* rxe_cq: the soft HCA's model (1: vendor_id 0xFFFFFF, 2: vendor_id 0
+ * and the name "rxe0"); cq_poll_max 0: the dev layer's own judgement */
+/* the retry_cnt node 0's QP to node 1 was brought to RTS with */
+static int retry_cnt(struct eu_world *w)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr a;
+	struct tm_dev *dev = w->node[0].dev;
+
+	if (dev->verbs->query_qp(w->node[0].qp[1].tx, &a, IBV_QP_RETRY_CNT,
+				 &init))
+		return -1;
+	return a.retry_cnt;
+}
+
+static void run_retry(int rxe_cq)
+{
+	struct eu_world w;
+	struct eu_opts o;
+	int got, want = rxe_cq ? 6 : 7;
+
+	eu_opts_default(&o);
+	o.no_tm = 1;
+	o.rxe_cq = rxe_cq;
+	o.arena_len = 4096;
+	if (eu_world_init(&w, 2, &o))
+		tap_bail("cannot open two soft HCA nodes");
+	got = retry_cnt(&w);
+	tap_check(got == want, "%s: RC retry_cnt %d (want %d)",
+		  rxe_cq ? "rxe" : "not rxe", got, want);
+	eu_world_fini(&w);
+}
+
+static void run(int rxe_cq, uint32_t cq_poll_max)
 {
 	struct eu_world w;
 	struct eu_opts o;
@@ -77,7 +113,7 @@ static void run(uint32_t cq_poll_max)
 
 	eu_opts_default(&o);
 	o.no_tm = 1;
-	o.rxe_cq = 1;
+	o.rxe_cq = rxe_cq;
 	o.arena_len = 4096;
 	o.cq_poll_max = cq_poll_max;
 	if (eu_world_init(&w, 2, &o))
@@ -87,7 +123,8 @@ static void run(uint32_t cq_poll_max)
 	if (!cq_poll_max) {
 		tap_check(w.node[0].dev->cq_poll_max == 1 &&
 			  w.node[1].dev->cq_poll_max == 1,
-			  "rxe's vendor_id: one completion per poll (cq_poll_max %u)",
+			  "rxe known by its %s: one completion per poll (cq_poll_max %u)",
+			  rxe_cq == 1 ? "vendor_id" : "name (vendor_id 0)",
 			  w.node[0].dev->cq_poll_max);
 		tap_check(ok == ROUNDS && errors == 0,
 			  "%u B messages both ways: %u of %u intact, %llu errors",
@@ -102,7 +139,11 @@ static void run(uint32_t cq_poll_max)
 
 int main(void)
 {
-	run(0);
-	run(UINT32_MAX);
+	run(1, 0);
+	run(2, 0);
+	run(1, UINT32_MAX);
+	run_retry(1);
+	run_retry(2);
+	run_retry(0);
 	return tap_done();
 }

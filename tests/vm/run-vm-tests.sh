@@ -27,18 +27,36 @@
 #            time; ob1 cannot, so there mpirun must end the job in bounded
 #            time, naming the killed rank), the VM-to-VM cable of
 #            vm2 pulled for VM_FLAP_SECONDS (tests/vm/mpi_linkflap: the
-#            job survives or fails cleanly, never hangs)
+#            job survives or fails cleanly, never hangs), and (full list
+#            only) for VM_FLAP_LONG_SECONDS, longer than RC's retries
+#            (about 7 s on rxe): the QPs fail, so the job must fail
+#            cleanly (or survive), never hang ("linkflaplong")
 #   nonroot  as user mpiuser at kernel.yama.ptrace_scope 1 (the ring) and
 #            2 (ring, any-source, probe) across the VMs under each
-#            configuration, and under tm with every rank on vm1 (the soft
-#            HCA, "tm1") and --mca btl self
+#            configuration; and with every rank on vm1 (the soft HCA,
+#            "tm1", --mca btl self: no vader, whose PR_SET_PTRACER would
+#            hide what Yama does) the ring at 4 ranks and the MPI suite
+#            (tests/mpi/run-mpi-tests.sh, configuration tm, 2 ranks each;
+#            one TAP line per program) at both scopes
 #
-# The two switches (set to 1 once the work they wait for is on main):
-tm_required=${VM_TM_REQUIRED:-0}
+# Two lists (VM_LIST):
+#   full     (default; scripts/run-tests.sh --vm) all of the above: every
+#            program under ob1 and tm, every tests/mpi program at both
+#            scopes
+#   ci       (.ci/run) about 10 min under TCG (12.5 on a loaded
+#            machine): every program under tm but linkflaplong; under ob1
+#            the ring and the killed rank (reference); as mpiuser the ring
+#            across the VMs under tm at scope 2 and, on the soft HCA, the
+#            ring and the suite's $ci_suite at both scopes
+#
+# The two switches.  Both are 1 now that what they waited for is on main
+# (mtl tm on devices without tag matching; the soft HCA without ptrace
+# permission); 0 turns a known failure back into a SKIP that names it:
+tm_required=${VM_TM_REQUIRED:-1}
 #   0: while mtl tm cannot open a device without tag matching (a probe on
 #      vm1 says so: it declines rxe0 for lack of IBV_TM_CAP_RC), the tm
 #      lines are "ok ... # SKIP" naming that; 1: they must pass
-nonroot_tm_required=${VM_NONROOT_TM_REQUIRED:-0}
+nonroot_tm_required=${VM_NONROOT_TM_REQUIRED:-1}
 #   0: a soft-HCA run as mpiuser that fails to connect its ranks ("cannot
 #      connect to rank") is "# SKIP" naming that; 1: it must pass
 #
@@ -60,11 +78,22 @@ top=$(cd "$here/../.." && pwd)
 timeout_s=${VM_TEST_TIMEOUT:-150}
 budget=${VM_SUITE_BUDGET:-900}
 flap_s=${VM_FLAP_SECONDS:-4}
+flap_long_s=${VM_FLAP_LONG_SECONDS:-15}
 seed=${MPITEST_SEED:-$(date +%s)}
 P=/opt/mtl-tm/build/tests
+list=${VM_LIST:-full}
+# the tests/mpi programs of the non-root suite on the soft HCA
+ci_suite="mpi_order mpi_wildcard mpi_probe mpi_cancel"
+case $list in
+full) suite=$(sed -n 's/^\(mpi_[a-z_]*\) [0-9,]*$/\1/p' "$top/tests/mpi/run-mpi-tests.sh" | tr '\n' ' ') ;;
+ci) suite=$ci_suite ;;
+*) echo "Bail out! VM_LIST=$list: full or ci"; exit 1 ;;
+esac
 targets=(tests/mtl/mpi_hello tests/mtl/mpi_ring tests/mtl/mpi_peer_dead
-	 tests/mpi/mpi_wildcard tests/mpi/mpi_cancel tests/mpi/mpi_scancel
-	 tests/mpi/mpi_truncate tests/mpi/mpi_probe tests/vm/mpi_linkflap)
+	 tests/vm/mpi_linkflap)
+for t in $suite mpi_cancel mpi_scancel mpi_truncate mpi_probe mpi_wildcard; do
+	[[ " ${targets[*]} " == *" tests/mpi/$t "* ]] || targets+=("tests/mpi/$t")
+done
 # name, ranks, program and arguments
 programs=(
 	"ring 2 $P/mtl/mpi_ring"
@@ -73,10 +102,20 @@ programs=(
 	"scancel 2 $P/mpi/mpi_scancel"
 	"truncate 2 $P/mpi/mpi_truncate"
 	"probe 2 $P/mpi/mpi_probe"
-	"peerdead 3 $P/mtl/mpi_peer_dead"
+	"peerdead 3 $P/mtl/mpi_peer_dead 20"
 	"linkflap 2 $P/vm/mpi_linkflap 16"
+	"linkflaplong 2 $P/vm/mpi_linkflap 30"
 )
 read -r -a configs <<< "${VM_CONFIGS:-ob1 tm}"
+# ci_skip NAME CONFIG: 0 when the ci list leaves this case out
+ci_skip() {
+	[ "$list" = ci ] || return 1
+	case $2:$1 in
+	*:linkflaplong) return 0 ;;
+	tm:* | tm1:* | ob1:ring | ob1:peerdead) return 1 ;;
+	esac
+	return 0
+}
 
 t_all=$(date +%s%N)
 run=${VM_RIG:-${VM_RUN_DIR:-$(mktemp -d /tmp/mtl-tm-vm.XXXXXX)}}
@@ -132,14 +171,14 @@ tm_probe
 for prog in "${programs[@]}"; do
 	wanted "${prog%% *}" || continue
 	for c in "${configs[@]}"; do
-		mpi_case root "$c" $prog
+		ci_skip "${prog%% *}" "$c" || mpi_case root "$c" $prog
 	done
 done
 
 # ---- non-root users and Yama ----------------------------------------------------------
 # As mpiuser: at scope 1 the ring, at scope 2 the ring, any-source and
-# probe, under each configuration and under tm on one VM (the soft HCA,
-# where Yama matters; no vader, whose PR_SET_PTRACER would hide it)
+# probe, under each configuration; and on one VM (the soft HCA, where Yama
+# matters) the ring and the MPI suite
 for scope in 1 2; do
 	wanted nonroot || continue
 	yama_set "$scope"
@@ -149,15 +188,14 @@ for scope in 1 2; do
 		1:ring | 2:ring | 2:anysource | 2:probe) ;;
 		*) continue ;;
 		esac
+		[ "$list" = ci ] && [ "$scope:$name" != 2:ring ] && continue
 		for c in "${configs[@]}"; do
-			mpi_case mpiuser "$c" "$name@scope$scope" "$np" $rest
+			ci_skip "$name@scope$scope" "$c" ||
+				mpi_case mpiuser "$c" "$name@scope$scope" "$np" $rest
 		done
 	done
 	mpi_case mpiuser tm1 "ring@scope$scope" 4 "$P/mtl/mpi_ring"
-	if [ "$scope" = 2 ]; then
-		mpi_case mpiuser tm1 "anysource@scope2" 3 "$P/mpi/mpi_wildcard"
-		mpi_case mpiuser tm1 "probe@scope2" 2 "$P/mpi/mpi_probe"
-	fi
+	mpi_suite mpiuser "$scope" $suite
 done
 
 tap_end

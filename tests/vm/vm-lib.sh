@@ -2,7 +2,7 @@
 # vm-lib.sh - sourced by tests/vm/run-vm-tests.sh: TAP output, the rig's
 # checks (rxe0, RC ping-pong, the mtl tm probe, Yama) and one MPI case
 # (mpi_case), each judged by what its program prints.
-# Uses the runner's run, seed, timeout_s, budget, flap_s, tm_required,
+# Uses the runner's run, seed, timeout_s, budget, flap_s, flap_long_s, tm_required,
 # nonroot_tm_required and rig.sh's rig_ssh / rig_link.
 
 n=0 npass=0 nfail=0 nskip=0
@@ -120,11 +120,12 @@ config_mca() {
 	esac
 }
 
-# Starts the job in the background (linkflap): pulls vm2's cable for
-# flap_s seconds once the program says "running"; returns ssh's status.
+# flap_job SECS LOG CMD...: starts the job in the background (linkflap):
+# pulls vm2's cable for SECS seconds once the program says "running";
+# returns ssh's status.
 flap_job() {
-	local log=$1 pid i rc=0
-	shift
+	local secs=$1 log=$2 pid i rc=0
+	shift 2
 	"$@" > "$log" 2>&1 &
 	pid=$!
 	for i in $(seq 120); do
@@ -133,8 +134,8 @@ flap_job() {
 		sleep 0.5
 	done
 	if grep -q '^running' "$log"; then
-		rig_link "$run" vm2 off && echo "# host: vm2's VM-to-VM link off for ${flap_s} s" >> "$log.flap"
-		sleep "$flap_s"
+		rig_link "$run" vm2 off && echo "# host: vm2's VM-to-VM link off for ${secs} s" >> "$log.flap"
+		sleep "$secs"
 		rig_link "$run" vm2 on && echo "# host: vm2's VM-to-VM link on" >> "$log.flap"
 	else
 		echo "# host: the program never said 'running': link left alone" >> "$log.flap"
@@ -176,7 +177,7 @@ judge() {
 		if [ $verdict = ok ] && [ "$c" = tm ]; then
 			modes=$(grep -c 'mode: no tag matching.* on verbs:rxe0' "$log")
 			if [ "$modes" != "$np" ]; then
-				verdict=fail why="$modes of $np ranks say \"mode: no tag matching ... on verbs:rxe0\" (mtl_tm_verbose 10): $(grep -m1 -o 'mode: .*' "$log")"
+				verdict=fail why="$modes of $np ranks say \"mode: no tag matching ... on verbs:rxe0\" (mtl_tm_verbose 10)$(grep -o 'mode: .*' "$log" | grep -v -m1 'on verbs:rxe0' | sed 's/^/; another says: /')"
 			else
 				why="every rank: $(grep -m1 -o 'mode: .*' "$log")"
 			fi
@@ -214,7 +215,9 @@ mpi_case() {
 	local ssh_cmd=(timeout -k 5 $((timeout_s + 30)) ssh -F "$run/ssh_config" -l "$user" vm1 "$cmd")
 	rm -f "$log.flap"
 	if [ "${name%%@*}" = linkflap ]; then
-		flap_job "$log" "${ssh_cmd[@]}" || rc=$?
+		flap_job "$flap_s" "$log" "${ssh_cmd[@]}" || rc=$?
+	elif [ "${name%%@*}" = linkflaplong ]; then
+		flap_job "$flap_long_s" "$log" "${ssh_cmd[@]}" || rc=$?
 	else
 		"${ssh_cmd[@]}" > "$log" 2>&1 || rc=$?
 	fi
@@ -234,4 +237,41 @@ mpi_case() {
 		show "$log" 30
 		;;
 	esac
+}
+
+# mpi_suite USER SCOPE PROGRAM...: tests/mpi/run-mpi-tests.sh on vm1 as
+# USER, every rank there (the soft HCA), configuration tm, 2 ranks, btl
+# self (no vader: its PR_SET_PTRACER would hide what Yama does); each of
+# its TAP lines becomes one of ours.  A run that ends without every line
+# it planned counts one failure more.
+mpi_suite() {
+	local user=$1 scope=$2 rc=0 log plan got=0 bad=0 line label
+	shift 2
+	[ $# -gt 0 ] || return 0
+	log=$run/logs/suite-scope$scope-$user.log
+	label="tests/mpi as $user at ptrace_scope $scope (soft HCA, btl self)"
+	if [ $(( $(date +%s) - ${t_mpi:-$(date +%s)} )) -gt "$budget" ]; then
+		tap_fail "$label: not run: the MPI part's budget of ${budget} s (VM_SUITE_BUDGET) is spent"
+		return
+	fi
+	timeout -k 5 $(( ($# + 1) * (timeout_s + 10) )) ssh -F "$run/ssh_config" -l "$user" vm1 \
+		"cd /tmp && OMPI_MCA_btl=self MPI_TESTS_CONFIGS=tm MPI_TESTS_TM=installed MPI_TESTS_NP=2 MPI_TESTS_TIMEOUT=$timeout_s MPITEST_SEED=$seed top_builddir=/opt/mtl-tm/build /opt/mtl-tm/src/tests/mpi/run-mpi-tests.sh $*" \
+		> "$log" 2>&1 || rc=$?
+	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$log" | head -n 1)
+	while IFS= read -r line; do
+		got=$((got + 1))
+		case $line in
+		"ok "*"# SKIP"*) tap_fail "$label: ${line#ok * - } (a skip here means mtl tm was not found)" ;;
+		"ok "*) tap_ok "$label: ${line#ok * - }" ;;
+		*)
+			tap_fail "$label: ${line#not ok * - }"
+			bad=1
+			;;
+		esac
+	done < <(grep -a -E '^(not )?ok [0-9]+ - ' "$log")
+	if [ -z "$plan" ] || [ "$got" != "$plan" ]; then
+		tap_fail "$label: $got results of ${plan:-no} plan (exit $rc)"
+		bad=1
+	fi
+	[ $bad = 0 ] || show "$log" 40
 }
