@@ -90,8 +90,8 @@ static void watch_set(struct sh_qp *qp)
  * n rings watched: ask the producers for the arrival hint or stop (see
  * SH_RX_ARM_FROM).  A producer may still publish a packet without the hint
  * after this (it had not seen the change): the next poll runs the card,
- * which looks at every ring, and a packet later than that waits for the
- * periodic look (SH_RX_SCAN_EVERY idle polls) at most.
+ * which looks at every ring (rx_full), and a packet later than that waits
+ * for the periodic look (SH_RX_SCAN_EVERY idle polls) at most.
  */
 static void rx_arm(struct sh_context *ctx, uint32_t n)
 {
@@ -100,6 +100,7 @@ static void rx_arm(struct sh_context *ctx, uint32_t n)
 	if (arm == ctx->rx_armed)
 		return;
 	ctx->rx_armed = arm;
+	atomic_store_explicit(&ctx->rx_full, 1, memory_order_relaxed);
 	atomic_store_explicit(&ctx->seg->rx_armed, arm, memory_order_release);
 	sh_sched_kick(ctx);
 }
@@ -122,6 +123,10 @@ void sh_rx_watch(struct sh_qp *qp)
 	} else {
 		watch_set(qp);
 	}
+	/* (its ring may hold packets sent before it was watched, whose bits
+	 * named no ring: the next run looks at every ring) */
+	atomic_store_explicit(&ctx->rx_full, 1, memory_order_relaxed);
+	sh_sched_kick(ctx);
 }
 
 /* The last entry takes the place of qp's (a racing idle poll may misread

@@ -151,6 +151,9 @@ static int qp_connect(struct sh_qp *qp, struct ibv_qp_attr *attr, int mask)
 	/* a fresh ring's tail is 0; wherever it is, production starts there */
 	qp->out_head = qp->out_tail = atomic_load(&qp->out->tail);
 	qp->out_idx = peer->gone ? 0 : qp->out_head % peer->lay.ring_depth;
+	qp->out_bits = peer->gone ? NULL : &((struct sh_rings *)peer->rings)
+				->rx_bits[sh_rx_bit(idx) / 64];
+	qp->out_mask = 1ull << (sh_rx_bit(idx) % 64);
 	sh_rx_watch(qp);
 	return 0;
 }

@@ -161,19 +161,151 @@ static inline bool watched_ready(const struct sh_qp *qp)
 }
 
 /*
- * The card is about to look at every watched ring: the arrival hint
- * (softhca_sched.h, sh_rx_quiet) is cleared first, and the fence orders
- * that before the rings are read, so a packet the look misses has its
- * hint stored after the clear, for the next poll to see.
+ * Steps a watched QP's ring while it has a packet.  Whether the QP still
+ * has receive work: a packet a step could not take there (it waits for a
+ * buffer or for ring room), or a message under way.  A packet that lands
+ * after the look is the next run's (its ring, or its bit, keeps the quiet
+ * path from being taken).
  */
-static inline void rx_hint_take(struct sh_context *ctx)
+static inline bool rx_visit(struct sh_context *ctx, struct sh_qp *qp, int *n)
 {
-	if (ctx->rxw_n > SH_RX_ARM_FROM &&
-	    atomic_load_explicit(&ctx->rings->rx_hint, memory_order_relaxed)) {
+	bool stuck = false;
+
+	if (watched_ready(qp)) {
+		while (!(stuck = !sh_qp_rx_step(qp)) && (++*n, watched_ready(qp)))
+			;
+		/* (a QP failed by these steps: flushed before another's) */
+		flush_due(ctx);
+	}
+	return stuck || qp->rx.dest != SH_RX_IDLE;
+}
+
+static inline void rx_pend_set(struct sh_context *ctx, uint32_t i)
+{
+	i = sh_rx_bit(i);
+	ctx->rx_pend[i / 64] |= 1ull << (i % 64);
+}
+
+/*
+ * Every watched ring (rx steps never unwatch a QP: the array is stable);
+ * armed, the QPs left with work are noted in rx_pend.  (Inlined: with a
+ * constant armed, the few-rings loop is the plain one.)
+ */
+static inline __attribute__((always_inline)) bool
+rx_scan_all(struct sh_context *ctx, int *n, bool armed)
+{
+	bool busy = false;
+
+	for (uint32_t i = 0, m = ctx->rxw_n; i < m; i++) {
+		struct sh_qp *qp = ctx->rxw_qp[i];
+
+		if (rx_visit(ctx, qp, n)) {
+			busy = true;
+			if (armed)
+				rx_pend_set(ctx, qp->index);
+		}
+	}
+	return busy;
+}
+
+/* The rings arrival bit i names (the last names every ring from it on). */
+static bool rx_visit_bit(struct sh_context *ctx, uint32_t i, int *n)
+{
+	uint32_t end = i == SH_RX_BITS - 1 ? ctx->qp_hwm : i + 1;
+	bool busy = false;
+
+	for (; i < end && i < ctx->qp_hwm; i++) {
+		struct sh_qp *qp = ctx->qps[i];
+
+		/* (a bit is a peer's word: an unwatched QP's ring is not
+		 * looked at) */
+		if (qp && qp->rxw >= 0 && rx_visit(ctx, qp, n)) {
+			busy = true;
+			rx_pend_set(ctx, i);
+		}
+	}
+	return busy;
+}
+
+/* The words of arrival bits a QP of ours can have. */
+static inline uint32_t rx_words(const struct sh_context *ctx)
+{
+	uint32_t w = (ctx->qp_hwm + 63) / 64;
+
+	return w < SH_RX_BIT_WORDS ? w : SH_RX_BIT_WORDS;
+}
+
+/* Only the rings the bits and rx_pend name. */
+static bool rx_scan_bits(struct sh_context *ctx, int *n)
+{
+	_Atomic uint64_t *bits = ctx->rings->rx_bits;
+	bool busy = false;
+
+	for (uint32_t w = 0, m = rx_words(ctx); w < m; w++) {
+		uint64_t b = ctx->rx_pend[w];
+
+		if (atomic_load_explicit(&bits[w], memory_order_relaxed))
+			b |= atomic_exchange_explicit(&bits[w], 0,
+						      memory_order_seq_cst);
+		ctx->rx_pend[w] = 0;
+		for (; b; b &= b - 1)
+			busy |= rx_visit_bit(ctx, w * 64 +
+					     (uint32_t)__builtin_ctzll(b), n);
+	}
+	return busy;
+}
+
+/*
+ * Armed (rx_pass): the rings the bits name, or every one when rx_full says
+ * so or each SH_RX_SCAN_EVERY-th run (the bits are peer-written).  The
+ * hint is cleared, then the bits taken, then the rings read, so a packet
+ * the look misses has its bit and hint stored after, for the next run.
+ */
+static bool rx_pass_armed(struct sh_context *ctx, int *n)
+{
+	_Atomic uint64_t *bits = ctx->rings->rx_bits;
+
+	if (atomic_load_explicit(&ctx->rings->rx_hint, memory_order_relaxed))
 		atomic_store_explicit(&ctx->rings->rx_hint, 0,
 				      memory_order_relaxed);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!(++ctx->rx_runs & (SH_RX_SCAN_EVERY - 1)) ||
+	    atomic_load_explicit(&ctx->rx_full, memory_order_relaxed)) {
+		atomic_store_explicit(&ctx->rx_full, 0, memory_order_relaxed);
+		for (uint32_t w = 0, m = rx_words(ctx); w < m; w++) {
+			ctx->rx_pend[w] = 0;
+			if (atomic_load_explicit(&bits[w],
+						 memory_order_relaxed))
+				atomic_exchange_explicit(&bits[w], 0,
+							 memory_order_seq_cst);
+		}
 		atomic_thread_fence(memory_order_seq_cst);
+		return rx_scan_all(ctx, n, true);
 	}
+	return rx_scan_bits(ctx, n);
+}
+
+/*
+ * One look at the rings that may have news: every watched ring while the
+ * producers are not asked for bits (SH_RX_ARM_FROM rings or fewer), else
+ * rx_pass_armed.  Returns whether a watched QP still has receive work
+ * (rx_visit).
+ */
+static inline bool rx_pass(struct sh_context *ctx, int *n)
+{
+	return ctx->rx_armed ? rx_pass_armed(ctx, n)
+			     : rx_scan_all(ctx, n, false);
+}
+
+/* Armed: does a QP have receive work, or a ring news?  (under the lock) */
+static bool rx_pending(struct sh_context *ctx)
+{
+	for (uint32_t w = 0, m = rx_words(ctx); w < m; w++)
+		if (ctx->rx_pend[w])
+			return true;
+	return atomic_load_explicit(&ctx->rings->rx_hint,
+				    memory_order_acquire) ||
+	       atomic_load_explicit(&ctx->rx_full, memory_order_relaxed);
 }
 
 /*
@@ -191,7 +323,6 @@ static int card_drain(struct sh_context *ctx)
 
 	do {
 		n = 0;
-		rx_hint_take(ctx);
 		for (struct sh_srq *srq = ctx->srqs; srq; srq = srq->next)
 			while (srq->ops_count && sh_srq_op_step(srq))
 				n++;
@@ -204,13 +335,7 @@ static int card_drain(struct sh_context *ctx)
 					flush_due(ctx);
 				}
 		}
-		/* (rx steps never unwatch a QP: the array is stable here) */
-		for (uint32_t i = 0; i < ctx->rxw_n; i++)
-			if (sh_qp_rx_ready(ctx->rxw_qp[i]))
-				while (sh_qp_rx_step(ctx->rxw_qp[i])) {
-					n++;
-					flush_due(ctx);
-				}
+		rx_pass(ctx, &n);
 		while (ctx->jobs && sh_rndv_step(ctx)) {
 			n++;
 			flush_due(ctx);
@@ -275,6 +400,8 @@ static bool card_has_work(struct sh_context *ctx)
 {
 	if (ctx->tx_work || ctx->jobs || op_ready(ctx))
 		return true;
+	if (ctx->rx_armed)
+		return rx_pending(ctx);
 	for (uint32_t i = 0; i < ctx->rxw_n; i++) {
 		struct sh_qp *qp = ctx->rxw_qp[i];
 
@@ -296,41 +423,16 @@ static bool card_has_work(struct sh_context *ctx)
  */
 static int card_poll(struct sh_context *ctx)
 {
-	bool busy = false;
+	bool busy;
+	int n = 0;
 
 	if (ctx->tx_work || ctx->jobs || op_ready(ctx)) {
 		card_drain(ctx);
 		return -1;
 	}
-	rx_hint_take(ctx);
-	/*
-	 * (rx steps never unwatch a QP: the array is stable here; a step
-	 * finds nothing exactly when the ring is not ready.)  What
-	 * card_has_work would ask of each QP is asked as it is left: a step
-	 * on one QP changes no other's receive side.
-	 */
-	for (uint32_t i = 0, n = ctx->rxw_n; i < n; i++) {
-		struct sh_qp *qp = ctx->rxw_qp[i];
-
-		/*
-		 * A step that cannot take the packet there (it waits for a
-		 * buffer or for ring room) leaves it there: busy.  A packet
-		 * that lands after the look is the next poll's (its ring
-		 * keeps the quiet path from being taken).
-		 */
-		if (watched_ready(qp)) {
-			bool stuck;
-
-			while (!(stuck = !sh_qp_rx_step(qp)) &&
-			       watched_ready(qp))
-				;
-			/* (a QP failed by these steps: flushed before
-			 * another's) */
-			flush_due(ctx);
-			busy |= stuck;
-		}
-		busy |= qp->rx.dest != SH_RX_IDLE;
-	}
+	/* (what card_has_work would ask of each QP is asked as it is left:
+	 * a step on one QP changes no other's receive side) */
+	busy = rx_pass(ctx, &n);
 	if (ctx->tx_work || ctx->jobs) {
 		card_drain(ctx);
 		return -1;

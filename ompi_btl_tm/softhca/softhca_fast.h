@@ -112,16 +112,20 @@ static inline int32_t sh_tl_match(struct sh_srq *srq, uint64_t tag)
 
 /*
  * Publishes pkt (the slot sh_qp_out_slot gave): its seq goes last, then
- * the arrival hint when the owner asks for it (softhca_shm.h, rx_hint;
- * stored after the seq, so an owner that clears the hint and then looks
- * at the rings cannot miss the packet and the hint both).
+ * the ring's arrival bit and the hint when the owner asks for them
+ * (softhca_shm.h, sh_rings; stored after the seq, so an owner that clears
+ * the hint, then takes the bits, then looks at those rings cannot miss
+ * the packet and the bit both).
  */
 static inline void sh_qp_out_commit(struct sh_qp *qp, struct sh_pkt *pkt)
 {
 	atomic_store_explicit(&pkt->seq, ++qp->out_head, memory_order_release);
-	if (atomic_load_explicit(qp->peer->rx_armed, memory_order_relaxed))
+	if (atomic_load_explicit(qp->peer->rx_armed, memory_order_relaxed)) {
+		atomic_fetch_or_explicit(qp->out_bits, qp->out_mask,
+					 memory_order_seq_cst);
 		atomic_store_explicit(qp->peer->rx_hint, 1,
 				      memory_order_release);
+	}
 	if (++qp->out_idx == qp->peer->lay.ring_depth)
 		qp->out_idx = 0;
 }

@@ -336,6 +336,8 @@ struct sh_qp {
 	uint32_t out_head, out_idx, out_tail;
 	int32_t rxw;                 /* our entry in ctx->rxw, -1: none */
 	struct sh_peer *peer;
+	_Atomic uint64_t *out_bits;  /* our ring's arrival bit in the peer's */
+	uint64_t out_mask;           /* sh_rings (none for a gone peer) */
 	uint32_t dest_qpn;
 	struct sh_swr *sq;           /* circular, grows for FINs */
 	uint32_t sq_cap, sq_first, sq_count, sq_user;
@@ -430,6 +432,16 @@ struct sh_context {
 	 */
 	bool rx_armed;
 	_Atomic uint32_t idle_polls;
+	/*
+	 * Armed, a card run looks at the rings rings->rx_bits and rx_pend
+	 * name (sched.c), and at every ring when rx_full was set (a change
+	 * of watch, or an idle poll's periodic look found a packet) or each
+	 * SH_RX_SCAN_EVERY-th run (rx_runs).  rx_pend: the QPs a look left
+	 * with work (a packet waiting for a buffer, a message under way).
+	 */
+	_Atomic uint32_t rx_full;
+	uint32_t rx_runs;
+	uint64_t rx_pend[SH_RX_BIT_WORDS];
 	/* send-queue entries plus active read responses over all QPs: while
 	 * 0 the card has no send work to look for */
 	uint32_t tx_work;

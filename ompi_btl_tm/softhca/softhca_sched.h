@@ -79,8 +79,13 @@ static inline bool sh_rx_quiet(struct sh_context *ctx)
 		if (atomic_load_explicit(atomic_load_explicit(
 				&w->seq, memory_order_relaxed),
 				memory_order_relaxed) !=
-		    atomic_load_explicit(&w->empty, memory_order_relaxed))
+		    atomic_load_explicit(&w->empty, memory_order_relaxed)) {
+			/* (a packet no bit named: the card looks at all) */
+			if (n > SH_RX_ARM_FROM)
+				atomic_store_explicit(&ctx->rx_full, 1,
+						      memory_order_relaxed);
 			return false;
+		}
 	return true;
 }
 

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #define SH_SEG_MAGIC     0x534f46544d484341ull /* "SOFTMHCA" */
-#define SH_SEG_VERSION   3u
+#define SH_SEG_VERSION   4u
 #define SH_RINGS_MAGIC   0x534f46544d52494eull /* "SOFTMRIN" */
 #define SH_RINGS_OFF     4096u   /* first ring in the ring segment */
 /* Largest packet payload length and message a packet may announce. */
@@ -139,19 +139,33 @@ struct sh_seg {
 };
 
 /*
- * The ring segment's header.  rx_hint is any producer's to set (stored 1
- * after a packet's seq, while sh_seg.rx_armed says so) and the owner's to
- * clear before it looks at every ring.  Being peer-written it is only ever
- * a reason to look, never a reason not to: the owner looks at every ring
- * at least every SH_RX_SCAN_EVERY idle polls whatever it says, so a peer
- * that clears it delays others' packets by that much at most.
+ * The ring segment's header, the page before the first ring.  rx_hint and
+ * rx_bits are any producer's to set while sh_seg.rx_armed says so: after a
+ * packet's seq, the bit of its ring (sh_rx_bit), then the hint.  The owner
+ * clears the hint, then takes the words of bits, and looks at only the
+ * rings they name, so an arrival costs the same however many rings are
+ * watched.  Being peer-written they are only ever a reason to look, never
+ * a reason not to: the owner looks at every ring at least every
+ * SH_RX_SCAN_EVERY idle polls and card runs whatever they say, so a peer
+ * that clears them delays others' packets by that much at most.
  */
+#define SH_RX_BIT_WORDS  ((SH_RINGS_OFF - 64u) / 8u)
+#define SH_RX_BITS       (SH_RX_BIT_WORDS * 64u)
 struct sh_rings {
 	uint64_t magic;
 	uint32_t nonce;
 	_Atomic uint32_t rx_hint;
 	uint8_t pad[48];
+	_Atomic uint64_t rx_bits[SH_RX_BIT_WORDS];
 };
+_Static_assert(sizeof(struct sh_rings) == SH_RINGS_OFF,
+	       "sh_rings: the page before the first ring");
+
+/* The arrival bit of ring i: its own, the last one for every ring past it. */
+static inline uint32_t sh_rx_bit(uint32_t i)
+{
+	return i < SH_RX_BITS ? i : SH_RX_BITS - 1;
+}
 
 /* A segment's geometry: computed (own) or copied and checked (peer's). */
 struct sh_layout {

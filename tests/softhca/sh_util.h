@@ -21,7 +21,7 @@
 #include <infiniband/tm_types.h>
 #include "softhca/softhca.h"
 
-#define SH_MAX_PAIRS 16
+#define SH_MAX_PAIRS 64
 #define SH_DEV_NAME "softtm0"
 #define SH_TMH_LEN ((uint32_t)sizeof(struct ibv_tmh))
 #define SH_RVH_LEN ((uint32_t)sizeof(struct ibv_rvh))
