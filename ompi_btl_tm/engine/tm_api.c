@@ -232,7 +232,10 @@ void tm_engine_get_stats(struct tm_engine *eng, struct tm_engine_stats *st)
 	st->ops_outstanding = eng->x.ops.ops_out;
 	st->ops_in_queue = eng->x.ops.opq_len;
 	st->posted = eng->mq.nrecvs;
-	st->sw_held = eng->mq.nsw_held;
+	/* without a card every posted receive is in software, uncounted
+	 * (tme_recv_place) */
+	st->sw_held = tmx_has_card(&eng->x) ? eng->mq.nsw_held :
+		      eng->mq.nrecvs;
 	st->uq_len = eng->mq.nmsgs;
 	st->sends_waiting = eng->send.sends_waiting;
 	st->tx_queued = eng->x.tx.tx_queued;

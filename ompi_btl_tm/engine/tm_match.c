@@ -350,6 +350,12 @@ struct tm_mq_recv *tm_mq_find_recv(struct tm_mq *mq, uint64_t mtag)
 
 	if (!mq->nrecvs)
 		return NULL;
+	if (mq->nrecvs == 1 && !ucs_list_is_empty(&mq->lazy)) {
+		/* the only receive, not yet indexed (a receive matched by the
+		 * first arrival after its post): no bucket for it */
+		q = ucs_list_head(&mq->lazy, struct tm_mq_recv, link);
+		return tm_tag_accepts(q->tag, q->mask, mtag) ? q : NULL;
+	}
 	if (lazy_index(mq) != TM_OK) {
 		/* out of memory for a bucket: the FIFO's first acceptor
 		 * (the FIFO is in post order) competes with the buckets */

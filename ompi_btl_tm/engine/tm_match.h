@@ -38,7 +38,8 @@
  * buckets of receives: an arrival looking for one (tm_mq_find_recv), a
  * software-held post, or tm_mq_set_held.  All of them index every waiting
  * receive first, in post order, so each bucket stays in post order.  A
- * receive the card matches before any of that is never hashed.  If a
+ * receive the card matches before any of that is never hashed, nor is
+ * the only posted receive when an arrival looks for it.  If a
  * bucket cannot be allocated the receive stays in the FIFO, which
  * tm_mq_find_recv also searches.
  *

@@ -275,7 +275,7 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 {
 	struct tm_swq *swq;
 	uint64_t *why;
-	int rc;
+	int rc, held;
 
 	rp(r)->mq.tag = rtag;
 	rp(r)->mq.mask = mask;
@@ -287,9 +287,14 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		why = &eng->x.st.sw_list_full;
 	}
 	/* a software-held receive must be in its FIFO, or a later one of
-	 * its context could be promoted past it: no FIFO, no receive */
-	swq = why ? swq_of(eng, ctx, 1) : NULL;
-	if (why && !swq) {
+	 * its context could be promoted past it: no FIFO, no receive.
+	 * Without a card (constant: tmx_has_card) nothing is promoted and
+	 * nothing can pass it, so neither the FIFO nor the prefix-rule
+	 * counts are kept: it waits in the shadow queue like a card-held
+	 * one, pinned. */
+	held = why && tmx_has_card(&eng->x);
+	swq = held ? swq_of(eng, ctx, 1) : NULL;
+	if (held && !swq) {
 		if (rp(r)->own_mr)
 			tm_dev_mem_put(eng->x.dev, rp(r)->b.mr);
 		return TM_ERR_NO_MEMORY;
@@ -298,14 +303,15 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		(*why)++;
 	else
 		eng->x.st.recv_to_card++;
-	rc = tm_mq_post(&eng->mq, &rp(r)->mq, rtag, mask, r->post_stamp, !!why);
+	rc = tm_mq_post(&eng->mq, &rp(r)->mq, rtag, mask, r->post_stamp, held);
 	if (rc != TM_OK)
 		return rc;
 	tme_rstate(rp(r), why ? R_SW : R_CARD);
 	if (why) {
 		if (never_on_card(eng, r) || why == &eng->x.st.sw_reg_fail)
 			rp(r)->flags |= RF_PINNED;
-		swq_insert(eng, swq, r);
+		if (held)
+			swq_insert(eng, swq, r);
 	}
 	return TM_OK;
 }

@@ -15,7 +15,10 @@
  *  - a receive that can never go (offload off, no tag list, small buffer
  *    with no staging, no registration, or its ADD failed) is pinned: it
  *    stays at the head and holds back the rest of its context until it
- *    matches or is cancelled.
+ *    matches or is cancelled;
+ *  - without a card (tmx_has_card 0, fixed for the transport's life) no
+ *    receive is ever promoted or passed: software receives keep no FIFO
+ *    and no prefix-rule counts, only their place in the shadow queues.
  * Owns: the offload part of struct tm_engine, RF_SWQ and RF_PINNED.
  */
 #ifndef TM_OFFLOAD_H

@@ -25,16 +25,17 @@
  *
  * Receive states (rp(r)->state):
  *   R_IDLE      not posted, or between queues and its finish
- *   R_SW        posted, held in software only (counted for the prefix rule)
+ *   R_SW        posted, held in software only (counted for the prefix
+ *               rule where the transport has a card)
  *   R_CARD      posted, ADD posted (maybe not yet processed by the card)
  *   R_CLAIM     an unexpected message took it; waiting for our DEL to
  *               confirm the card no longer holds it
  *   R_WAIT_DATA the card matched it; waiting for its data completion
  *   R_SW_READ   software rendezvous read in flight
  *   R_DONE      finished; completes once nothing names it (ops_pending)
- * Only R_SW and R_CARD receives are in the shadow queues (tm_mq); every
- * R_SW receive is also in its context's FIFO (struct tm_swq) until it
- * matches, is cancelled or is promoted to R_CARD.
+ * Only R_SW and R_CARD receives are in the shadow queues (tm_mq); with a
+ * card, every R_SW receive is also in its context's FIFO (struct tm_swq)
+ * until it matches, is cancelled or is promoted to R_CARD.
  */
 #ifndef TM_PROTO_H
 #define TM_PROTO_H

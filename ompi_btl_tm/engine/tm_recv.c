@@ -147,9 +147,9 @@ recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
  * A card-held receive is claimed: DEL it and complete when the card
  * confirms (the DEL cannot fail: see the contract).
  */
-static void handle_unexpected_msg(struct tm_engine *eng, struct tm_msg *m)
+static void handle_unexpected_msg(struct tm_engine *eng, struct tm_msg *m,
+				  struct tm_mq_recv *mq)
 {
-	struct tm_mq_recv *mq = tm_mq_find_recv(&eng->mq, m->tag);
 	struct tm_recv *r;
 
 	if (!mq) {
@@ -197,20 +197,29 @@ static uint64_t rndv_len(struct tm_engine *eng, const uint8_t *buf,
 	return full;
 }
 
-/* An unexpected tagged message in a plain buffer: keep a copy, match it. */
+/*
+ * An unexpected tagged message in a plain buffer: keep a copy, match it.
+ * An eager one that a software-held receive takes is delivered from where
+ * it landed (the buffer goes back when delivered, below), as one the
+ * engine has no memory to copy is: one copy, no allocation.
+ */
 int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 		      const struct tm_cqe *c)
 {
 	const struct ibv_tmh *tmh = (const void *)buf;
+	uint64_t tag = be64toh(tmh->tag);
+	struct tm_mq_recv *want = tm_mq_find_recv(&eng->mq, tag);
 	uint32_t plen = 0;
-	struct tm_msg *m;
-	int rndv = tmh->opcode == IBV_TMH_RNDV, held;
+	struct tm_msg *m = NULL;
+	int rndv = tmh->opcode == IBV_TMH_RNDV, held, in_place;
 
 	tmx_count_unexpected(&eng->x);
 	if (!rndv && c->byte_len >= TMH_LEN)
 		plen = c->byte_len - TMH_LEN;
-	m = tmx_fault(&eng->x, TM_SITE_ALLOC_MSG) ? NULL :
-	    tme_msg_alloc(eng, plen);
+	in_place = !rndv && want &&
+		   ucs_container_of(want, struct tme_recv, mq)->state == R_SW;
+	if (!in_place && !tmx_fault(&eng->x, TM_SITE_ALLOC_MSG))
+		m = tme_msg_alloc(eng, plen);
 	if (m) {
 		m->data = (uint8_t *)(m + 1);
 	} else {
@@ -218,9 +227,16 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 		 * received, and the card has one buffer less meanwhile */
 		m = &eng->recv.msg_pool[idx];
 		m->data = buf + TMH_LEN;
-		tme_msg_hold(eng, m, idx);
+		if (in_place) {
+			/* delivered below, at once: tme_msg_free gives the
+			 * buffer back and counts it out of n_held again */
+			m->plain = (int32_t)idx;
+			eng->recv.n_held++;
+		} else {
+			tme_msg_hold(eng, m, idx);
+		}
 	}
-	m->tag = be64toh(tmh->tag);
+	m->tag = tag;
 	m->app = be32toh(tmh->app_ctx);
 	m->peer = tmx_peer_of_qpn(&eng->x, c->qp_num);
 	m->rndv = rndv;
@@ -234,7 +250,7 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	ucs_list_add_tail(&eng->recv.all_msgs, &m->all);
 	report_arrival(eng, m->tag, m->app, m->peer, m->len, m->stamp, 0);
 	held = m->plain >= 0; /* m may be gone after the next line */
-	handle_unexpected_msg(eng, m);
+	handle_unexpected_msg(eng, m, want);
 	return held;
 }
 
@@ -311,7 +327,8 @@ static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
 	if ((app & TM_APP_SYNC) && !(app & TM_APP_RNDV))
 		tme_recv_reply(eng, r, TX_ACK);
 	if (lost)
-		handle_unexpected_msg(eng, lost);
+		handle_unexpected_msg(eng, lost,
+				      tm_mq_find_recv(&eng->mq, lost->tag));
 }
 
 static void on_card_data(struct tm_engine *eng, struct tm_recv *r,

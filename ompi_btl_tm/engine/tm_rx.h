@@ -10,7 +10,9 @@
  * in a plain buffer (unexpected, control), a peer whose QP failed
  * (peer_failed).  Completions are copied out of the CQ first, so a
  * callback may post.  A plain buffer is reposted after its callback,
- * unless unexpected() kept it (then tmx_post_plain, later).
+ * unless unexpected() kept it (then tmx_post_plain, later); reposts go
+ * to the SRQ in chains of up to PLAIN_BATCH_MAX, while at least half the
+ * buffers (and 33) are posted.
  */
 #ifndef TM_RX_H
 #define TM_RX_H

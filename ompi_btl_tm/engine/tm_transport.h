@@ -47,6 +47,7 @@ enum { WR_RECV = 0, WR_PLAIN = 1, WR_ADD = 2, WR_DEL = 3, WR_SYNC = 4 };
 
 #define CQE_BATCH 32
 #define TM_QPN_CACHE 64 /* a power of two */
+#define PLAIN_BATCH_MAX 16 /* plain buffers reposted in one chain, at most */
 /* signal at least every TM_SIG_EVERY-th send WR of a QP */
 #define TM_SIG_EVERY 16
 
@@ -247,6 +248,14 @@ struct tm_xport {
 		struct ibv_mr *mr;
 		uint32_t size;
 		uint32_t n;
+		/* each buffer's receive, built once: a repost links them */
+		struct ibv_recv_wr *wr;
+		struct ibv_sge *sge;
+		uint32_t posted;  /* at the SRQ (posted, not completed) */
+		uint32_t batch;   /* freed ones go back this many at a time */
+		uint32_t low;     /* ... or at once while fewer are posted */
+		uint32_t npend;   /* freed, waiting in pend[] */
+		uint32_t pend[PLAIN_BATCH_MAX];
 	} plain;
 
 	/* tm_ops.c */

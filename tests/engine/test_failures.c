@@ -55,6 +55,8 @@ static uint8_t *A(int i, size_t off)
 	return W.node[i].arena + off;
 }
 
+static int world_no_tm; /* the next world's soft HCA offers no tag matching */
+
 static void open_world_ops(uint32_t n_plain, uint32_t max_ops,
 			   enum softhca_sched sched)
 {
@@ -62,6 +64,7 @@ static void open_world_ops(uint32_t n_plain, uint32_t max_ops,
 
 	fault_clear();
 	eu_opts_default(&o);
+	o.no_tm = world_no_tm;
 	o.max_ops = max_ops;
 	o.sched = sched;
 	o.arena_len = 4 << 20;
@@ -211,6 +214,49 @@ static void test_unexpected_no_memory(void)
 	tap_check(eu_node_stats(&W, 0).msg_held >= P && eu_node_stats(&W, 0).uq_len == 0 &&
 		  eu_quiet(&W) && eu_node_stats(&W, 0).fatal == 0,
 		  "... the rest waited at the card; nothing left over");
+	eu_world_fini(&W);
+}
+
+/*
+ * Freed plain buffers go back to the SRQ in chains (tm_rx.c), but at once
+ * while it is short: with 64 buffers (chains of 4) all held by unexpected
+ * messages (no memory for copies) and one more message waiting at the
+ * sender, the one buffer freed by receiving a held message must reach
+ * the SRQ at once, or the waiting message never arrives.  No tag
+ * matching: no card entry can take that message instead.
+ */
+static void test_plain_refill(void)
+{
+	enum { P = 64, N = P + 1 };
+	static struct eu_send s[N];
+	static struct eu_recv r[N];
+	int i, ok, sent = 1;
+
+	world_no_tm = 1;
+	open_world(P);
+	world_no_tm = 0;
+	fault_set(TM_SITE_ALLOC_MSG, ENOMEM, -1);
+	for (i = 0; i < N; i++)
+		sent &= send_msg(&s[i], i == P ? 7 : 5, (size_t)i * 4096, 100,
+				 (uint8_t)i, 0) == TM_OK;
+	pump(200);
+	ok = sent && eu_node_stats(&W, 0).msg_held == P &&
+	     eu_node_stats(&W, 0).uq_len == P;
+	post_recv(&r[0], 0, 5, 1 << 20, 4096);
+	post_recv(&r[P], 0, 7, (1 << 20) + 4096, 4096);
+	eu_pump(&W);
+	tap_check(ok && r[0].done == 1 && r[P].done == 1 &&
+		  eu_check(A(0, (1 << 20) + 4096), 100, (uint8_t)P),
+		  "all %d plain buffers held: the one freed goes back at once "
+		  "and the waiting message arrives (done %d)", P, r[P].done);
+	fault_clear();
+	for (i = 1; i < P; i++)
+		post_recv(&r[i], 0, 5, (2 << 20) + (size_t)i * 128, 128);
+	eu_pump(&W);
+	for (i = 0, ok = 1; i < N; i++)
+		ok &= r[i].done == 1 && s[i].done == 1;
+	tap_check(ok && eu_quiet(&W) && eu_node_stats(&W, 0).fatal == 0,
+		  "... then every message is received, nothing left over");
 	eu_world_fini(&W);
 }
 
@@ -408,19 +454,23 @@ static void test_post_ops(void)
 	eu_world_fini(&W);
 }
 
+/* Freed plain buffers go back in chains (tm_rx.c): unexpected messages
+ * arrive one at a time until the repost that takes a refusal. */
 static void test_post_plain(void)
 {
-	struct eu_send s;
-	int rc;
+	static struct eu_send s[64];
+	int rc = 0, n;
 
 	open_world(0);
 	fault_set(TM_SITE_POST_PLAIN, EINVAL, -1);
-	send_msg(&s, 8, 0, 100, 1, 0);
-	rc = pump(20);
+	for (n = 0; n < 64 && !rc; n++) {
+		send_msg(&s[n], 8, 0, 100, 1, 0);
+		rc = pump(20);
+	}
 	tap_check(rc == TM_ERR_IO && eu_node_stats(&W, 0).fatal == TM_ERR_IO &&
-		  eu_node_stats(&W, 0).uq_len == 1,
-		  "a plain buffer the SRQ refuses stops the engine loudly "
-		  "(the message that used it is kept)");
+		  eu_node_stats(&W, 0).uq_len == (uint64_t)n && n <= 16,
+		  "a plain buffer the SRQ refuses stops the engine loudly, at "
+		  "the latest when 16 wait (%d messages, all kept)", n);
 	fault_clear();
 	eu_world_fini(&W);
 }
@@ -464,6 +514,7 @@ int main(void)
 {
 	test_config();
 	test_unexpected_no_memory();
+	test_plain_refill();
 	test_ack_no_memory();
 	test_ack_owed_alone();
 	test_fin_no_memory();

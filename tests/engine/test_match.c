@@ -389,7 +389,7 @@ static void test_sweep_cache(void)
 {
 	static struct rv r[NSWEEP];
 	struct tm_mq mq;
-	struct rv keep;
+	struct rv keep, other;
 	uint64_t t, m;
 	int i, lost = 0;
 
@@ -397,7 +397,10 @@ static void test_sweep_cache(void)
 		tap_bail("tm_mq_init failed");
 	/* distinct keys come and go until the removal of key 7 sweeps
 	 * (nempty starts again from 0): its bucket is the one cached.  A
-	 * lookup indexes the lazily posted receive (a bucket per key). */
+	 * lookup indexes the lazily posted receive (a bucket per key), as
+	 * it is not the only one posted (the only one is never indexed:
+	 * "other", of another context, stays posted meanwhile). */
+	post(&mq, &other, 2, 1, 1, 0, 0);
 	for (i = 0; i < 5000; i++) {
 		post(&mq, &r[0], 1, 1, i < 1024 ? 10000 + i : 7, (uint64_t)i,
 		     0);
@@ -409,6 +412,7 @@ static void test_sweep_cache(void)
 	tap_check(i >= 1024 && i < 5000,
 		  "removals sweep once empties outnumber entries by 1024 "
 		  "(at removal %d)", i + 1);
+	tm_mq_recv_remove(&mq, &other.q);
 	/* the same key again, then enough new keys to use every free
 	 * bucket */
 	post(&mq, &keep, 1, 1, 7, 6000, 0);
