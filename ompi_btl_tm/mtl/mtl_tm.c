@@ -223,7 +223,7 @@ static int bring_up(const struct tm_dev_config *cfg,
 		    const struct tm_engine_config *ecfg);
 static void tear_down(void);
 
-int mtl_tm_module_init(bool enable_mpi_threads)
+int mtl_tm_module_init(void)
 {
 	struct tm_engine_config ecfg;
 	struct tm_dev_config cfg;
@@ -232,7 +232,6 @@ int mtl_tm_module_init(bool enable_mpi_threads)
 
 	mtl_tm.nprocs = ompi_process_info.num_procs;
 	mtl_tm.my_vpid = OMPI_PROC_MY_NAME->vpid;
-	mtl_tm.mpi_threads = enable_mpi_threads;
 	if (mtl_tm.nprocs == 0 || mtl_tm.my_vpid >= mtl_tm.nprocs) {
 		opal_output(0, "mtl tm: odd job size %u / rank %u",
 			    mtl_tm.nprocs, mtl_tm.my_vpid);

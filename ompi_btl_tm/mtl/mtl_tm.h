@@ -199,7 +199,6 @@ struct mtl_tm_module {
 	 */
 	ucs_list_link_t done;
 	bool progress_registered;
-	bool mpi_threads;
 };
 
 /*
@@ -315,7 +314,7 @@ int mtl_tm_connect(struct mtl_tm_endpoint *ep,
 		   const opal_process_name_t *name);
 
 /* mtl_tm.c */
-int mtl_tm_module_init(bool enable_mpi_threads);
+int mtl_tm_module_init(void);
 int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 		     struct ompi_proc_t **procs);
 int mtl_tm_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,

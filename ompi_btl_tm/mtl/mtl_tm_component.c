@@ -462,7 +462,7 @@ static int mtl_tm_component_query(mca_base_module_t **module, int *priority)
 static mca_mtl_base_module_t *mtl_tm_component_init(MTL_TM_INIT_PARAMS)
 {
 	mtl_tm_init_no_accelerator();
-	if (mtl_tm_module_init(mpi_threads) != OMPI_SUCCESS)
+	if (mtl_tm_module_init() != OMPI_SUCCESS)
 		return NULL;
 	return &mtl_tm.super;
 }
