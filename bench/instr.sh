@@ -21,18 +21,8 @@
 # TM_DEV_RCACHE=0: libucm's hooks turn themselves off under valgrind.
 set -euo pipefail
 
-# "8,64,1K" -> "8 64 1024"; fails on anything else.
-sizes_of() {
-	local s out=
-	for s in ${1//,/ }; do
-		case $s in
-		*[kK]) s=${s%?}; [[ $s =~ ^[0-9]+$ ]] || return 1; s=$((s * 1024)) ;;
-		*) [[ $s =~ ^[0-9]+$ ]] || return 1 ;;
-		esac
-		out="$out $s"
-	done
-	[ -n "$out" ] && echo $out
-}
+# shellcheck source=bench/sizes.sh
+. "$(dirname "$0")/sizes.sh"
 
 here=$(cd "$(dirname "$0")" && pwd)
 build="$here/../build/normal"

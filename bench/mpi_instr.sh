@@ -45,18 +45,8 @@ while getopts "b:s:x:n:t:mh" o; do
 	esac
 done
 
-# "8,64,1K" -> "8 64 1024"; fails on anything else.
-sizes_of() {
-	local s out=
-	for s in ${1//,/ }; do
-		case $s in
-		*[kK]) s=${s%?}; [[ $s =~ ^[0-9]+$ ]] || return 1; s=$((s * 1024)) ;;
-		*) [[ $s =~ ^[0-9]+$ ]] || return 1 ;;
-		esac
-		out="$out $s"
-	done
-	[ -n "$out" ] && echo $out
-}
+# shellcheck source=bench/sizes.sh
+. "$(dirname "$0")/sizes.sh"
 sizes=$(sizes_of "$size") ||
 	{ echo "mpi_instr.sh: -s: sizes like 8,64,1K, not '$size'" >&2; exit 2; }
 [[ $iters =~ ^[0-9]+$ ]] && [ "$iters" -ge 1 ] ||
