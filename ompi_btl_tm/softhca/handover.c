@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +104,12 @@ static void serve_one(struct sh_context *ctx, int c)
 	(void)sendmsg(c, &m, MSG_NOSIGNAL);
 }
 
+/* What the opener hands its thread (on the opener's stack). */
+struct serve_start {
+	struct sh_context *ctx;
+	sem_t running;
+};
+
 /*
  * The owner's thread: answers peers until the context closes, holding the
  * segment's liveness mutex all along (softhca_shm.h, sh_seg.alive): taken
@@ -111,10 +118,13 @@ static void serve_one(struct sh_context *ctx, int c)
  */
 static void *serve_main(void *arg)
 {
-	struct sh_context *ctx = arg;
+	struct serve_start *st = arg;
+	struct sh_context *ctx = st->ctx;
 	struct pollfd pf[2] = { { .fd = ctx->srv_fd, .events = POLLIN },
 				{ .fd = ctx->srv_stop[0], .events = POLLIN } };
 	bool held = !pthread_mutex_lock(&ctx->seg->alive.m);
+
+	sem_post(&st->running); /* st is the opener's: gone after this */
 
 	for (;;) {
 		int c;
@@ -161,6 +171,7 @@ static int alive_init(struct sh_context *ctx)
  */
 int sh_serve_start(struct sh_context *ctx)
 {
+	struct serve_start st = { .ctx = ctx };
 	struct sockaddr_un a;
 	pthread_attr_t attr;
 	sigset_t all, old;
@@ -204,9 +215,18 @@ int sh_serve_start(struct sh_context *ctx)
 	pthread_attr_setstacksize(&attr, SH_SERVE_STACK);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&ctx->srv_thread, &attr, serve_main, ctx);
+	sem_init(&st.running, 0, 0);
+	err = pthread_create(&ctx->srv_thread, &attr, serve_main, &st);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
+	/* The open returns once the thread runs and holds the liveness
+	 * mutex: no peer ever finds it unheld, and a fork() right after the
+	 * open cannot catch the thread in its start-up allocations, whose
+	 * allocator locks the child would inherit held (ASan's are not
+	 * released at fork: a forked child hung in its first malloc). */
+	while (!err && sem_wait(&st.running) && errno == EINTR)
+		;
+	sem_destroy(&st.running);
 	if (err) {
 		close(ctx->srv_stop[0]);
 		close(ctx->srv_stop[1]);
