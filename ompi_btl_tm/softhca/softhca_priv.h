@@ -515,11 +515,9 @@ static inline uint32_t sge_total(const struct ibv_sge *sge, uint32_t n)
 	return t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
 }
 
-/*
- * The data path's lock: a no-op on a context used by one thread (see
+/* The data path's lock: a no-op on a context used by one thread (see
  * "Locking").  ctx->locking changes only when objects are created or
- * destroyed, which the contract keeps apart from the data path.
- */
+ * destroyed, which the contract keeps apart from the data path. */
 static inline void sh_lock(struct sh_context *ctx)
 {
 	if (ctx->locking)
