@@ -54,6 +54,7 @@ int tm_mq_init(struct tm_mq *mq)
 	mq->nrecvs = mq->nmsgs = mq->nsw_held = mq->nempty = 0;
 	memset(mq->nindexed, 0, sizeof(mq->nindexed));
 	ucs_list_head_init(&mq->lazy);
+	ucs_list_head_init(&mq->uncounted);
 	for (k = 0; k < TM_MQ_NKINDS; k++) {
 		mq->last[k] = NULL;
 		mq->table[k] = kh_init(tm_mqb);
@@ -306,10 +307,36 @@ void tm_mq_recv_remove_indexed(struct tm_mq *mq, struct tm_mq_recv *r)
 	mq->nrecvs--;
 }
 
+/* Counts every lazily held receive (each in its bucket first); stops at
+ * the first bucket it cannot allocate. */
+static int count_uncounted(struct tm_mq *mq)
+{
+	struct tm_mq_recv *r;
+
+	if (lazy_index(mq) != TM_OK)
+		return TM_ERR_NO_MEMORY;
+	while (!ucs_list_is_empty(&mq->uncounted)) {
+		r = ucs_list_head(&mq->uncounted, struct tm_mq_recv, ulink);
+		if (sw_add(mq, r, r->bucket) != TM_OK)
+			return TM_ERR_NO_MEMORY;
+		mq->nsw_held--; /* sw_add counted it once more */
+		ucs_list_del(&r->ulink);
+		r->uncounted = 0;
+		r->sw_held = 1;
+	}
+	return TM_OK;
+}
+
 int tm_mq_set_held(struct tm_mq *mq, struct tm_mq_recv *r, int held)
 {
 	held = !!held;
-	if (held == r->sw_held)
+	if (r->uncounted && !held) {
+		r->uncounted = 0;
+		ucs_list_del(&r->ulink);
+		mq->nsw_held--;
+		return TM_OK;
+	}
+	if (held == (r->sw_held || r->uncounted))
 		return TM_OK;
 	/* a held receive is in its bucket, in post order with the rest */
 	if (!r->bucket && lazy_index(mq) != TM_OK)
@@ -476,6 +503,9 @@ int tm_mq_sw_conflict_slow(struct tm_mq *mq, uint64_t tag, uint64_t mask)
 
 	if (!mq->nsw_held)
 		return 0;
+	if (!ucs_list_is_empty(&mq->uncounted) &&
+	    count_uncounted(mq) != TM_OK)
+		return 1; /* no memory to count: conservative */
 	switch (kind) {
 	case TM_MQ_EXACT:
 		return sw_count(mq, TM_MQ_EXACT, t, 0) ||

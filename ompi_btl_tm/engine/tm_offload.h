@@ -16,10 +16,17 @@
  *    with no staging, no registration, or its ADD failed) is pinned: it
  *    stays at the head and holds back the rest of its context until it
  *    matches or is cancelled;
+ *  - a receive below offload_thresh joins no FIFO: it waits on one list
+ *    of such receives in post order (offload.small), and no FIFO head
+ *    posted after that list's first is promoted (conservative: it may
+ *    hold back heads that accept none of its messages); its prefix-rule
+ *    count is taken only when a receive bound for the card asks
+ *    (TM_MQ_HELD_LAZY), so a program of small messages never hashes;
  *  - without a card (tmx_has_card 0, fixed for the transport's life) no
  *    receive is ever promoted or passed: software receives keep no FIFO
  *    and no prefix-rule counts, only their place in the shadow queues.
- * Owns: the offload part of struct tm_engine, RF_SWQ and RF_PINNED.
+ * Owns: the offload part of struct tm_engine, RF_SWQ, RF_SMALL and
+ * RF_PINNED.
  */
 #ifndef TM_OFFLOAD_H
 #define TM_OFFLOAD_H
@@ -38,10 +45,24 @@ int tme_promote(struct tm_engine *eng);
 static inline int tme_promo_due(struct tm_engine *eng)
 {
 	return !ucs_list_is_empty(&eng->offload.promo_ready) &&
-	       !eng->x.ops.want_room;
+	       !eng->x.ops.want_room && !eng->offload.small_blocks;
 }
 /* r leaves its FIFO (matched, cancelled, failed). */
 void tme_swq_del(struct tm_engine *eng, struct tm_recv *r);
+/* r leaves the small list (inline: every small receive's match); the
+ * heads it held back may go now. */
+static inline void tme_small_del(struct tm_engine *eng, struct tm_recv *r)
+{
+	struct tme_recv *q = rp(r);
+
+	if (eng->offload.small.next == &q->sw_link &&
+	    !ucs_list_is_empty(&eng->offload.promo_ready)) {
+		eng->offload.small_blocks = 0;
+		tme_pend(eng, TM_PEND_WORK);
+	}
+	ucs_list_del(&q->sw_link);
+	q->flags &= ~RF_SMALL;
+}
 /* The card refused r's ADD: software-held again, pinned. */
 void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r);
 

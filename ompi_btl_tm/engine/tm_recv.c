@@ -137,7 +137,9 @@ recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
 	 * case) is in neither list, and costs no call */
 	if (q->flags & RF_WATCHED)
 		recv_unwatch(eng, r);
-	if (q->flags & RF_SWQ)
+	if (q->flags & RF_SMALL)
+		tme_small_del(eng, r);
+	else if (q->flags & RF_SWQ)
 		tme_swq_del(eng, r);
 	tm_mq_recv_remove(&eng->mq, &q->mq);
 }
