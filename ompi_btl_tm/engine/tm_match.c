@@ -371,18 +371,10 @@ static struct tm_mq_recv *earlier(struct tm_mq_recv *a, struct tm_mq_recv *b)
 	return a->seq < b->seq ? a : b;
 }
 
-struct tm_mq_recv *tm_mq_find_recv(struct tm_mq *mq, uint64_t mtag)
+struct tm_mq_recv *tm_mq_find_recv_slow(struct tm_mq *mq, uint64_t mtag)
 {
 	struct tm_mq_recv *best, *q;
 
-	if (!mq->nrecvs)
-		return NULL;
-	if (mq->nrecvs == 1 && !ucs_list_is_empty(&mq->lazy)) {
-		/* the only receive, not yet indexed (a receive matched by the
-		 * first arrival after its post): no bucket for it */
-		q = ucs_list_head(&mq->lazy, struct tm_mq_recv, link);
-		return tm_tag_accepts(q->tag, q->mask, mtag) ? q : NULL;
-	}
 	if (lazy_index(mq) != TM_OK) {
 		/* out of memory for a bucket: the FIFO's first acceptor
 		 * (the FIFO is in post order) competes with the buckets */

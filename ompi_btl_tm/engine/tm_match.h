@@ -248,8 +248,24 @@ static inline void tm_mq_recv_remove(struct tm_mq *mq, struct tm_mq_recv *r)
  */
 int tm_mq_set_held(struct tm_mq *mq, struct tm_mq_recv *r, int held);
 
-/* The earliest posted receive accepting mtag, or NULL; not removed. */
-struct tm_mq_recv *tm_mq_find_recv(struct tm_mq *mq, uint64_t mtag);
+struct tm_mq_recv *tm_mq_find_recv_slow(struct tm_mq *mq, uint64_t mtag);
+
+/* The earliest posted receive accepting mtag, or NULL; not removed.
+ * Inline for none, or the only one, not yet indexed (a receive matched
+ * by the first arrival after its post): no bucket for it. */
+static inline struct tm_mq_recv *tm_mq_find_recv(struct tm_mq *mq,
+						 uint64_t mtag)
+{
+	struct tm_mq_recv *q;
+
+	if (!mq->nrecvs)
+		return NULL;
+	if (mq->nrecvs == 1 && !ucs_list_is_empty(&mq->lazy)) {
+		q = ucs_list_head(&mq->lazy, struct tm_mq_recv, link);
+		return tm_tag_accepts(q->tag, q->mask, mtag) ? q : NULL;
+	}
+	return tm_mq_find_recv_slow(mq, mtag);
+}
 
 int tm_mq_msg_add(struct tm_mq *mq, struct tm_mq_msg *m, uint64_t tag,
 		  uint64_t seq);

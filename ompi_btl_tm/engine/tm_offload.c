@@ -302,32 +302,6 @@ static uint64_t *offload_refusal(struct tm_engine *eng, struct tm_recv *r,
 }
 
 /*
- * A receive check 1 refuses (no card, or below offload_thresh) is placed
- * by the same steps as in tme_recv_place, less those that cannot apply:
- * no promotion first (it cannot be passed by one), no FIFO, and its
- * prefix-rule count (with a card) only when first asked for.
- */
-static int place_sw(struct tm_engine *eng, struct tm_recv *r, uint64_t rtag,
-		    uint64_t mask)
-{
-	struct tme_recv *q = rp(r);
-	int card = tmx_has_card(&eng->x);
-
-	tm_mq_post(&eng->mq, &q->mq, rtag, mask, r->post_stamp,
-		   card ? TM_MQ_HELD_LAZY : TM_MQ_CARD); /* cannot fail */
-	tme_rstate(q, R_SW);
-	q->flags |= RF_PINNED;
-	if (!card) {
-		eng->x.st.sw_no_offload++;
-		return TM_OK;
-	}
-	eng->x.st.sw_below_thresh++;
-	ucs_list_add_tail(&eng->offload.small, &q->sw_link);
-	q->flags |= RF_SMALL;
-	return TM_OK;
-}
-
-/*
  * Places a new receive (no unexpected message matched it): on the card
  * if offload_refusal() allows and the ADD is taken, else software-held in
  * its context's FIFO.  Older software-held receives are promoted first.
@@ -339,8 +313,8 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 	uint64_t *why;
 	int rc, held, small;
 
-	if (rp(r)->b.len < eng->x.cfg.offload_thresh || !tmx_has_card(&eng->x))
-		return place_sw(eng, r, rtag, mask);
+	if (tme_recv_stays_sw(eng, r))
+		return tme_place_sw(eng, r, rtag, mask);
 	rp(r)->mq.tag = rtag;
 	rp(r)->mq.mask = mask;
 	if (!ucs_list_is_empty(&eng->offload.promo_ready))

@@ -31,6 +31,7 @@
 #ifndef TM_OFFLOAD_H
 #define TM_OFFLOAD_H
 
+#include "engine/tm_ops.h"
 #include "engine/tm_proto.h"
 
 int tme_offload_init(struct tm_engine *eng);
@@ -39,6 +40,41 @@ void tme_offload_cleanup(struct tm_engine *eng);
 /* Places a new receive (no unexpected message took it): card or FIFO. */
 int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		   uint64_t rtag, uint64_t mask);
+
+/* Check 1 of the checklist: r never goes to the card. */
+static inline int tme_recv_stays_sw(struct tm_engine *eng, struct tm_recv *r)
+{
+	return rp(r)->b.len < eng->x.cfg.offload_thresh ||
+	       !tmx_has_card(&eng->x);
+}
+
+/*
+ * A receive check 1 refuses (no card, or below offload_thresh) is placed
+ * by the same steps as in tme_recv_place, less those that cannot apply:
+ * no promotion first (it cannot be passed by one), no FIFO, and its
+ * prefix-rule count (with a card) only when first asked for.  Inline:
+ * every small receive's post.
+ */
+static inline int tme_place_sw(struct tm_engine *eng, struct tm_recv *r, uint64_t rtag,
+		    uint64_t mask)
+{
+	struct tme_recv *q = rp(r);
+	int card = tmx_has_card(&eng->x);
+
+	tm_mq_post(&eng->mq, &q->mq, rtag, mask, r->post_stamp,
+		   card ? TM_MQ_HELD_LAZY : TM_MQ_CARD); /* cannot fail */
+	tme_rstate(q, R_SW);
+	q->flags |= RF_PINNED;
+	if (!card) {
+		eng->x.st.sw_no_offload++;
+		return TM_OK;
+	}
+	eng->x.st.sw_below_thresh++;
+	ucs_list_add_tail(&eng->offload.small, &q->sw_link);
+	q->flags |= RF_SMALL;
+	return TM_OK;
+}
+
 /* Hands FIFO heads to the card while it has room; how many went. */
 int tme_promote(struct tm_engine *eng);
 /* Is promotion work waiting (and not stuck for want of room)? */

@@ -577,7 +577,8 @@ static int recv_post(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
 		return TM_OK;
 	}
-	rc = tme_recv_place(eng, r, ctx, rtag, mask);
+	rc = tme_recv_stays_sw(eng, r) ? tme_place_sw(eng, r, rtag, mask) :
+	     tme_recv_place(eng, r, ctx, rtag, mask);
 	if (rc != TM_OK)
 		return rc;
 	if (peer != TM_PEER_ANY)
