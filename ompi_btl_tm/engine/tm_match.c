@@ -276,6 +276,7 @@ int tm_mq_post_held(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
 	r->seq = seq;
 	r->kind = kind;
 	r->sw_held = 0;
+	r->uncounted = 0;
 	if (lazy_index(mq) != TM_OK)
 		return TM_ERR_NO_MEMORY;
 	b = bucket_get(mq, kind, r->tag & kind_keymask[kind]);

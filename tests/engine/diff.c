@@ -228,6 +228,9 @@ static struct drecv *new_recv(int slot, size_t len)
 	d->slot = slot;
 	d->len = len;
 	d->r.cb = recv_cb;
+	/* the engine's part as a reused request leaves it: the engine may
+	 * read nothing there it did not write (MPI recycles requests) */
+	memset(&d->r.priv, 0xff, sizeof(d->r.priv));
 	memset(rbuf(slot), 0xa5, len + GUARD);
 	S.outstanding++;
 	return d;
@@ -326,6 +329,7 @@ void send_env(int node, int ctx, int tag, size_t len, unsigned flags)
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		tap_bail("out of memory");
+	memset(&d->s.priv, 0xff, sizeof(d->s.priv)); /* as in new_recv */
 	d->node = node;
 	d->slot = S.sslot_free[node][--S.nsfree[node]];
 	d->len = len;
