@@ -30,7 +30,7 @@ struct tm_engine_config;
 /* keepalive_ms 0 means this; the table's default too */
 #define TM_KEEPALIVE_MS_DEFAULT 1000u
 /* offload_thresh's default: bench/README.md, "The offload threshold" */
-#define TM_OFFLOAD_THRESH_DEFAULT 1024u
+#define TM_OFFLOAD_THRESH_DEFAULT 8192u
 /* unexpected_mem's default: 8 MiB */
 #define TM_UNEXPECTED_MEM_DEFAULT ((uint64_t)8 << 20)
 

@@ -62,9 +62,9 @@ static void test_default_split(void)
 
 	tm_engine_config_default(&c);
 	tap_check(c.offload_thresh == TM_OFFLOAD_THRESH_DEFAULT &&
-		  c.offload_thresh == 1024, "offload_thresh defaults to 1 KiB");
+		  c.offload_thresh == 8192, "offload_thresh defaults to 8 KiB");
 	open_world(0);
-	post(&big, 5, 0, 1024);
+	post(&big, 5, 0, 8192);
 	st = eu_node_stats(&W, 0);
 	tap_check(st.recv_to_card == 1 && st.ops_posted == 1 &&
 		  st.sw_below_thresh == 0,
@@ -75,7 +75,7 @@ static void test_default_split(void)
 		  st.card_matched == 1 && card_unexpected() == 0 &&
 		  eu_check(W.node[0].arena, 100, 3),
 		  "... posted before its message, the card matches it");
-	post(&small, 6, 4096, 1023);
+	post(&small, 6, 16384, 8191);
 	st = eu_node_stats(&W, 0);
 	tap_check(st.sw_below_thresh == 1 && st.ops_posted == 1 &&
 		  st.recv_to_card == 1,
@@ -84,7 +84,7 @@ static void test_default_split(void)
 	st = eu_node_stats(&W, 0);
 	tap_check(small.done && !small.r.on_card &&
 		  small.r.status == TM_REQ_OK && small.r.msg_len == 200 &&
-		  eu_check(W.node[0].arena + 4096, 200, 4) &&
+		  eu_check(W.node[0].arena + 16384, 200, 4) &&
 		  card_unexpected() == 1 && st.unexpected == 1 &&
 		  st.unexp_to_sw_recv == 1 && st.uq_len == 0 &&
 		  st.syncs == 0 && st.ops_posted == 1,
@@ -103,7 +103,7 @@ static void test_prefix(void)
 
 	open_world(0);
 	post(&small, 7, 0, 64);
-	post(&big, 7, 4096, 8192);
+	post(&big, 7, 16384, 16384);
 	st = eu_node_stats(&W, 0);
 	tap_check(st.sw_below_thresh == 1 && st.sw_conflict == 1 &&
 		  st.recv_to_card == 0,
@@ -112,7 +112,7 @@ static void test_prefix(void)
 	msg_send(&s2, 7, 500, 2);
 	st = eu_node_stats(&W, 0);
 	tap_check(small.done && small.r.msg_len == 10 && big.done &&
-		  big.r.msg_len == 500 && eu_check(W.node[0].arena + 4096, 500, 2),
+		  big.r.msg_len == 500 && eu_check(W.node[0].arena + 16384, 500, 2),
 		  "messages match in post order");
 	tap_check(st.promoted == 1 && big.r.on_card,
 		  "once the small one matched, the other went to the card and the card matched it");
@@ -128,9 +128,9 @@ static void test_no_promotion_past_small(void)
 	struct tm_engine_stats st;
 
 	open_world(1);
-	post(&l1, 1, 0, 2048);   /* takes the one entry */
-	post(&sm, 2, 4096, 16);  /* software, below the threshold */
-	post(&l2, 3, 8192, 2048); /* list full: software, may be promoted */
+	post(&l1, 1, 0, 8192);      /* takes the one entry */
+	post(&sm, 2, 16384, 16);    /* software, below the threshold */
+	post(&l2, 3, 32768, 8192);  /* list full: software, may be promoted */
 	msg_send(&s1, 1, 100, 1);    /* frees the entry */
 	st = eu_node_stats(&W, 0);
 	tap_check(l1.done && l1.r.on_card && st.sw_list_full == 1 &&

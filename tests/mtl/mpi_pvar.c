@@ -33,8 +33,8 @@
 #define L 2
 #define P 5
 #define Q 2
-/* at mtl_tm_offload_thresh (1 KiB): the card's, as BIG is */
-#define SMALL 1024
+/* at mtl_tm_offload_thresh (8 KiB): the card's, as BIG is */
+#define SMALL 8192
 #define BIG 20000
 #define TAG_GO 999
 #define TAG_TOKEN 998
