@@ -39,7 +39,7 @@ const char *mtl_tm_use_name(int use)
 /* "verbs", "soft" or "auto": the provider setting as resolved. */
 static const char *provider_setting(void)
 {
-	const char *const *names = tm_dev_params[TM_DEV_P_PROVIDER].names;
+	const char *const *names = tm_dev_param(TM_DEV_P_PROVIDER)->names;
 	uint64_t v[TM_DEV_NPARAMS];
 	unsigned i;
 
