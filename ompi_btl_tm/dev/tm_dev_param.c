@@ -20,7 +20,7 @@ static const char *const provider_names[] = { "auto", "soft", "verbs", NULL };
 static const struct tm_param dev_params[TM_DEV_P_SOFT0] = {
 	[TM_DEV_P_PROVIDER] = {
 		"provider",
-		"Device provider: auto (a TM-capable libibverbs device if present, else the soft HCA), soft (the built-in soft HCA), verbs (an RDMA device through libibverbs, with tag matching where the device offers it, else matching in software over plain RC; fails if there is no device with an active port)",
+		"Device provider: auto (a tag-matching card when every rank has one; else the built-in soft HCA when the job is on one node; else an RDMA device without tag matching, every message matched in software), soft (the soft HCA only: one node), verbs (RDMA devices through libibverbs only: a tag-matching card when every rank has one, else any InfiniBand or RoCE device with an active port, without tag matching)",
 		TM_PARAM_ENUM, "TM_DEV_PROVIDER", provider_names, 0, 0, 0, 0 },
 	[TM_DEV_P_RCACHE] = {
 		"rcache",

@@ -49,6 +49,13 @@ int main(void)
 	tap_check(described, "every setting has a name, help, variable (all but max_tags and max_ops; names if an enum)");
 
 	clear_env();
+	/* "verbs" is not only tag-matching cards (the MTL's no-TM mode) */
+	tap_check(strstr(tm_dev_param(TM_DEV_P_PROVIDER)->help,
+			 "verbs (RDMA devices") &&
+		  strstr(tm_dev_param(TM_DEV_P_PROVIDER)->help,
+			 "else any InfiniBand or RoCE device"),
+		  "the provider's help says verbs also opens RDMA devices "
+		  "without tag matching");
 	rc = tm_dev_param_defaults(d, &bad);
 	tap_check(rc == TM_OK, "defaults without environment: ok");
 	tap_check(!strcmp(tm_dev_param(TM_DEV_P_PROVIDER)->names[d[TM_DEV_P_PROVIDER]],
