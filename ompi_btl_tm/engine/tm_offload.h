@@ -65,8 +65,11 @@ static inline int tme_place_sw(struct tm_engine *eng, struct tm_recv *r, uint64_
 		   card ? TM_MQ_HELD_LAZY : TM_MQ_CARD); /* cannot fail */
 	tme_rstate(q, R_SW);
 	q->flags |= RF_PINNED;
-	if (!card) {
-		eng->x.st.sw_no_offload++;
+	if (!card) { /* as offload_refusal's check 1 counts it */
+		if (eng->x.ops.max_entries)
+			eng->x.st.sw_no_offload++;
+		else
+			eng->x.st.sw_no_tm++;
 		return TM_OK;
 	}
 	eng->x.st.sw_below_thresh++;
