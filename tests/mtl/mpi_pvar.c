@@ -40,18 +40,18 @@
 #define TAG_GO 999
 #define TAG_TOKEN 998
 
-/* the counters, in the order of mtl_tm_pvar.h (print_totals puts them
- * in the statistics line's, mtl_tm(7)) */
+/* the counters, in the order of mtl_tm_pvar.h and of the statistics
+ * line (mtl_tm(7)) */
 static const char *const cname[] = {
 	"receives", "receives_to_card", "receives_from_unexpected",
 	"sw_conflict", "sw_list_full", "sw_ops_busy", "sw_small_buffer",
 	"sw_long_buffer", "sw_no_staging", "sw_offload_off",
 	"sw_no_tag_matching", "sw_below_threshold", "sw_registration_failed",
-	"card_matched", "unexpected", "rndv_card", "rndv_sw", "truncated", "recv_cancelled",
-	"send_cancels", "send_cancels_ok", "send_cancels_late", "syncs",
+	"card_matched", "unexpected", "rndv_card", "rndv_sw", "truncated",
+	"recv_cancelled", "send_cancels", "send_cancels_ok", "send_cancels_late", "syncs",
 	"promoted", "errors", "unexp_throttled", "unexp_spilled",
 };
-enum { RECEIVES, TO_CARD, FROM_UQ, SW_BELOW = 11,
+enum { RECEIVES, TO_CARD, FROM_UQ, SW_BELOW = 11, SW_REG_FAIL,
        CARD_MATCHED, UNEXPECTED, RNDV_CARD, RNDV_SW, TRUNCATED,
        CANCELLED, SC_REQ, SC_OK, SC_LATE, SYNCS, PROMOTED, ERRORS,
        UNEXP_THROTTLED, UNEXP_SPILLED, NC };
