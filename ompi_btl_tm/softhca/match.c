@@ -168,7 +168,7 @@ static int rx_plain(struct sh_qp *qp, const struct sh_pkt *pkt,
 	struct sh_srq *srq = qp->srq;
 	struct sh_rq *rq = srq ? &srq->rq : &qp->rq;
 	struct sh_cq *cq = srq && srq->tm ? srq->cq : qp->rcq;
-	struct sh_rbuf b;
+	const struct sh_rbuf *b;
 
 	if (!rq->count) {
 		if (srq && !qp->rnr)
@@ -177,19 +177,17 @@ static int rx_plain(struct sh_qp *qp, const struct sh_pkt *pkt,
 		return EAGAIN;
 	}
 	qp->rnr = false;
-	b = rq->buf[rq->first];
-	rq->first = (rq->first + 1) % rq->cap;
-	rq->count--;
+	b = sh_rq_take(rq);
 	if (unexpected) {
 		srq->hw_cnt++;
 		srq->unexpected++;
 	}
 	if ((pkt->flags & (SH_PKT_FIRST | SH_PKT_LAST)) ==
 	    (SH_PKT_FIRST | SH_PKT_LAST))
-		return rx_plain_one(qp, pkt, data, &b, opcode,
+		return rx_plain_one(qp, pkt, data, b, opcode,
 				    unexpected ? sync_flag(srq) : 0, cq);
-	rx_start(qp, SH_RX_PLAIN, b.sge, b.num_sge, pkt, 0, cq);
-	qp->rx.cqe.wr_id = b.wr_id;
+	rx_start(qp, SH_RX_PLAIN, b->sge, b->num_sge, pkt, 0, cq);
+	qp->rx.cqe.wr_id = b->wr_id;
 	qp->rx.cqe.opcode = opcode;
 	qp->rx.cqe.byte_len = pkt->msg_len;
 	if (unexpected)
@@ -229,11 +227,8 @@ static void rx_eager_overflow(struct sh_qp *qp, const struct sh_pkt *pkt,
 	sh_list_remove(srq, h);
 	sh_tag_put(srq, h);
 	srq->matched++;
-	if (srq->rq.count) {
-		cqe.wr_id = srq->rq.buf[srq->rq.first].wr_id;
-		srq->rq.first = (srq->rq.first + 1) % srq->rq.cap;
-		srq->rq.count--;
-	}
+	if (srq->rq.count)
+		cqe.wr_id = sh_rq_take(&srq->rq)->wr_id;
 	cqe.status = IBV_WC_LOC_LEN_ERR;
 	cqe.opcode = IBV_WC_RECV;
 	cqe.byte_len = pkt->msg_len;

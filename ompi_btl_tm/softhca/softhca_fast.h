@@ -66,6 +66,23 @@ static inline bool sh_lkey_cached(struct sh_context *ctx,
 						     memory_order_acquire);
 }
 
+/*
+ * Takes the oldest plain buffer of a non-empty rq.  The entry is read in
+ * place: nothing posts to rq before the caller's step returns (the lock,
+ * or one thread on a lock-free context), and copying a 16-SGE entry costs
+ * more than the message.
+ */
+static inline const struct sh_rbuf *sh_rq_take(struct sh_rq *rq)
+{
+	const struct sh_rbuf *b = &rq->buf[rq->first];
+
+	/* (first < cap: a compare, not a division) */
+	if (++rq->first == rq->cap)
+		rq->first = 0;
+	rq->count--;
+	return b;
+}
+
 /* the next entry, for the caller to fill and mark ready; NULL: ENOMEM */
 static inline struct sh_cqe *sh_cq_next(struct sh_cq *cq)
 {

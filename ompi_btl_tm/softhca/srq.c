@@ -19,6 +19,7 @@ int sh_rq_post(struct sh_rq *rq, uint32_t max_wr, uint32_t max_sge,
 {
 	for (; wr; wr = wr->next) {
 		struct sh_rbuf *b;
+		uint32_t i;
 
 		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge) {
 			*bad = wr;
@@ -36,10 +37,16 @@ int sh_rq_post(struct sh_rq *rq, uint32_t max_wr, uint32_t max_sge,
 			}
 			rq->cap = max_wr;
 		}
-		b = &rq->buf[(rq->first + rq->count++) % rq->cap];
+		/* (first, count < cap: a compare, not a division) */
+		i = rq->first + rq->count++;
+		b = &rq->buf[i < rq->cap ? i : i - rq->cap];
 		b->wr_id = wr->wr_id;
 		b->num_sge = (uint32_t)wr->num_sge;
-		memcpy(b->sge, wr->sg_list, sizeof(*b->sge) * b->num_sge);
+		if (b->num_sge == 1) /* what a plain buffer is: no libc call */
+			b->sge[0] = wr->sg_list[0];
+		else
+			memcpy(b->sge, wr->sg_list,
+			       sizeof(*b->sge) * b->num_sge);
 	}
 	return 0;
 }
