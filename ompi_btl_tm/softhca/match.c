@@ -426,26 +426,35 @@ int sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt,
 {
 	struct sh_srq *srq = qp->srq;
 	const struct ibv_tmh *tmh = (const void *)pkt->data;
+	enum ibv_wc_opcode opcode = IBV_WC_RECV;
+	bool unexpected = false;
 	int32_t h;
 
-	if (!srq || !srq->tm)
-		return rx_plain(qp, pkt, data, IBV_WC_RECV, false);
-	if (!tmh_valid(pkt, qp->ctx->cfg.max_rndv_hdr_size))
-		return rx_plain(qp, pkt, data, IBV_WC_RECV, false);
-	if (tmh->opcode == IBV_TMH_NO_TAG || tmh->opcode == IBV_TMH_FIN)
-		return rx_plain(qp, pkt, data, IBV_WC_TM_NO_TAG, false);
-
-	/* the first active entry, in list order, whose tag & mask accept */
-	h = sh_tl_match(srq, be64toh(tmh->tag));
-	if (h < 0)
-		return rx_plain(qp, pkt, data, IBV_WC_TM_RECV, true);
-	if (tmh->opcode == IBV_TMH_EAGER && (pkt->flags & SH_PKT_LAST))
-		rx_eager_one(qp, pkt, data, h);
-	else if (tmh->opcode == IBV_TMH_EAGER)
-		rx_eager_matched(qp, pkt, data, h);
-	else
-		rx_rndv_matched(qp, pkt, h);
-	return 0;
+	/* (one call of rx_plain, which the compiler then inlines) */
+	if (!srq || !srq->tm ||
+	    !tmh_valid(pkt, qp->ctx->cfg.max_rndv_hdr_size)) {
+		/* a plain SRQ or QP, or no valid TMH: a plain receive */
+	} else if (tmh->opcode == IBV_TMH_NO_TAG ||
+		   tmh->opcode == IBV_TMH_FIN) {
+		opcode = IBV_WC_TM_NO_TAG;
+	} else {
+		/* the first active entry, in list order, whose tag & mask
+		 * accept */
+		h = sh_tl_match(srq, be64toh(tmh->tag));
+		if (h >= 0) {
+			if (tmh->opcode == IBV_TMH_EAGER &&
+			    (pkt->flags & SH_PKT_LAST))
+				rx_eager_one(qp, pkt, data, h);
+			else if (tmh->opcode == IBV_TMH_EAGER)
+				rx_eager_matched(qp, pkt, data, h);
+			else
+				rx_rndv_matched(qp, pkt, h);
+			return 0;
+		}
+		opcode = IBV_WC_TM_RECV;
+		unexpected = true;
+	}
+	return rx_plain(qp, pkt, data, opcode, unexpected);
 }
 
 void sh_rx_more(struct sh_qp *qp, const struct sh_pkt *pkt,
