@@ -75,8 +75,8 @@ int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe)
 }
 
 /* Takes the oldest ready entry (cq->cur, held until the next pop or
- * end_poll); the caller holds ctx->lock. */
-static int cq_pop(struct sh_cq *cq)
+ * end_poll); the caller holds ctx->lock.  (Inline: every poll pops.) */
+static inline __attribute__((always_inline)) int cq_pop(struct sh_cq *cq)
 {
 	struct sh_cqe *e;
 
@@ -164,7 +164,7 @@ static int cq_next_poll(struct ibv_cq_ex *ibcq)
 	} else {
 		/* a poll of the zeroed slot alone leaves the index right:
 		 * one such slot per overrun, not a stream of them */
-		cq->rxe_overrun = cq->ctx->cfg.rxe_cq && cq->cur != &rxe_zero;
+		cq->rxe_overrun = cq->rxe_cq && cq->cur != &rxe_zero;
 	}
 	return err;
 }
@@ -288,6 +288,7 @@ struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,
 	if (!cq)
 		return NULL;
 	cq->ctx = ctx;
+	cq->rxe_cq = ctx->cfg.rxe_cq != 0;
 	cq->extended = true;
 	pthread_mutex_init(&cq->poll_lock, NULL);
 	cq->cq_ex.context = c;
