@@ -153,11 +153,15 @@ static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 static int cq_next_poll(struct ibv_cq_ex *ibcq)
 {
 	struct sh_cq *cq = (struct sh_cq *)ibcq;
-	int err;
+	int err = ENOENT;
 
-	sh_lock(cq->ctx);
-	err = cq_pop(cq);
-	sh_unlock(cq->ctx);
+	/* an empty queue is one load, without the lock, as at start_poll
+	 * (an entry pushed meanwhile is the next poll's) */
+	if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE)) {
+		sh_lock(cq->ctx);
+		err = cq_pop(cq);
+		sh_unlock(cq->ctx);
+	}
 	if (!err) {
 		ibcq->wr_id = cq->cur->wr_id;
 		ibcq->status = cq->cur->status;
