@@ -164,6 +164,9 @@ judge() {
 			verdict=ok why="reference: mpirun ended the job in bounded time (exit $rc): $(grep -m1 'rank 1 .*signal 9' "$log" | cut -c1-120)"
 		fi
 		;;
+	finalize)
+		judge_finalize "$c" "$rc" "$log" "$np"
+		;;
 	linkflap*)
 		if [ "$rc" = 0 ] && grep -q 'survived' "$log"; then
 			verdict=ok why=$(grep -m1 'survived' "$log")
@@ -187,6 +190,29 @@ judge() {
 	if [ $verdict = fail ] && [ "$c" = tm1 ] && [ "$nonroot_tm_required" = 0 ] &&
 	   grep -q 'cannot connect to rank' "$log"; then
 		verdict=skip why="the soft HCA cannot connect its ranks without ptrace permission yet (\"$(grep -m1 -a 'cannot connect to rank' "$log" | sed 's/^[^m]*mtl tm: //' | cut -c1-100)\"; VM_NONROOT_TM_REQUIRED=1 makes this a failure)"
+	fi
+}
+
+# judge_finalize CONFIG RC LOG NP (judge's "finalize"): every rank's
+# MPI_Finalize under VM_FINALIZE_SECONDS (default 2: the drain before the
+# fence makes it a round trip, where a probe of a peer already gone waits
+# out RC's retries); under tm also no error at teardown and the mode.
+judge_finalize() {
+	local c=$1 rc=$2 log=$3 np=$4 limit=${VM_FINALIZE_SECONDS:-2} times max n
+	[ "$rc" = 0 ] || return 0
+	times=$(sed -n 's/^rank [0-9]*: finalize \([0-9.]*\) s$/\1/p' "$log")
+	n=$(echo "$times" | grep -c .)
+	max=$(echo "$times" | sort -g | tail -n 1)
+	why="$n of $np ranks timed MPI_Finalize"
+	[ "$n" = "$np" ] || return 0
+	why="MPI_Finalize took at most $max s (each: $(echo "$times" | tr '\n' ' ' | sed 's/ $//'))"
+	[ "$c" = tm ] || { verdict=ok; return 0; }
+	if ! awk -v m="$max" -v l="$limit" 'BEGIN { exit !(m < l) }'; then
+		why="$why: not under $limit s (VM_FINALIZE_SECONDS)"
+	elif [ "$(grep -c 'errors 0 (+0 at teardown).*on verbs:rxe0' "$log")" != "$np" ]; then
+		why="$why, but not every rank says \"errors 0 (+0 at teardown)\" on verbs:rxe0:$(grep -o 'errors [0-9]* (+[0-9]* at teardown)' "$log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+	else
+		verdict=ok why="$why, under $limit s; every rank: errors 0 (+0 at teardown)"
 	fi
 }
 
