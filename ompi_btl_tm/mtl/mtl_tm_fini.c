@@ -101,9 +101,11 @@ static int drain(void)
 }
 
 /* The error count when the drain before the fence began (fence_drain:
- * it ran): errors after it are teardown's (the statistics line). */
+ * it ran): errors after it are teardown's (the statistics line).
+ * fence_gave_up: it ran out of time, so a peer is gone without the
+ * engine knowing yet: finalize does not wait for it a second time. */
 static unsigned long long errors_run;
-static bool fence_drain;
+static bool fence_drain, fence_gave_up;
 static int self_keyval = -1;
 
 static void note_errors(void)
@@ -121,7 +123,8 @@ static int self_deleted(MPI_Comm comm, int keyval, void *value, void *extra)
 		return MPI_SUCCESS;
 	note_errors();
 	fence_drain = true;
-	if (!drain())
+	fence_gave_up = !drain();
+	if (fence_gave_up)
 		opal_output_verbose(10, mtl_tm_output,
 				    "mtl tm: rank %u: work still in flight %.0f s into MPI_Finalize",
 				    mtl_tm.my_vpid, MTL_TM_DRAIN_SECONDS);
@@ -166,7 +169,7 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 	if (mtl_tm.eng) {
 		if (!fence_drain)
 			note_errors();
-		if (!drain())
+		if (!fence_gave_up && !drain())
 			opal_output_verbose(10, mtl_tm_output,
 					    "mtl tm: rank %u: finalize with work still in flight after %.0f s",
 					    mtl_tm.my_vpid, MTL_TM_DRAIN_SECONDS);
