@@ -132,8 +132,7 @@ static int self_deleted(MPI_Comm comm, int keyval, void *value, void *extra)
 }
 
 /* A duplicate of MPI_COMM_SELF does not get it. */
-static int self_copied(MPI_Comm comm, int keyval, void *extra, void *in,
-		       void *out, int *flag, MPI_Comm newcomm)
+static int self_copied(MTL_TM_ATTR_COPY_PARAMS)
 {
 	*flag = 0;
 	return MPI_SUCCESS;
