@@ -228,6 +228,7 @@ int mtl_tm_module_init(void)
 	struct tm_engine_config ecfg;
 	struct tm_dev_config cfg;
 	char vname[64];
+	char offer[MTL_TM_CAN_STR_LEN];
 	int rc;
 
 	mtl_tm.nprocs = ompi_process_info.num_procs;
@@ -246,8 +247,10 @@ int mtl_tm_module_init(void)
 	/* the guess: the rule as if every rank were like this one */
 	mtl_tm.use = mtl_tm_choose(mtl_tm.can, mtl_tm_one_node());
 	opal_output_verbose(10, mtl_tm_output,
-			    "mtl tm: rank %u offers 0x%x (libibverbs device %s), %s: opening the %s",
-			    mtl_tm.my_vpid, mtl_tm.can, *vname ? vname : "none",
+			    "mtl tm: rank %u offers %s (libibverbs device %s), %s: opening the %s",
+			    mtl_tm.my_vpid,
+			    mtl_tm_can_str(mtl_tm.can, offer, sizeof(offer)),
+			    *vname ? vname : "none",
 			    mtl_tm_one_node() ? "one node" : "several nodes",
 			    mtl_tm_use_name(mtl_tm.use));
 	if (mtl_tm.use == MTL_TM_USE_NONE) {
