@@ -323,12 +323,18 @@ int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 		     struct ompi_proc_t **procs);
 int mtl_tm_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 		     struct ompi_proc_t **procs);
-int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl);
 int mtl_tm_add_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm);
 int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm);
 int mtl_tm_progress(void);
+
+/* mtl_tm_fini.c */
+int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl);
+/* At add_comm: for MPI_COMM_SELF, the attribute whose deletion drains
+ * this rank before MPI_Finalize's fence. */
+void mtl_tm_watch_finalize(struct ompi_communicator_t *comm);
+
 /* The endpoint of rank `rank` of comm (remote group for intercomms),
  * connected now if pml cm has not handed it over yet; NULL if none. */
 struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
