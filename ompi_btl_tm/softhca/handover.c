@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <semaphore.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,14 +114,19 @@ static bool initial_userns(void)
  */
 static bool same_user(uid_t uid)
 {
-	uid_t overflow = 65534;
+	/* (a sysctl nobody changes under a running job: read once) */
+	static _Atomic int64_t overflow = -1;
+	int64_t o = atomic_load_explicit(&overflow, memory_order_relaxed);
 	char buf[32];
 
 	if (uid != geteuid())
 		return false;
-	if (!read_text("/proc/sys/kernel/overflowuid", buf, sizeof(buf)))
-		overflow = (uid_t)strtoul(buf, NULL, 10);
-	return uid != overflow || initial_userns();
+	if (o < 0) {
+		o = read_text("/proc/sys/kernel/overflowuid", buf, sizeof(buf))
+			    ? 65534 : (int64_t)strtoul(buf, NULL, 10);
+		atomic_store_explicit(&overflow, o, memory_order_relaxed);
+	}
+	return uid != (uid_t)o || initial_userns();
 }
 
 /* The credentials of the socket's other end: 0, or EACCES. */
@@ -185,6 +191,28 @@ static void slot_close(struct waiting *w)
 	w->fd = -1;
 }
 
+/* More of a waiting peer's key; the answer once it is whole. */
+static void read_key(struct sh_context *ctx, struct waiting *w)
+{
+	ssize_t r = recv(w->fd, (char *)&w->key + w->have,
+			 sizeof(w->key) - w->have, MSG_DONTWAIT);
+
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (r <= 0) {
+		slot_close(w);
+		return;
+	}
+	w->have += (unsigned)r;
+	if (w->have < sizeof(w->key))
+		return;
+	if (w->key == ctx->key)
+		hand_over(ctx, w->fd);
+	else
+		answer(w->fd, ANS_REFUSED);
+	slot_close(w);
+}
+
 /* Takes what the listen backlog holds, while a slot is free: another
  * user's peer is refused at once, before it is read from. */
 static void accept_some(struct sh_context *ctx, struct waiting *w)
@@ -207,29 +235,8 @@ static void accept_some(struct sh_context *ctx, struct waiting *w)
 		}
 		w[i] = (struct waiting){ .fd = c,
 					 .until_ms = now_ms() + SH_KEY_WAIT_MS };
+		read_key(ctx, &w[i]); /* (often there already) */
 	}
-}
-
-/* More of a waiting peer's key; the answer once it is whole. */
-static void read_key(struct sh_context *ctx, struct waiting *w)
-{
-	ssize_t r = recv(w->fd, (char *)&w->key + w->have,
-			 sizeof(w->key) - w->have, MSG_DONTWAIT);
-
-	if (r < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (r <= 0) {
-		slot_close(w);
-		return;
-	}
-	w->have += (unsigned)r;
-	if (w->have < sizeof(w->key))
-		return;
-	if (w->key == ctx->key)
-		hand_over(ctx, w->fd);
-	else
-		answer(w->fd, ANS_REFUSED);
-	slot_close(w);
 }
 
 /* The poll timeout: until the first waiting peer's deadline. */
