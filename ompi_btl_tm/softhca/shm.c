@@ -490,8 +490,9 @@ static void peer_why(const struct sh_gid *g, int err)
 		      "runs in another network namespace)";
 		break;
 	case EACCES:
-		why = "it refused: this process runs as another user, or the "
-		      "address was not the job's";
+		why = "refused: another user (or a user namespace that maps "
+		      "no uid), another process under its socket's name, or "
+		      "an address not from the job";
 		break;
 	case ETIMEDOUT:
 		why = "it did not answer";
