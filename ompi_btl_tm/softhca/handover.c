@@ -225,8 +225,14 @@ static void accept_some(struct sh_context *ctx, struct waiting *w)
 			continue;
 		c = accept4(ctx->srv_fd, NULL, NULL,
 			    SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (c < 0)
+		if (c < 0) {
+			/* out of descriptors (the backlog stays readable):
+			 * a pause, not a spin, until the process frees some */
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM)
+				(void)poll(NULL, 0, 10);
 			return;
+		}
 		if (peer_cred(c, &cr) || !same_user(cr.uid)) {
 			answer(c, ANS_REFUSED);
 			close(c);
