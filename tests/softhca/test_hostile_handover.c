@@ -2,7 +2,8 @@
  * test_hostile_handover.c - another local user against the segment
  * handover (handover.c): it cannot stop a connect, take a context's
  * socket name, receive a peer's key, hand over segments of its own, or
- * open the segments through /proc; a process in a user namespace without
+ * open the segments through /proc; a silent peer of the owner's user holds
+ * up nobody; a process in a user namespace without
  * a uid mapping is nobody's same user; and a context whose key cannot be
  * drawn from getrandom does not open.
  *
@@ -226,6 +227,42 @@ static void test_idle_clients(void)
 	tap_check(ret == 0, "a peer of the owner's user connects all the same "
 		  "(%s)", ret ? strerror(ret) : "connected");
 	sh_side_close(&s);
+}
+
+/* ---- 2. a peer of the owner's user that sends no key ---------------- */
+
+/*
+ * A connection of this user that never sends its key holds one of the
+ * owner's few waiting places only for a deadline: then it is told to ask
+ * again ('T', handover.c) and dropped, while a real peer connects.
+ */
+static void test_silent_peer(void)
+{
+	char names[2][NAME_MAX_LEN], got = 0;
+	struct timeval tv = { .tv_sec = 20 };
+	struct sockaddr_un a;
+	struct sh_side s;
+	int c, ret = -1;
+	ssize_t r = -1;
+
+	if (sh_side_open(&s, SOFTHCA_SCHED_AUTO, 1))
+		tap_bail("open");
+	c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c >= 0 && names_of(getpid(), names, 2) == 1 &&
+	    !setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) &&
+	    !connect(c, (struct sockaddr *)&a, abstract(&a, names[0]))) {
+		ret = connect_in_child(&s.gid);
+		r = recv(c, &got, 1, 0);
+	}
+	if (c >= 0)
+		close(c);
+	sh_side_close(&s);
+	tap_check(ret == 0, "a peer connects while a connection of its user "
+		  "sends no key (%s)", ret > 0 ? strerror(ret) : ret ?
+		  "no silent connection" : "connected");
+	tap_check(r == 1 && got == 'T', "the silent one is told to ask again "
+		  "once its deadline passes (%zd byte, '%c')", r,
+		  got ? got : '-');
 }
 
 /* ---- 2. the names of a coming context, squatted --------------------- */
@@ -636,6 +673,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	test_unmapped();
 	test_no_getrandom();
+	test_silent_peer();
 	if (geteuid()) {
 		skip(10, "another user: not run as root");
 		return tap_done();
