@@ -197,8 +197,7 @@ static int sh_query_gid(struct ibv_context *c, uint8_t port, int index,
 
 	if (port != 1 || index != 0)
 		return EINVAL;
-	sh_gid_encode(gid, getpid(), ctx->pub_fd, ctx->nonce, ctx->key,
-		      ctx->srv_salt);
+	sh_gid_encode(gid, getpid(), ctx->pub_fd, ctx->nonce, ctx->key);
 	return 0;
 }
 
