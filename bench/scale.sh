@@ -36,7 +36,7 @@ nps="16 64 128"
 transports="tm ob1 ucx"
 patterns="ring a2a"
 rounds=10
-usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "scale.sh: $1" >&2; exit "${2:-1}"; }
 while getopts "b:p:x:k:n:h" o; do
 	case $o in
@@ -58,6 +58,9 @@ for k in $patterns; do
 	case $k in ring|a2a) ;; *) die "-k: unknown pattern $k (ring, a2a)" 2 ;; esac
 done
 [[ $rounds =~ ^[0-9]+$ ]] && [ "$rounds" -ge 1 ] || die "-n: a positive count" 2
+for t in $transports; do
+	case $t in tm|ob1|ucx) ;; *) die "-x: unknown transport $t (tm, ob1, ucx)" 2 ;; esac
+done
 
 build=$(cd "$build" 2>/dev/null && pwd) || die "no build directory (configure first)"
 tmp=$(mktemp -d)
@@ -71,9 +74,6 @@ declare -A ARGS
 ARGS[tm]="--mca pml cm --mca mtl tm --mca mca_base_component_path $build/.libs:$pkglib"
 ARGS[ob1]="--mca pml ob1 --mca btl self,vader"
 ARGS[ucx]="--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any"
-for t in $transports; do
-	[ -n "${ARGS[$t]+x}" ] || die "-x: unknown transport $t (tm, ob1, ucx)" 2
-done
 launch=(mpirun --oversubscribe --bind-to none)
 [ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
 
@@ -123,7 +123,12 @@ for np in $nps; do
 			if ! timeout --kill-after=5 "${LAUNCH_TIMEOUT:-900}" \
 				"${launch[@]}" -np "$np" ${ARGS[$t]} "$prog" "$k" \
 				-n "$rounds" >"$tmp/$tag.out" 2>"$tmp/$tag.err"; then
-				echo "scale.sh: $k over $t at np $np failed:" >&2
+				rc=$?
+				if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+					echo "scale.sh: $k over $t at np $np did not end within ${LAUNCH_TIMEOUT:-900} s (LAUNCH_TIMEOUT)" >&2
+				else
+					echo "scale.sh: $k over $t at np $np failed (exit $rc):" >&2
+				fi
 				tail -n 8 "$tmp/$tag.err" >&2
 				fail=1
 				continue
