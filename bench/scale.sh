@@ -120,10 +120,11 @@ for np in $nps; do
 			tag=$t.$np.$k
 			load=$(cut -d' ' -f1 /proc/loadavg)
 			# shellcheck disable=SC2086
-			if ! timeout --kill-after=5 "${LAUNCH_TIMEOUT:-900}" \
+			timeout --kill-after=5 "${LAUNCH_TIMEOUT:-900}" \
 				"${launch[@]}" -np "$np" ${ARGS[$t]} "$prog" "$k" \
-				-n "$rounds" >"$tmp/$tag.out" 2>"$tmp/$tag.err"; then
-				rc=$?
+				-n "$rounds" >"$tmp/$tag.out" 2>"$tmp/$tag.err"
+			rc=$?
+			if [ $rc -ne 0 ]; then
 				if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 					echo "scale.sh: $k over $t at np $np did not end within ${LAUNCH_TIMEOUT:-900} s (LAUNCH_TIMEOUT)" >&2
 				else
@@ -133,17 +134,23 @@ for np in $nps; do
 				fail=1
 				continue
 			fi
+			# each cell "mean/max": anything else means bench_scale's
+			# report is not what field() reads
+			cells=() bad=0
+			for w in init_s fd_init fd_after maps_init maps_after \
+				rss_init_kb rss_after_kb hwm_kb; do
+				c=$(field "$tmp/$tag.out" "$w")
+				[[ $c =~ ^-?[0-9.]+/-?[0-9.]+$ ]] || bad=1
+				cells+=("$c")
+			done
+			if [ $bad = 1 ]; then
+				echo "scale.sh: $k over $t at np $np: no complete report from bench_scale:" >&2
+				tail -n 8 "$tmp/$tag.out" "$tmp/$tag.err" >&2
+				fail=1
+				continue
+			fi
 			printf '%-4s %5s %-5s %5s %11s %9s %9s %11s %11s %15s %15s %11s %6s\n' \
-				"$t" "$np" "$k" "$load" \
-				"$(field "$tmp/$tag.out" init_s)" \
-				"$(field "$tmp/$tag.out" fd_init)" \
-				"$(field "$tmp/$tag.out" fd_after)" \
-				"$(field "$tmp/$tag.out" maps_init)" \
-				"$(field "$tmp/$tag.out" maps_after)" \
-				"$(field "$tmp/$tag.out" rss_init_kb)" \
-				"$(field "$tmp/$tag.out" rss_after_kb)" \
-				"$(field "$tmp/$tag.out" hwm_kb)" \
-				"$(modex_bytes "$t" "$np")"
+				"$t" "$np" "$k" "$load" "${cells[@]}" "$(modex_bytes "$t" "$np")"
 		done
 	done
 done
