@@ -162,6 +162,8 @@ struct softhca_config {
 				     * first zeroed slot only.  2: the same
 				     * on a kernel that leaves vendor_id 0:
 				     * the device is named "rxe0" instead */
+	int port_down;              /* its one port DOWN (no cable): a TM
+				     * card that cannot carry anything */
 };
 
 /*
@@ -198,7 +200,7 @@ void softhca_config_default(struct softhca_config *cfg);
  * (SOFTHCA_MAX_NUM_TAGS, SOFTHCA_MAX_OPS, SOFTHCA_MTU, SOFTHCA_RING_DEPTH,
  * SOFTHCA_MAX_MSG_SZ,
  * SOFTHCA_SCHED=auto|random|manual, SOFTHCA_SEED, SOFTHCA_FORCE_COPY_READ,
- * SOFTHCA_NO_TM=0/1, ...).  Returns 0, or EINVAL naming the bad variable on stderr.
+ * SOFTHCA_NO_TM=0/1, SOFTHCA_PORT_DOWN=0/1, ...).  Returns 0, or EINVAL naming the bad variable on stderr.
  */
 int softhca_config_from_env(struct softhca_config *cfg);
 
