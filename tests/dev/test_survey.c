@@ -11,6 +11,7 @@
 #include "tap.h"
 #include "dev/tm_dev.h"
 #include "softhca/softhca.h"
+#include "softhca/softhca_param.h"
 
 static void set_port_down(int down)
 {
@@ -26,6 +27,8 @@ int main(void)
 {
 	struct softhca_config c;
 	struct tm_dev_survey s;
+	char why[200];
+	unsigned bad;
 	struct tm_dev_config cfg;
 	struct tm_dev *d = NULL;
 	int rc;
@@ -53,11 +56,11 @@ int main(void)
 
 	softhca_config_default(&c);
 	setenv("SOFTHCA_PORT_DOWN", "1", 1);
-	rc = softhca_config_from_env(&c);
+	rc = softhca_config_from_env(&c, &bad, why, sizeof(why));
 	tap_check(!rc && c.port_down == 1,
 		  "SOFTHCA_PORT_DOWN=1 in the environment sets it (%d)", rc);
 	setenv("SOFTHCA_PORT_DOWN", "0", 1);
-	rc = softhca_config_from_env(&c);
+	rc = softhca_config_from_env(&c, &bad, why, sizeof(why));
 	tap_check(!rc && c.port_down == 0, "... and =0 clears it (%d)", rc);
 	return tap_done();
 }
