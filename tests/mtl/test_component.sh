@@ -193,7 +193,7 @@ elif unshare -u true 2>/dev/null; then
 		"$prog/mpi_hello" > "$tmp/hosts" 2>&1
 	rc=$?
 	check "two host names on one node: one node, the soft HCA, MPI_Init passes (exit $rc)" \
-		bash -c "[ $rc = 0 ] && [ \$(grep -c 'job offers .* on one node: soft HCA' '$tmp/hosts') = 2 ] && ! grep -q 'no-provider' '$tmp/hosts'"
+		bash -c "[ $rc = 0 ] && [ \$(grep -c 'of the job (on one node) offers .*: soft HCA' '$tmp/hosts') = 2 ] && ! grep -q 'no-provider' '$tmp/hosts'"
 else
 	ok "two host names, one node # SKIP unshare -u (UTS namespaces) not allowed here"
 fi
