@@ -163,7 +163,8 @@ struct mtl_tm_modex {
 	char provider[8];        /* tm_dev_provider_name(): "soft", "verbs" */
 	uint32_t can;            /* MTL_TM_CAN_*: what this rank could use */
 	uint32_t use;            /* MTL_TM_USE_*: what it opened (its guess) */
-	char node[64];           /* its host's name */
+	char node[64];           /* its host's name, for messages only
+				  * (one node: Open MPI's locality) */
 	struct tm_dev_pair_addr addr; /* gid, lid, mtu; QP numbers unused */
 	struct {
 		uint32_t rx, tx;

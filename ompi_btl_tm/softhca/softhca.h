@@ -164,6 +164,8 @@ struct softhca_config {
 				     * first zeroed slot only.  2: the same
 				     * on a kernel that leaves vendor_id 0:
 				     * the device is named "rxe0" instead */
+	int port_down;              /* its one port DOWN (no cable): a TM
+				     * card that carries nothing */
 };
 
 /*
