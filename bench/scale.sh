@@ -18,8 +18,9 @@
 # MPI_Init and after the traffic, VmRSS after MPI_Init and after, VmHWM
 # (kB); and the modex bytes each rank publishes:
 #   tm   computed from mtl_tm_addr.c's formula, sizeof(struct
-#        mtl_tm_modex) + np * 8 (the header is 116 bytes: magic, nqp,
-#        provider[8], can, use, node[64], struct tm_dev_pair_addr (28))
+#        mtl_tm_modex) + np * sizeof(qpn[0]), both sizes taken by
+#        compiling mtl/mtl_tm.h with BUILD_DIR's compiler and flags
+#        (116 + 8 np on x86-64 today); "?" if that fails
 #   ucx  measured: the sizes pml ucx logs at pml_ucx_verbose 2 ("Pack
 #        remote/local worker address, size N", summed), from a separate
 #        2-rank job (the address does not depend on the job's size)
@@ -93,10 +94,39 @@ if [[ " $transports " == *" ucx "* ]]; then
 	[ -n "$ucx_modex" ] || ucx_modex=-
 fi
 
+# "HEADER ENTRY": sizeof(struct mtl_tm_modex) and of one qpn[] entry, as
+# BUILD_DIR compiles mtl/mtl_tm.h (printed by a program built for it).
+tm_modex_sizes() {
+	local mk=$build/Makefile cc cppflags
+	cc=$(sed -n 's/^CC = //p' "$mk")
+	cppflags=$(sed -n 's/^OMPI_CPPFLAGS = //p' "$mk")
+	cat >"$tmp/sizes.c" <<-'EOF'
+	#include "config.h"
+	#include "mtl/mtl_tm.h"
+	#include <stdio.h>
+	int main(void)
+	{
+		printf("%zu %zu\n", sizeof(struct mtl_tm_modex),
+		       sizeof(((struct mtl_tm_modex *)0)->qpn[0]));
+		return 0;
+	}
+	EOF
+	# shellcheck disable=SC2086
+	${cc:-cc} -I "$build" -I "$here/../ompi_btl_tm" $cppflags \
+		-o "$tmp/sizes" "$tmp/sizes.c" >"$tmp/sizes.log" 2>&1 &&
+		"$tmp/sizes"
+}
+tm_modex=
+if [[ " $transports " == *" tm "* ]]; then
+	tm_modex=$(tm_modex_sizes) ||
+		{ echo "scale.sh: cannot size struct mtl_tm_modex (tm's modex bytes: ?):" >&2
+		  tail -n 5 "$tmp/sizes.log" >&2; tm_modex=; }
+fi
+
 # Modex bytes per rank of transport $1 at $2 ranks ("-" if unknown).
 modex_bytes() {
 	case $1 in
-	tm) echo $((116 + $2 * 8)) ;;
+	tm) [ -n "$tm_modex" ] && echo $((${tm_modex% *} + $2 * ${tm_modex#* })) || echo "?" ;;
 	ucx) echo "$ucx_modex" ;;
 	*) echo - ;;
 	esac
