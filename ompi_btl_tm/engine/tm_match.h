@@ -107,7 +107,8 @@ static inline int tm_tag_recv_ok(uint64_t rtag, uint64_t mask)
 
 	return (mask & ~(TM_MASK_SRC | TM_MASK_TAG)) == TM_MASK_CTX &&
 	       (src == 0 || src == TM_MASK_SRC) &&
-	       (tag == TM_MASK_TAG || tag == TM_MASK_TAG_SIGN) &&
+	       (tag == TM_MASK_TAG ||
+		(tag == TM_MASK_TAG_SIGN && !(rtag & TM_MASK_TAG_SIGN))) &&
 	       (rtag & ~mask) == 0;
 }
 
