@@ -84,8 +84,9 @@ static void test_bad_envelope(void)
 			ok = 0;
 		}
 	}
-	tap_check(ok && eu_node_stats(&W, 1).recv_posted == posted0,
-		  "a (tag, mask) tm_tag_recv cannot make: TM_ERR_RANGE, nothing posted");
+	if (!tap_check(ok && eu_node_stats(&W, 1).recv_posted == posted0,
+		       "a (tag, mask) tm_tag_recv cannot make: TM_ERR_RANGE, nothing posted"))
+		tap_bail("malformed receives were posted: what follows would hang on them");
 	tm_tag_recv(3, TM_ANY_SRC, TM_ANY_TAG, &tag, &mask);
 	rc = post_raw(&t, tag, mask);
 	tap_check(rc == TM_OK &&
