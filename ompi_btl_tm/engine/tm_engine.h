@@ -115,7 +115,8 @@ struct tm_engine_stats {
 	uint64_t sw_small_buf;
 	uint64_t sw_long_buf;      /* longer than the card reads at once */
 	uint64_t sw_no_stage;     /* small buffer, no staging buffer free */
-	uint64_t sw_no_offload;    /* offload off, or no tag list at all */
+	uint64_t sw_no_offload;    /* offload off (cfg.offload 0) */
+	uint64_t sw_no_tm;         /* the device offers no tag matching */
 	uint64_t sw_reg_fail;
 	uint64_t promoted;         /* software-held receives moved to the card */
 	uint64_t card_matched;     /* arrivals matched by the card */

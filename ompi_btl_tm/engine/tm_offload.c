@@ -220,8 +220,8 @@ void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
  * May r go to the card now?  NULL if so, else the counter of the first
  * reason it may not (one counter per reason, in tm_engine_stats).  The
  * checks, in order:
- *   1. offload is on and the transport has a tag list (tmx_has_card;
- *      sw_no_offload);
+ *   1. the transport has a tag list (sw_no_tm: every receive of a device
+ *      without tag matching) and offload is on (sw_no_offload);
  *   2. prefix rule: no software-held posted receive accepts a message r
  *      accepts, O(1) through the tm_mq counters (sw_conflict);
  *   3. a staging buffer exists (sw_small_buf), and its length is no more
@@ -241,7 +241,8 @@ static uint64_t *offload_refusal(struct tm_engine *eng, struct tm_recv *r,
 				 uint64_t tag, uint64_t mask)
 {
 	if (!tmx_has_card(&eng->x))					/* 1 */
-		return &eng->x.st.sw_no_offload;
+		return eng->x.ops.max_entries ? &eng->x.st.sw_no_offload :
+						&eng->x.st.sw_no_tm;
 	if (!(eng->x.test.faults & TM_FAULT_PREFIX) &&			/* 2 */
 	    tm_mq_sw_conflict(&eng->mq, tag, mask))
 		return &eng->x.st.sw_conflict;
