@@ -119,10 +119,13 @@ make_tarball() {
 	}
 	rm -rf "$root.deps.log" "$root/tmp/deps"
 	mkdir -p "$cache"
-	rm -f "$cache/$suite"-*.tar.gz
-	tar -C "$root" --one-file-system -czf "$tarball.tmp" . &&
-		mv "$tarball.tmp" "$tarball" ||
-		{ rm -f "$tarball.tmp"; say "could not cache the chroot (continuing)"; }
+	# other keys' tarballs go; this key's is replaced by a rename, and
+	# each run writes its own temporary file: runs side by side neither
+	# interleave their writes nor delete what another is unpacking
+	find "$cache" -maxdepth 1 -name "$suite-*.tar.gz" ! -name "$(basename "$tarball")" -delete
+	tar -C "$root" --one-file-system -czf "$tarball.$$.tmp" . &&
+		mv "$tarball.$$.tmp" "$tarball" ||
+		{ rm -f "$tarball.$$.tmp"; say "could not cache the chroot (continuing)"; }
 }
 
 start=$SECONDS

@@ -236,8 +236,12 @@ struct tm_dev_survey {
 	char soft_name[64];
 };
 
-/* Opens each device briefly, as tm_dev_open() would; prints nothing. */
+/* Opens each device briefly, as tm_dev_open() would; prints nothing.  A
+ * device counts only with an active port (an uncabled card is none). */
 void tm_dev_survey(struct tm_dev_survey *s);
+/* The same with table card in libibverbs' place (tests: the soft HCA
+ * playing a card, softhca(7) SOFTHCA_PORT_DOWN). */
+void tm_dev_survey_with(struct tm_dev_survey *s, const struct tm_verbs *card);
 
 /*
  * Does libibverbs list a device with RC tag matching?  The soft HCA is not

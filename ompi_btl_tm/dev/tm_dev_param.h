@@ -44,7 +44,7 @@
  * tests/mtl/test_layers.sh); tm_dev_param.c checks the count, so a setting
  * added to that table names this line at compile time if it is not bumped.
  */
-#define TM_DEV_SOFT_NPARAMS 17
+#define TM_DEV_SOFT_NPARAMS 18
 enum tm_dev_param_id {
 	TM_DEV_P_PROVIDER,
 	TM_DEV_P_RCACHE,

@@ -18,18 +18,14 @@ static int attr_has_tm(const struct ibv_device_attr_ex *a)
 	       a->tm_caps.max_ops;
 }
 
-/*
- * Can the device carry the plain mode: reliable connections (InfiniBand
- * or RoCE transport: not EFA, usNIC, iWARP), an SRQ, an active port.
- */
-static int ctx_has_rc(struct ibv_device *d, struct ibv_context *ctx,
-		      const struct ibv_device_attr_ex *a)
+/* Is one of the device's ports active?  A card without a cable (every
+ * port down) carries nothing, with or without tag matching. */
+static int ctx_port_active(struct ibv_context *ctx,
+			   const struct ibv_device_attr_ex *a)
 {
 	struct ibv_port_attr pattr;
 	int p;
 
-	if (d->transport_type != IBV_TRANSPORT_IB || a->orig_attr.max_srq <= 0)
-		return 0;
 	for (p = 1; p <= a->orig_attr.phys_port_cnt && p <= 255; p++) {
 		memset(&pattr, 0, sizeof(pattr));
 		if (!ibv_query_port(ctx, (uint8_t)p, &pattr) &&
@@ -39,8 +35,15 @@ static int ctx_has_rc(struct ibv_device *d, struct ibv_context *ctx,
 	return 0;
 }
 
+/* Can the device carry the plain mode: reliable connections (InfiniBand
+ * or RoCE transport: not EFA, usNIC, iWARP) and an SRQ. */
+static int dev_has_rc(struct ibv_device *d, const struct ibv_device_attr_ex *a)
+{
+	return d->transport_type == IBV_TRANSPORT_IB && a->orig_attr.max_srq > 0;
+}
+
 /* What device d offers: TM_DEV_HAS_TM and/or TM_DEV_HAS_RC, 0 if it
- * cannot be opened. */
+ * cannot be opened or has no active port. */
 static int dev_offers(const struct tm_verbs *v, struct ibv_device *d)
 {
 	struct ibv_device_attr_ex attr;
@@ -50,10 +53,11 @@ static int dev_offers(const struct tm_verbs *v, struct ibv_device *d)
 	if (!ctx)
 		return 0;
 	memset(&attr, 0, sizeof(attr));
-	if (!ibv_query_device_ex(ctx, NULL, &attr)) {
+	if (!ibv_query_device_ex(ctx, NULL, &attr) &&
+	    ctx_port_active(ctx, &attr)) {
 		if (attr_has_tm(&attr))
 			has |= TM_DEV_HAS_TM;
-		if (ctx_has_rc(d, ctx, &attr))
+		if (dev_has_rc(d, &attr))
 			has |= TM_DEV_HAS_RC;
 	}
 	v->close_device(ctx);
@@ -162,13 +166,17 @@ static int survey_table(const struct tm_verbs *v, char *name, size_t len)
 	return best;
 }
 
-void tm_dev_survey(struct tm_dev_survey *s)
+void tm_dev_survey_with(struct tm_dev_survey *s, const struct tm_verbs *card)
 {
 	memset(s, 0, sizeof(*s));
-	s->verbs = survey_table(&tm_verbs_ibv, s->verbs_name,
-				sizeof(s->verbs_name));
+	s->verbs = survey_table(card, s->verbs_name, sizeof(s->verbs_name));
 	s->soft = survey_table(softhca_verbs(), s->soft_name,
 			       sizeof(s->soft_name));
+}
+
+void tm_dev_survey(struct tm_dev_survey *s)
+{
+	tm_dev_survey_with(s, &tm_verbs_ibv);
 }
 
 int tm_dev_card_present(char *name, size_t len)

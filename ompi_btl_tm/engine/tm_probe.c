@@ -27,6 +27,8 @@ static int probe(struct tm_engine *eng, struct tm_probe_info *info,
 	info->peer = m->peer;
 	info->send_seq = m->app & TM_APP_SEQ_MASK;
 	if (msg) {
+		/* its plain buffer must not go with it (tm_umem.h) */
+		m = tme_msg_take(eng, m);
 		tm_mq_msg_remove(&eng->mq, &m->mq);
 		m->in_uq = 0; /* matched by the probe: a cancel is late */
 		*msg = m;

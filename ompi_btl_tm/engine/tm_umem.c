@@ -90,8 +90,9 @@ static struct tm_msg *oldest_held(struct tm_engine *eng)
 	return NULL;
 }
 
-/* Moves held message m into a copy of its own, and its buffer back. */
-static int spill(struct tm_engine *eng, struct tm_msg *m)
+/* Moves held message m into a copy of its own, and its buffer back: the
+ * copy, or NULL (no memory; m unchanged). */
+static struct tm_msg *spill(struct tm_engine *eng, struct tm_msg *m)
 {
 	size_t len = m->rndv ? 0 : (size_t)m->len;
 	struct tm_msg *c;
@@ -100,7 +101,7 @@ static int spill(struct tm_engine *eng, struct tm_msg *m)
 	c = tmx_fault(&eng->x, TM_SITE_ALLOC_MSG) ? NULL :
 	    malloc(sizeof(*c) + len);
 	if (!c)
-		return 0;
+		return NULL;
 	*c = *m;
 	c->plain = TM_MSG_MALLOC;
 	c->data = (uint8_t *)(c + 1);
@@ -110,7 +111,14 @@ static int spill(struct tm_engine *eng, struct tm_msg *m)
 	eng->recv.copy_bytes += msg_size(c);
 	eng->x.st.unexp_spilled++;
 	tme_msg_free(eng, m);
-	return 1;
+	return c;
+}
+
+struct tm_msg *tme_msg_take(struct tm_engine *eng, struct tm_msg *m)
+{
+	struct tm_msg *c = m->plain >= 0 ? spill(eng, m) : NULL;
+
+	return c ? c : m;
 }
 
 int tme_umem_spill(struct tm_engine *eng)
@@ -133,5 +141,5 @@ int tme_umem_spill(struct tm_engine *eng)
 		return 0;
 	eng->recv.held_ns = now;
 	m = oldest_held(eng);
-	return m ? spill(eng, m) : 0;
+	return m && spill(eng, m) ? 1 : 0;
 }

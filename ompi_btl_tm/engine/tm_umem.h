@@ -15,7 +15,11 @@
  * that is only queued (over the budget, counted in unexp_spilled) and
  * reposts its buffer, one per TM_UMEM_SPILL_NS: a program that waits for
  * something else than the messages it is flooded with gets it, and
- * memory grows by at most one copy per interval meanwhile.
+ * memory grows by at most one copy per interval meanwhile.  A message a
+ * matched probe takes out of the queue (MPI_Mprobe) is named only by the
+ * program's handle, where no spill can reach it: it is copied out as the
+ * probe takes it (over the budget too, counted the same way), so a
+ * program holding probed messages holds no plain buffer with them.
  *
  * Owns: recv.msg_free and the budget's counters in struct tm_engine.
  */
@@ -34,6 +38,10 @@ struct tm_msg *tme_msg_alloc(struct tm_engine *eng, uint32_t plen);
 void tme_msg_hold(struct tm_engine *eng, struct tm_msg *m, uint32_t idx);
 /* m is done with: its memory, or its plain buffer back to the card. */
 void tme_msg_free(struct tm_engine *eng, struct tm_msg *m);
+/* The message a matched probe hands out in place of m: m, or its copy
+ * when m held a plain buffer (m is then gone; it stays held only when
+ * there is no memory for the copy). */
+struct tm_msg *tme_msg_take(struct tm_engine *eng, struct tm_msg *m);
 /* TM_PEND_HELD's handler (progress): the liveness rule above. */
 int tme_umem_spill(struct tm_engine *eng);
 

@@ -1,11 +1,11 @@
 /*
  * mtl_tm.c - the control path of mtl tm: device, QPs and modex at init,
- * add/del procs, add/del comm, progress and completion, finalize.  See mtl_tm.h for the
- * addressing scheme.
+ * add/del procs, add/del comm, progress and completion (finalize:
+ * mtl_tm_fini.c).  See mtl_tm.h for the addressing scheme.
  *
  * The matching engine (engine/tm_engine.h) is created at init, learns
  * each peer's QP at add_procs, is driven by the progress hook and drained
- * at finalize.
+ * at MPI_Finalize (mtl_tm_fini.c).
  */
 #include "mtl_tm.h"
 #include "mtl_tm_pvar.h"
@@ -466,95 +466,6 @@ int mtl_tm_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 	return OMPI_SUCCESS;
 }
 
-static double now_sec(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/*
- * What the card did for this process, for mtl_tm_verbose >= 10 (the
- * statistics line of mtl_tm(7): keep the two in step), from the MPI_T
- * performance variables (mtl_tm_pvar.h), so the two cannot disagree.
- * errors_run: the error count when finalize began.  Errors after
- * that are teardown races (a peer that finished first destroyed its QPs
- * while this rank still drained) and are reported apart.
- */
-static void log_stats(unsigned long long errors_run)
-{
-	unsigned long long v[MTL_TM_PV_N];
-
-	if (mtl_tm_params.verbose < 10)
-		return;
-	mtl_tm_pvar_read(v);
-	opal_output(mtl_tm_output,
-		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu, long buffer %llu, no staging %llu, offload off %llu, no tag matching %llu, registration failed %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, send cancels asked %llu ok %llu late %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown), unexpected held at mtl_tm_unexpected_mem %llu, spilled %llu; mode: %s on %s",
-		    mtl_tm.my_vpid, v[MTL_TM_PV_RECEIVES],
-		    v[MTL_TM_PV_TO_CARD], v[MTL_TM_PV_FROM_UQ],
-		    v[MTL_TM_PV_SW_CONFLICT], v[MTL_TM_PV_SW_LIST_FULL],
-		    v[MTL_TM_PV_SW_OPS_BUSY], v[MTL_TM_PV_SW_SMALL_BUF],
-		    v[MTL_TM_PV_SW_LONG_BUF], v[MTL_TM_PV_SW_NO_STAGE],
-		    v[MTL_TM_PV_SW_NO_OFFLOAD], v[MTL_TM_PV_SW_NO_TM],
-		    v[MTL_TM_PV_SW_REG_FAIL], v[MTL_TM_PV_CARD_MATCHED],
-		    v[MTL_TM_PV_UNEXPECTED], v[MTL_TM_PV_RNDV_CARD],
-		    v[MTL_TM_PV_RNDV_SW], v[MTL_TM_PV_TRUNCATED],
-		    v[MTL_TM_PV_CANCELLED], v[MTL_TM_PV_SCANCEL_REQ],
-		    v[MTL_TM_PV_SCANCEL_OK], v[MTL_TM_PV_SCANCEL_LATE],
-		    v[MTL_TM_PV_SYNCS], v[MTL_TM_PV_PROMOTED], errors_run,
-		    v[MTL_TM_PV_ERRORS] - errors_run,
-		    v[MTL_TM_PV_UNEXP_THROTTLED], v[MTL_TM_PV_UNEXP_SPILLED],
-		    mtl_tm.dev->tm ? "tag matching on the card" :
-				     "no tag matching (all matched in software)",
-		    mtl_tm.dev->name);
-}
-
-/* How long finalize keeps driving the engine for work still in flight. */
-#define MTL_TM_DRAIN_SECONDS 5.0
-
-int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
-{
-	double deadline = now_sec() + MTL_TM_DRAIN_SECONDS;
-
-	if (mtl_tm.progress_registered) {
-		opal_progress_unregister(mtl_tm_progress);
-		mtl_tm.progress_registered = false;
-	}
-	if (mtl_tm.eng) {
-		unsigned long long v[MTL_TM_PV_N];
-
-		mtl_tm_pvar_read(v);
-		/*
-		 * An ACK, FIN or read a peer still waits for may be queued or
-		 * on the wire: keep going until nothing is in flight, but
-		 * never hang here on a peer that is gone.
-		 */
-		for (;;) {
-			OPAL_THREAD_LOCK(&mtl_tm.lock);
-			if (tm_engine_idle(mtl_tm.eng) || now_sec() > deadline) {
-				OPAL_THREAD_UNLOCK(&mtl_tm.lock);
-				break;
-			}
-			tm_engine_progress(mtl_tm.eng);
-			mtl_tm_unlock_and_complete();
-		}
-		if (!tm_engine_idle(mtl_tm.eng))
-			opal_output_verbose(10, mtl_tm_output,
-					    "mtl tm: rank %u: finalize with work still in flight after %.0f s",
-					    mtl_tm.my_vpid, MTL_TM_DRAIN_SECONDS);
-		log_stats(v[MTL_TM_PV_ERRORS]);
-		/* before the QPs go: the engine holds MRs and posts on them */
-		tm_engine_destroy(mtl_tm.eng);
-		mtl_tm.eng = NULL;
-		OBJ_DESTRUCT(&mtl_tm.lock);
-	}
-	mtl_tm_qps_destroy();
-	tm_dev_close(mtl_tm.dev);
-	mtl_tm.dev = NULL;
-	return OMPI_SUCCESS;
-}
-
 /*
  * The communicator's routes (mtl_tm.h, "Routes"), all unknown; without
  * the memory for them every message looks its peer up instead.
@@ -610,6 +521,7 @@ int mtl_tm_add_comm(struct mca_mtl_base_module_t *mtl,
 		return rc;
 	}
 	add_routes(comm, size);
+	mtl_tm_watch_finalize(comm);
 	return OMPI_SUCCESS;
 }
 

@@ -169,7 +169,8 @@ struct mtl_tm_modex {
 	char provider[8];        /* tm_dev_provider_name(): "soft", "verbs" */
 	uint32_t can;            /* MTL_TM_CAN_*: what this rank could use */
 	uint32_t use;            /* MTL_TM_USE_*: what it opened (its guess) */
-	char node[64];           /* its host's name */
+	char node[64];           /* its host's name, for messages only
+				  * (one node: Open MPI's locality) */
 	struct tm_dev_pair_addr addr; /* gid, lid, mtu; QP numbers unused */
 	struct {
 		uint32_t rx, tx;
@@ -339,12 +340,18 @@ int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 		     struct ompi_proc_t **procs);
 int mtl_tm_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 		     struct ompi_proc_t **procs);
-int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl);
 int mtl_tm_add_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm);
 int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm);
 int mtl_tm_progress(void);
+
+/* mtl_tm_fini.c */
+int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl);
+/* At add_comm: for MPI_COMM_SELF, the attribute whose deletion drains
+ * this rank before MPI_Finalize's fence. */
+void mtl_tm_watch_finalize(struct ompi_communicator_t *comm);
+
 /* The endpoint of rank `rank` of comm (remote group for intercomms),
  * connected now if pml cm has not handed it over yet; NULL if none. */
 struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,

@@ -40,6 +40,9 @@
  *   mtl_tm_init_no_accelerator()  sets it: the MTL moves host memory only
  *                          (the component's accelerator_support field, 5.0
  *                          only, stays false: zero-initialised)
+ *   MTL_TM_ATTR_COPY_PARAMS  the parameters of Open MPI's internal copy
+ *                          function of a communicator attribute (4.1 adds
+ *                          the new communicator; mtl_tm_fini.c)
  *
  * Include it instead of Open MPI's mutex, pmix and rte headers.
  */
@@ -139,6 +142,8 @@ static inline int mtl_tm_peer_cid(ompi_communicator_t *c, int r,
 #define MTL_TM_INIT_PARAMS \
 	bool progress_threads, bool mpi_threads, bool *accelerator_support
 #define mtl_tm_init_no_accelerator() (*accelerator_support = false)
+#define MTL_TM_ATTR_COPY_PARAMS \
+	MPI_Comm comm, int keyval, void *extra, void *in, void *out, int *flag
 
 static inline int mtl_tm_fence(void)
 {
@@ -176,6 +181,9 @@ static inline int mtl_tm_fence(void)
 #define mtl_tm_marker_dir() (ompi_process_info.jobfam_session_dir)
 #define MTL_TM_INIT_PARAMS bool progress_threads, bool mpi_threads
 #define mtl_tm_init_no_accelerator() ((void)0)
+#define MTL_TM_ATTR_COPY_PARAMS \
+	MPI_Comm comm, int keyval, void *extra, void *in, void *out, \
+	int *flag, MPI_Comm newcomm
 
 static inline int mtl_tm_fence(void)
 {

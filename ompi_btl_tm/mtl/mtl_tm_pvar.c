@@ -47,6 +47,8 @@ static const struct pv_desc pv[MTL_TM_PV_N] = {
 		"Receives kept in software when posted: mtl_tm_offload is false (the device has tag matching)"),
 	COUNTER(MTL_TM_PV_SW_NO_TM, "sw_no_tag_matching", sw_no_tm,
 		"Receives kept in software when posted: the job runs without tag matching (an RDMA device or a soft HCA without it), where every receive not taken from the unexpected queue is one"),
+	COUNTER(MTL_TM_PV_SW_BELOW_THRESH, "sw_below_threshold", sw_below_thresh,
+		"Receives kept in software when posted: shorter than mtl_tm_offload_thresh (matched in software, which costs the host less than the card's list operations)"),
 	COUNTER(MTL_TM_PV_SW_REG_FAIL, "sw_registration_failed", sw_reg_fail,
 		"Receives kept in software when posted: their buffer could not be registered"),
 	COUNTER(MTL_TM_PV_CARD_MATCHED, "card_matched", card_matched,

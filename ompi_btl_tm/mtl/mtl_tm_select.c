@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ompi/proc/proc.h"
 #include "opal/util/output.h"
 
 const char *mtl_tm_use_name(int use)
@@ -158,6 +159,24 @@ void mtl_tm_show_no_local(uint32_t can)
 			    mtl_tm_can_str(can, offer, sizeof(offer)));
 }
 
+/*
+ * Does Open MPI place rank vpid on this node?  Its locality flags come from
+ * the launcher (PMIx), not from host names, which the modex cuts to 63
+ * characters: a long name made a one-node job look like several, two
+ * hosts sharing a 63-character prefix like one.
+ */
+static bool on_my_node(uint32_t vpid)
+{
+	opal_process_name_t name = *OMPI_PROC_MY_NAME;
+	ompi_proc_t *p;
+
+	if (vpid == name.vpid)
+		return true;
+	name.vpid = vpid;
+	p = (ompi_proc_t *)ompi_proc_for_name(name);
+	return p && OPAL_PROC_ON_LOCAL_NODE(p->super.proc_flags);
+}
+
 /* The offer in a rank's modex blob, or -1 (none: it declined). */
 static int64_t offer_of(uint32_t vpid, char *node, size_t len, int *use)
 {
@@ -240,7 +259,7 @@ int mtl_tm_agree(int mine, int *use)
 			show_no_common(r, "?", -1, true);
 			return OMPI_ERR_UNREACH;
 		}
-		if (strcmp(node, host()))
+		if (!on_my_node(r))
 			one_node = false;
 		if (u != mine)
 			guessed = false;

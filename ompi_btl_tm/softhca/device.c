@@ -177,7 +177,8 @@ static int sh_query_port(struct ibv_context *c, uint8_t port,
 	if (port != 1)
 		return EINVAL;
 	memset(attr, 0, len < sizeof(*attr) ? len : sizeof(*attr));
-	attr->state = IBV_PORT_ACTIVE;
+	attr->state = to_sh_ctx(c)->cfg.port_down ? IBV_PORT_DOWN :
+						    IBV_PORT_ACTIVE;
 	attr->max_mtu = attr->active_mtu = mtu_enum(to_sh_ctx(c)->cfg.mtu);
 	attr->gid_tbl_len = 1;
 	attr->pkey_tbl_len = 1;
@@ -185,7 +186,8 @@ static int sh_query_port(struct ibv_context *c, uint8_t port,
 	attr->max_msg_sz = to_sh_ctx(c)->cfg.max_msg_sz;
 	attr->active_width = 4;   /* 4x */
 	attr->active_speed = 32;  /* EDR */
-	attr->phys_state = 5;     /* LinkUp */
+	attr->phys_state = attr->state == IBV_PORT_DOWN ? 2 /* Polling */ :
+							  5 /* LinkUp */;
 	attr->link_layer = IBV_LINK_LAYER_INFINIBAND;
 	return 0;
 }
@@ -197,8 +199,7 @@ static int sh_query_gid(struct ibv_context *c, uint8_t port, int index,
 
 	if (port != 1 || index != 0)
 		return EINVAL;
-	sh_gid_encode(gid, getpid(), ctx->pub_fd, ctx->nonce, ctx->key,
-		      ctx->srv_salt);
+	sh_gid_encode(gid, getpid(), ctx->pub_fd, ctx->nonce, ctx->key);
 	return 0;
 }
 

@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -92,19 +91,20 @@ int sh_layout_compute(struct sh_layout *l, uint32_t mtu, uint32_t ring_depth,
 }
 
 /*
- * The GID: "ST" and the key's high half; the socket's salt (10 bits) and
- * the pid (below 2^22, the kernel's pid_max bound); the key's low half
- * and the published segment's descriptor (below 2^16); the nonce.  The
- * key and the nonce together are what a peer presents at the owner's
- * socket (handover.c), whose name pid, descriptor and salt make.
+ * The GID: "ST" and the key's top 16 bits; the nonce's low 10 bits and
+ * the pid (below 2^22, the kernel's pid_max bound); the nonce's high 16
+ * bits and the published segment's descriptor (below 2^16, for contexts
+ * of the same process); the key's low 32 bits.  The pid and the nonce
+ * name the owner's socket (handover.c), the key is what a peer shows it.
  */
 void sh_gid_encode(union ibv_gid *gid, pid_t pid, int fd, uint32_t nonce,
-		   uint32_t key, uint32_t salt)
+		   uint64_t key)
 {
-	uint32_t w[4] = { htonl(SH_GID_TAG << 16 | key >> 16),
-			  htonl(salt << 22 | (uint32_t)pid),
-			  htonl((key & 0xffffu) << 16 | (uint32_t)fd),
-			  htonl(nonce) };
+	uint32_t w[4] = { htonl(SH_GID_TAG << 16 |
+				(uint32_t)(key >> 32 & 0xffffu)),
+			  htonl((nonce & 0x3ffu) << 22 | (uint32_t)pid),
+			  htonl((nonce >> 10 & 0xffffu) << 16 | (uint32_t)fd),
+			  htonl((uint32_t)key) };
 
 	memcpy(gid->raw, w, sizeof(w));
 }
@@ -119,11 +119,9 @@ static int gid_decode(const union ibv_gid *gid, struct sh_gid *f)
 	if (w[0] >> 16 != SH_GID_TAG || !(w[1] & 0x3fffffu))
 		return EINVAL;
 	f->pid = (pid_t)(w[1] & 0x3fffffu);
-	f->salt = w[1] >> 22;
 	f->fd = (int)(w[2] & 0xffffu);
-	f->nonce = w[3];
-	f->secret = (uint64_t)((w[0] & 0xffffu) << 16 | w[2] >> 16) << 32 |
-		    w[3];
+	f->nonce = (w[2] >> 16) << 10 | w[1] >> 22;
+	f->key = (uint64_t)(w[0] & 0xffffu) << 32 | w[3];
 	return 0;
 }
 
@@ -164,14 +162,10 @@ int sh_seg_create(struct sh_context *ctx)
 		err = ENOMEM;
 		goto fail;
 	}
-	do {
-		if (getrandom(&ctx->nonce, sizeof(ctx->nonce), 0) !=
-		    (ssize_t)sizeof(ctx->nonce))
-			ctx->nonce = (uint32_t)(sh_now_ns() ^ (uint64_t)getpid());
-	} while (!ctx->nonce);
-	if (getrandom(&ctx->key, sizeof(ctx->key), 0) !=
-	    (ssize_t)sizeof(ctx->key))
-		ctx->key = (uint32_t)(sh_now_ns() * 0x9e3779b97f4a7c15ull >> 32);
+	/* the nonce, which the headers carry, comes with the socket */
+	err = sh_serve_bind(ctx);
+	if (err)
+		goto fail;
 	ctx->pub_fd = memfd_sized("softtm-pub", l->pub_size, &pub);
 	if (ctx->pub_fd < 0) {
 		err = -ctx->pub_fd;
@@ -218,6 +212,7 @@ int sh_seg_create(struct sh_context *ctx)
 		goto fail;
 	return 0;
 fail:
+	sh_serve_stop(ctx);
 	ctx->seg = NULL;
 	if (pub)
 		munmap(pub, l->pub_size);
@@ -495,8 +490,9 @@ static void peer_why(const struct sh_gid *g, int err)
 		      "runs in another network namespace)";
 		break;
 	case EACCES:
-		why = "it refused: this process runs as another user, or the "
-		      "address was not the job's";
+		why = "refused: another user (or a user namespace that maps "
+		      "no uid), another process under its socket's name, or "
+		      "an address not from the job";
 		break;
 	case ETIMEDOUT:
 		why = "it did not answer";

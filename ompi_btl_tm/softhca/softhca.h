@@ -76,7 +76,8 @@
  * Transport: each context owns two anonymous shared-memory segments
  * (memfds; nothing in /dev/shm, nothing left after any exit) that the
  * owner hands over a UNIX socket its GID names to a peer of the same user
- * presenting the GID's key (no ptrace permission needed; a connect that
+ * presenting the GID's key, and a peer gives its key only to the process
+ * the GID names (softhca(7), SECURITY; no ptrace permission needed; a connect that
  * cannot be made fails the RTR transition with EHOSTUNREACH or EACCES and
  * says why on stderr): one holds
  * the rkey table and is sealed so that peers map it read-only, the other
@@ -163,6 +164,8 @@ struct softhca_config {
 				     * first zeroed slot only.  2: the same
 				     * on a kernel that leaves vendor_id 0:
 				     * the device is named "rxe0" instead */
+	int port_down;              /* its one port DOWN (no cable): a TM
+				     * card that carries nothing */
 };
 
 /*

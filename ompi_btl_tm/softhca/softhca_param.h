@@ -83,7 +83,9 @@ struct softhca_config;
 	X(SINGLE_THREADED, single_threaded, BOOL, "SOFTHCA_SINGLE_THREADED", 0, 0, 1, 1, \
 	  "Soft HCA: contexts take no lock on the data path, as mlx5 with MLX5_SINGLE_THREADED: one thread at a time may use each") \
 	X(RXE_CQ, rxe_cq, UINT, "SOFTHCA_RXE_CQ", 0, 0, 2, 1, \
-	  "Soft HCA, for tests: model the completion queue of rdma-core's rxe before release 55 (0: no; 1: with rxe's vendor id; 2: named rxe0, vendor id 0)")
+	  "Soft HCA, for tests: model the completion queue of rdma-core's rxe before release 55 (0: no; 1: with rxe's vendor id; 2: named rxe0, vendor id 0)") \
+	X(PORT_DOWN, port_down, BOOL, "SOFTHCA_PORT_DOWN", 0, 0, 1, 1, \
+	  "Soft HCA, for tests: its one port reads DOWN, as a card without a cable; a device counts only with an active port, so it then offers nothing")
 
 enum softhca_setting {
 #define SOFTHCA_SETTING_ID(id, ...) SOFTHCA_S_##id,

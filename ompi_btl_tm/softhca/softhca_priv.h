@@ -412,11 +412,11 @@ struct sh_context {
 	struct sh_rings *rings;
 	struct sh_layout lay;
 	int pub_fd, rings_fd;
-	uint32_t nonce;              /* in the GID and both segments */
-	uint32_t key;                /* in the GID: with the nonce, what a
+	uint32_t nonce;              /* 26 random bits: the GID, both
+				      * segments and the socket's name */
+	uint64_t key;                /* 48 random bits in the GID: what a
 				      * peer shows to get the segments */
 	int srv_fd, srv_stop[2];     /* the socket that hands them over */
-	uint32_t srv_salt;           /* in its name and the GID */
 	pthread_t srv_thread;        /* ... and its thread (shm.c) */
 	pid_t srv_pid;               /* the process that runs it */
 	uint64_t bad_packets;        /* malformed arrivals dropped */
@@ -557,7 +557,7 @@ struct sh_peer *sh_peer_get(struct sh_context *ctx, const union ibv_gid *gid);
 void sh_peer_put(struct sh_context *ctx, struct sh_peer *peer);
 bool sh_peer_dead(struct sh_peer *peer);
 void sh_gid_encode(union ibv_gid *gid, pid_t pid, int fd, uint32_t nonce,
-		   uint32_t key, uint32_t salt);
+		   uint64_t key);
 uint64_t sh_now_ns(void);
 
 /* mr.c (sh_read_allow/used: read pacing, bytes this card run may read) */

@@ -218,6 +218,52 @@ static void test_unexpected_no_memory(void)
 }
 
 /*
+ * A matched probe copies the held message it takes out of its plain
+ * buffer (tm_umem.h); without memory for the copy the message keeps the
+ * buffer and is still received whole through tm_engine_imrecv.
+ */
+static void test_probe_no_memory(void)
+{
+	enum { P = TM_ENGINE_N_PLAIN_MIN };
+	struct tm_probe_info pi;
+	struct tm_msg *m = NULL;
+	struct eu_recv r[P];
+	struct eu_send s[P];
+	int i, ok = 1, sent = 1;
+
+	open_world(P);
+	fault_set(TM_SITE_ALLOC_MSG, ENOMEM, -1);
+	for (i = 0; i < P; i++)
+		sent &= send_msg(&s[i], 5, (size_t)i * 4096, 100 + i,
+				 (uint8_t)i, 0) == TM_OK;
+	pump(200);
+	tap_check(sent && tm_engine_improbe(E(0), 1, 1, 5, &m, &pi) == TM_OK &&
+		  m && eu_node_stats(&W, 0).unexp_held == P &&
+		  eu_node_stats(&W, 0).unexp_spilled == 0,
+		  "no memory: a matched probe takes a held message, which keeps "
+		  "its buffer (held %llu)",
+		  (unsigned long long)eu_node_stats(&W, 0).unexp_held);
+	memset(&r[0], 0, sizeof(r[0]));
+	r[0].r.cb = eu_recv_cb;
+	tm_engine_imrecv(E(0), &r[0].r, m, A(0, 65536), 4096, W.node[0].mr);
+	fault_clear();
+	for (i = 1; i < P; i++)
+		post_recv(&r[i], 0, 5, 65536 + (size_t)i * 4096, 4096);
+	eu_pump(&W);
+	for (i = 0; i < P; i++)
+		ok &= r[i].done == 1 && r[i].r.status == TM_REQ_OK &&
+		      r[i].r.send_seq == s[i].s.seq &&
+		      r[i].r.msg_len == 100u + i &&
+		      eu_check(A(0, 65536 + (size_t)i * 4096), 100 + i,
+			       (uint8_t)i) &&
+		      s[i].done == 1;
+	tap_check(ok && eu_quiet(&W) && eu_node_stats(&W, 0).unexp_held == 0,
+		  "... it and the rest are received, in order, intact; "
+		  "nothing left over");
+	eu_world_fini(&W);
+}
+
+/*
  * Freed plain buffers go back to the SRQ in chains (tm_rx.c), but at once
  * while it is short: with 64 buffers (chains of 4) all held by unexpected
  * messages (no memory for copies) and one more message waiting at the
@@ -515,6 +561,7 @@ int main(void)
 	test_config();
 	test_unexpected_no_memory();
 	test_plain_refill();
+	test_probe_no_memory();
 	test_ack_no_memory();
 	test_ack_owed_alone();
 	test_fin_no_memory();

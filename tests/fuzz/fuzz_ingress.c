@@ -168,11 +168,7 @@ static void op_header(struct sh_env *e, struct in *in)
 	take(in, copy + off, n);
 	fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
 				   F_SEAL_FUTURE_WRITE);
-	w[0] = htonl(0x53544d32u);
-	w[1] = htonl((uint32_t)getpid());
-	w[2] = htonl((uint32_t)fd);
-	w[3] = htonl(((struct sh_seg *)copy)->nonce);
-	memcpy(gid.raw, w, sizeof(w));
+	sh_gid_encode(&gid, getpid(), fd, ((struct sh_seg *)copy)->nonce, 0x4d32u);
 	cq = sh_cq_ex(e->b.ctx, 16);
 	qp = cq ? sh_qp_create(&e->b, cq, e->b.srq, NULL) : NULL;
 	if (qp && !sh_qp_connect(qp, &gid, SH_QPN_BASE)) {

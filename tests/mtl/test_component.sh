@@ -11,7 +11,7 @@
 # soft HCA: one tag, one list op, 2-packet rings, 256-byte MTU, random
 # card scheduling; and without tag matching, softhca_no_tm, including a
 # job whose ranks offer different modes and must agree on one, and one
-# across two host names that no provider fits).
+# whose ranks have different host names on one node).
 set -u
 
 . "$(dirname "$0")/mpi_tap.sh"
@@ -172,27 +172,30 @@ check "... each statistics line counts every receive not taken from the unexpect
 check "... the offers named: rank 0 \"the soft HCA without tag matching\", the job the same, no bit mask" \
 	bash -c "grep -q 'rank 0 offers the soft HCA without tag matching (' '$tmp/mixed' && [ \$(grep -c 'every rank of the job (on one node) offers the soft HCA without tag matching: soft HCA without tag matching' '$tmp/mixed') = 3 ] && ! grep -q 'offers 0x' '$tmp/mixed'"
 
-# A job across two hosts with no RDMA device: each rank in a UTS namespace
-# of its own host name, so the published nodes differ although Open MPI
-# sees one node; the rule finds nothing every rank can use, and says so
-# once, at add_procs, without hanging.  One app context naming the host by
-# rank (prterun 3.0.8 crashes on MPMD command lines).  Open MPI 5 takes
-# a process's host name from the launcher (PMIx), not from the process, so
-# there the namespaces fake nothing.
+# One node is what Open MPI's locality says, not host names (which the
+# modex cut to 63 characters, so that a longer name never matched itself):
+# each rank in a UTS namespace of its own host name, so the names differ
+# although Open MPI places both ranks on one node; the job is one node and
+# runs on the soft HCA.  Compared by name, it looked like two hosts with no
+# RDMA device and refused.  One app context naming the host by rank
+# (prterun 3.0.8 crashes on MPMD command lines).  Open MPI 5 takes a
+# process's host name from the launcher (PMIx), not from the process, so
+# there the namespaces fake nothing.  (A 64-character name, the one a
+# 63-character cut breaks, aborts libucs 1.13's start-up on its own.)
 ompi_major=$(ompi_info --parsable 2>/dev/null |
 	sed -n 's/^ompi:version:full:\([0-9]*\)\..*/\1/p' | head -n 1)
 if [ "${ompi_major:-0}" -ge 5 ]; then
-	ok "two hosts, no RDMA device # SKIP Open MPI $ompi_major names hosts through PMIx: a UTS namespace fakes none"
+	ok "two host names, one node # SKIP Open MPI $ompi_major names hosts through PMIx: a UTS namespace fakes none"
 elif unshare -u true 2>/dev/null; then
 	timeout 120 "$MPIRUN" --oversubscribe -x OMPI_MCA_mca_base_component_path \
-		--mca pml cm --mca mtl tm -np 2 \
+		--mca pml cm --mca mtl tm --mca mtl_tm_verbose 10 -np 2 \
 		unshare -u sh -c 'hostname "host$OMPI_COMM_WORLD_RANK" && exec "$0"' \
 		"$prog/mpi_hello" > "$tmp/hosts" 2>&1
 	rc=$?
-	check "two hosts, no RDMA device: one no-provider message naming a host, MPI_Init fails, no hang" \
-		bash -c "[ $rc != 0 ] && [ $rc != 124 ] && [ \$(grep -c 'mtl tm (no-provider): no provider every rank' '$tmp/hosts') = 1 ] && grep -q 'on host host[01]' '$tmp/hosts'"
+	check "two host names on one node: one node, the soft HCA, MPI_Init passes (exit $rc)" \
+		bash -c "[ $rc = 0 ] && [ \$(grep -c 'of the job (on one node) offers .*: soft HCA' '$tmp/hosts') = 2 ] && ! grep -q 'no-provider' '$tmp/hosts'"
 else
-	ok "two hosts, no RDMA device # SKIP unshare -u (UTS namespaces) not allowed here"
+	ok "two host names, one node # SKIP unshare -u (UTS namespaces) not allowed here"
 fi
 
 for f in "$tmp"/*; do

