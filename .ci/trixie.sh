@@ -152,11 +152,15 @@ if [ $# -gt 0 ]; then
 	exit
 fi
 rc=0
+# the suite, then a job as a user runs one (.ci/user-job.sh: the README's
+# first command, which installs into the chroot's Open MPI)
 in_chroot "${TRIXIE_TIMEOUT:-1200}" \
 	"cd /srv/src && scripts/install-deps.sh </dev/null && ./autogen.sh </dev/null >/dev/null &&
-	 scripts/run-tests.sh $tests_args </dev/null" 2>&1 |
+	 { scripts/run-tests.sh $tests_args </dev/null; .ci/user-job.sh </dev/null; }" 2>&1 |
 	tee "$root.log" || rc=$?
 last=$(tail -n 1 "$root.log")
+sums=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$root.log" |
+       awk '{ p += $1; f += $3; n++ } END { print n + 0, p + 0, f + 0 }')
 rm -f "$root.log"
 case $last in
 *" passed, "*" failed") ;;
@@ -165,4 +169,8 @@ case $last in
 	fi
 	fail "the suite in the $suite chroot ended without a summary (status $rc)" ;;
 esac
-exit $rc
+read -r nsum p f <<< "$sums"
+# both summaries, or one failure more for the missing one
+[ "$nsum" -eq 2 ] || f=$((f + 1))
+echo "$p passed, $f failed"
+[ "$f" -eq 0 ]
