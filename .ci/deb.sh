@@ -88,12 +88,14 @@ in_build() {
 # ---- try: in a clean chroot of the same release -----------------------------
 
 # What is installed: the files under the system's directories (not
-# logs, caches, apt's and dpkg's own records), and the packages.
+# logs, caches, apt's and dpkg's own records, nor the backups such as
+# /etc/gshadow- that groupadd leaves when a dependency adds a group), and
+# the packages.
 snapshot() { # file
 	find /usr /etc /opt /var/lib -xdev \
 		\( -path /var/lib/apt -o -path /var/lib/dpkg -o -path /etc/ld.so.cache \
 		   -o -path /var/lib/systemd/deb-systemd-helper-enabled \) -prune \
-		-o -print | sort >"$1.files"
+		-o \! -path '/etc/*-' -print | sort >"$1.files"
 	dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' | awk '$1 == "ii" { print $2 }' |
 		sort >"$1.pkgs"
 }
