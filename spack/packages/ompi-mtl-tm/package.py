@@ -76,11 +76,22 @@ class OmpiMtlTm(AutotoolsPackage):
         return [f"--with-ompi={ompi}", f"--with-ompi-pkglibdir={self.component_dir}"]
 
     def setup_run_environment(self, env):
-        # Open MPI's own directory first: a component of the same name
-        # there wins, and Open MPI's other components still load.
-        env.append_path(_COMPONENT_PATH, "SYS_DEFAULT")
-        env.append_path(_COMPONENT_PATH, self.component_dir)
-        env.prune_duplicate_paths(_COMPONENT_PATH)
+        # Open MPI's own directory first (SYS_DEFAULT): its components keep
+        # loading, and a component of the same name there wins.
+        #
+        # Spack unloads by reversing what this returns when called again
+        # (a set is unset, an appended entry removed).  Removing both
+        # entries from a path that held only them would leave it empty,
+        # which hides every component (mpirun then rejects its own
+        # options): when nothing else is on the path, set it instead.
+        ours = ("SYS_DEFAULT", self.component_dir)
+        current = [p for p in os.environ.get(_COMPONENT_PATH, "").split(os.pathsep) if p]
+        if [p for p in current if p not in ours]:
+            for p in ours:
+                env.append_path(_COMPONENT_PATH, p)
+            env.prune_duplicate_paths(_COMPONENT_PATH)
+        else:
+            env.set(_COMPONENT_PATH, os.pathsep.join(ours))
 
     @run_after("install")
     def check_installed(self):
