@@ -110,10 +110,10 @@ int main(int argc, char **argv)
 	struct eu_opts o;
 	long iters = 20000;
 	char *list, *tok;
-	int c, sw = 0, notm = 0;
+	int c, sw = 0, notm = 0, card = 0;
 	long depth = 0;
 
-	while ((c = getopt(argc, argv, "n:s:SNd:")) != -1) {
+	while ((c = getopt(argc, argv, "n:s:SNCd:")) != -1) {
 		if (c == 'n')
 			iters = atol(optarg);
 		else if (c == 's')
@@ -122,16 +122,24 @@ int main(int argc, char **argv)
 			sw = 1;
 		else if (c == 'N')
 			notm = 1;
+		else if (c == 'C')
+			card = 1;
 		else if (c == 'd')
 			depth = atol(optarg);
 		else {
 			fprintf(stderr,
-				"usage: %s [-n ITERS] [-s SIZE,...] [-S] [-N] [-d DEPTH]\n",
+				"usage: %s [-n ITERS] [-s SIZE,...] [-S] [-N] [-C] [-d DEPTH]\n",
 				argv[0]);
 			return 2;
 		}
 	}
 	eu_opts_default(&o);
+	/* the engine's settings, as MPI runs it (eu_opts_default keeps every
+	 * receive on the card for the tests); -C: the card path, -S: offload
+	 * off */
+	tm_engine_config_default(&o.ecfg);
+	if (card)
+		o.ecfg.offload_thresh = 0;
 	o.ecfg.offload = !sw;
 	o.no_tm = notm;
 	o.sched = SOFTHCA_SCHED_AUTO;

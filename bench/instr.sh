@@ -3,12 +3,14 @@
 # per layer, from callgrind (deterministic: use it for fast paths, timings
 # never).
 #
-#   bench/instr.sh [-b BUILD_DIR] [-s SIZES] [-n ITERS] [-t TOP] [-S] [-N] [-d D]
+#   bench/instr.sh [-b BUILD_DIR] [-s SIZES] [-n ITERS] [-t TOP] [-S] [-N] [-C] [-d D]
 #
 # SIZES: one size or a list, e.g. -s 8,64,1K (issue 18's three): each size
 # is counted on its own, then one table gives every layer by size.
 # Runs bench/engine_pingpong (two engines + soft HCAs in one process, the
-# receive posted before the send: the card-matched path) under callgrind
+# receive posted before the send, the engine's default settings: a receive
+# below offload_thresh matched in software, -C every receive on the card,
+# the card-matched path) under callgrind
 # for ITERS and 2*ITERS round trips and divides the difference by the
 # 2*ITERS extra messages, so set-up and tear-down cancel.  Both sides of
 # each message are counted (send and receive).  Prints the total, a table
@@ -30,7 +32,7 @@ size=8
 iters=2000
 top=25
 extra=
-while getopts "b:s:n:t:SNd:h" o; do
+while getopts "b:s:n:t:SNCd:h" o; do
 	case $o in
 	b) build=$OPTARG ;;
 	s) size=$OPTARG ;;
@@ -38,6 +40,7 @@ while getopts "b:s:n:t:SNd:h" o; do
 	t) top=$OPTARG ;;
 	S) extra="$extra -S" ;;
 	N) extra="$extra -N" ;;
+	C) extra="$extra -C" ;;
 	d) extra="$extra -d $OPTARG" ;;
 	*) sed -n '2,21p' "$0"; exit 2 ;;
 	esac

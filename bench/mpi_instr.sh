@@ -4,13 +4,14 @@
 # Deterministic: for fast paths, never for timings.
 #
 #   bench/mpi_instr.sh [-b BUILD_DIR] [-s SIZES] [-x TRANSPORTS] [-n ITERS]
-#                      [-t TOP] [-m]
+#                      [-t TOP] [-m] [-o NAME=VALUE ...]
 #
 # SIZES: one size or a list, e.g. -s 8,64,1K (issue 18's three).
 # TRANSPORTS: of "tm ob1 ucx" (default tm): pml cm + mtl tm (the
 # mca_mtl_tm.so of BUILD_DIR), pml ob1 + btl self, pml ucx (its self
 # transport).  -m: under MPI_THREAD_MULTIPLE (one thread: what that
-# mode's locks cost).
+# mode's locks cost).  -o NAME=VALUE: --mca mtl_tm_NAME VALUE for tm
+# (e.g. -o offload_thresh=0: every receive the card can take on it).
 # Runs bench/bench_mpi_self (one rank sending to itself, for tm through
 # its loopback QP pair, the receive posted first) under callgrind,
 # collecting inside its loop only, for ITERS and 2*ITERS messages, and
@@ -31,8 +32,9 @@ transports=tm
 iters=2000
 top=25
 mode=
-usage() { sed -n '2,24p' "$0"; }
-while getopts "b:s:x:n:t:mh" o; do
+tm_mca=
+usage() { sed -n '2,26p' "$0"; }
+while getopts "b:s:x:n:t:mo:h" o; do
 	case $o in
 	b) build=$OPTARG ;;
 	s) size=$OPTARG ;;
@@ -40,6 +42,9 @@ while getopts "b:s:x:n:t:mh" o; do
 	n) iters=$OPTARG ;;
 	t) top=$OPTARG ;;
 	m) mode=mt ;;
+	o) [[ $OPTARG =~ ^([a-z_0-9]+)=([^[:space:]]+)$ ]] ||
+		{ echo "mpi_instr.sh: -o: NAME=VALUE, not '$OPTARG'" >&2; exit 2; }
+	   tm_mca="$tm_mca --mca mtl_tm_${BASH_REMATCH[1]} ${BASH_REMATCH[2]}" ;;
 	h) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
@@ -56,7 +61,7 @@ prog="$build/bench/bench_mpi_self"
 so="$build/.libs/mca_mtl_tm.so"
 pkglib=$(ompi_info --parsable --path pkglibdir 2>/dev/null | sed -n 's/^path:pkglibdir://p')
 declare -A ARGS
-ARGS[tm]="--mca pml cm --mca mtl tm --mca mca_base_component_path $build/.libs:$pkglib"
+ARGS[tm]="--mca pml cm --mca mtl tm --mca mca_base_component_path $build/.libs:$pkglib$tm_mca"
 ARGS[ob1]="--mca pml ob1 --mca btl self,vader"
 ARGS[ucx]="--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any"
 for t in $transports; do

@@ -44,4 +44,14 @@ struct tm_param {
 	uint64_t def, min, max;
 };
 
+/*
+ * The value text s stands for, for setting p: 0, or -1 if s is none.
+ * One rule for every layer: a BOOL is 1/yes/true or 0/no/false, an ENUM
+ * one of its names, a number decimal or 0x hex, never negative (and below
+ * 2^32 for a UINT).  Defined in tm_param.c, linked into the soft HCA.
+ */
+int tm_param_parse(const struct tm_param *p, const char *s, uint64_t *v);
+/* What a value of p's type looks like, for an error message. */
+const char *tm_param_kind(const struct tm_param *p);
+
 #endif /* TM_PARAM_H */

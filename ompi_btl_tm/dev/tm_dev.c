@@ -590,9 +590,12 @@ int tm_dev_open(const struct tm_dev_config *cfg, struct tm_dev **out)
 		return TM_ERR_NO_MEMORY;
 	dev->ctx = tm_dev_pick_open(dev, cfg, prov, &attr, &devname);
 	if (!dev->ctx) {
-		open_why = cfg->tm == TM_DEV_TM_ON ?
-			   "no device with tag matching (IBV_TM_CAP_RC)" :
-			   "no RC-capable device with an active port";
+		/* a soft HCA variable it refused is the likelier story */
+		open_why = strcmp(prov, "verbs") ? softhca_open_why() : NULL;
+		if (!open_why)
+			open_why = cfg->tm == TM_DEV_TM_ON ?
+				   "no device with tag matching (IBV_TM_CAP_RC)" :
+				   "no RC-capable device with an active port";
 		free(dev);
 		return TM_ERR_NO_DEVICE;
 	}

@@ -5,25 +5,28 @@
  *
  * Contract
  * --------
- * tm_dev_params[TM_DEV_NPARAMS] describes every setting (tm_param.h): the
- * provider choice, the registration cache switch, how much of the card's
- * list to use (max_tags, max_ops: any value, clamped to what the device
- * offers), and the soft HCA's limits.  A setting's value is a uint64_t
- * (ENUM: an index into names[]; BOOL: 0/1).  The table declares no default
- * or bounds (def, min, max are 0): the defaults are the layer's
- * (tm_dev_config_default) and the soft HCA's (softhca_config_default), and
- * the soft HCA judges its limits itself, as a whole.
+ * tm_dev_param(i), i < TM_DEV_NPARAMS, describes setting i (tm_param.h):
+ * first the layer's own (the provider choice, the registration cache
+ * switch, how much of the card's list to use: max_tags, max_ops, any
+ * value, clamped to what the device offers), then every setting of the
+ * soft HCA's table, the same descriptors (softhca/softhca_param.h: setting
+ * s of that table is TM_DEV_P_SOFT(s)), so that a setting the soft HCA
+ * gains reaches the caller with no edit here.  A value is a uint64_t
+ * (ENUM: an index into names[]; BOOL: 0/1).  The layer's own settings
+ * declare no default or bounds (def, min, max are 0; their defaults are
+ * tm_dev_config_default's); the soft HCA's carry theirs.
  *
  * tm_dev_param_defaults() gives the value each setting has when nothing is
- * configured: the layer's default, replaced by the setting's environment
- * variable when that is set.  A caller that lets its users override these
- * passes the result on through tm_dev_config_set_params(), after which the
- * environment is not read again: what the caller decided wins.
+ * configured: the default, replaced by the setting's environment variable
+ * when that is set, parsed by the rule every layer uses (tm_param_parse).
+ * A caller that lets its users override these passes the result on
+ * through tm_dev_config_set_params(), after which the environment is not
+ * read again, by this layer or the soft HCA: what the caller decided wins.
  *
  * A caller that never calls tm_dev_config_set_params() gets the old
  * behaviour: tm_dev_open() reads TM_DEV_PROVIDER and TM_DEV_RCACHE, the soft
- * HCA reads its SOFTHCA_* variables itself.  max_tags and max_ops have no
- * environment variable (env NULL).
+ * HCA reads its variables itself (and tm_dev_open_why() says which one it
+ * refused).  max_tags and max_ops have no environment variable (env NULL).
  *
  * Nothing here prints; a refused value comes back as TM_ERR_INVALID with
  * the index of the setting, for the caller to name in its own words.
@@ -35,32 +38,29 @@
 #include "tm_param.h"
 #include "dev/tm_dev.h"
 
-/* Indices into tm_dev_params[]: the order callers see the settings in. */
+/*
+ * Indices of the settings: the order callers see them in.  The soft HCA's
+ * table is counted here (its header stays out of the MTL's reach:
+ * tests/mtl/test_layers.sh); tm_dev_param.c checks the count, so a setting
+ * added to that table names this line at compile time if it is not bumped.
+ */
+#define TM_DEV_SOFT_NPARAMS 17
 enum tm_dev_param_id {
 	TM_DEV_P_PROVIDER,
 	TM_DEV_P_RCACHE,
 	TM_DEV_P_MAX_TAGS,
 	TM_DEV_P_MAX_OPS,
-	/* Soft HCA: the MTU before the header size, so that a header that
-	 * does not fit the MTU is blamed on the header
-	 * (tm_dev_config_set_params judges them in this order). */
-	TM_DEV_P_SOFT_MTU,
-	TM_DEV_P_SOFT_RING_DEPTH,
-	TM_DEV_P_SOFT_MAX_NUM_TAGS,
-	TM_DEV_P_SOFT_MAX_OPS,
-	TM_DEV_P_SOFT_MAX_RNDV_HDR_SIZE,
-	TM_DEV_P_SOFT_MAX_QP,
-	TM_DEV_P_SOFT_MAX_MR,
-	TM_DEV_P_SOFT_MAX_WR,
-	TM_DEV_P_SOFT_SCHED,
-	TM_DEV_P_SOFT_SEED,
-	TM_DEV_P_SOFT_FORCE_COPY_READ,
-	TM_DEV_P_SOFT_MAX_MSG_SZ,
-	TM_DEV_P_SOFT_NO_TM,
-	TM_DEV_NPARAMS
+	TM_DEV_P_SOFT0,  /* the soft HCA's table from here */
+	TM_DEV_NPARAMS = TM_DEV_P_SOFT0 + TM_DEV_SOFT_NPARAMS
 };
 
-extern const struct tm_param tm_dev_params[TM_DEV_NPARAMS];
+/* The index of the soft HCA's setting SOFTHCA_S_<s> (softhca_param.h):
+ * TM_DEV_P_SOFT(MTU); for code that may include that header. */
+#define TM_DEV_P_SOFT(s) (TM_DEV_P_SOFT0 + SOFTHCA_S_##s)
+/* The one the MTL names (it raises the QP limit to what a job needs). */
+#define TM_DEV_P_SOFT_MAX_QP (TM_DEV_P_SOFT0 + 5)
+
+const struct tm_param *tm_dev_param(unsigned i);
 
 /*
  * Fills values[] with the defaults, environment applied.  A variable that
@@ -76,7 +76,7 @@ int tm_dev_param_defaults(uint64_t values[TM_DEV_NPARAMS], unsigned *bad);
  * consulted), and the soft HCA gets its limits for contexts opened from
  * now on, with its QP limit raised to min_qp if smaller.  TM_ERR_INVALID,
  * with the index of the first refused setting in *bad, if a value is out
- * of range; a soft HCA limit is judged together with the ones before it.
+ * of range (a rendezvous header larger than the MTU: the header's).
  */
 int tm_dev_config_set_params(struct tm_dev_config *cfg,
 			     const uint64_t values[TM_DEV_NPARAMS],

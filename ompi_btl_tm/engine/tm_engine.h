@@ -83,6 +83,9 @@ struct tm_engine_config {
 	uint32_t n_send_slots;   /* registered send buffers */
 	uint32_t max_card_entries; /* 0: the device's list size */
 	int offload;             /* 0: keep every receive in software */
+	/* a receive whose buffer is shorter is matched in software, never
+	 * posted to the card (doc/DESIGN.md, "Offload policy") */
+	size_t offload_thresh;
 	/* a send waiting this long for FIN/ACK, or a receive or probe naming
 	 * a peer, probes its peer (0: the default; at most
 	 * TM_KEEPALIVE_MAX_MS) */
@@ -115,7 +118,9 @@ struct tm_engine_stats {
 	uint64_t sw_small_buf;
 	uint64_t sw_long_buf;      /* longer than the card reads at once */
 	uint64_t sw_no_stage;     /* small buffer, no staging buffer free */
-	uint64_t sw_no_offload;    /* offload off, or no tag list at all */
+	uint64_t sw_no_offload;    /* offload off (cfg.offload 0) */
+	uint64_t sw_no_tm;         /* the device offers no tag matching */
+	uint64_t sw_below_thresh;  /* buffer shorter than offload_thresh */
 	uint64_t sw_reg_fail;
 	uint64_t promoted;         /* software-held receives moved to the card */
 	uint64_t card_matched;     /* arrivals matched by the card */

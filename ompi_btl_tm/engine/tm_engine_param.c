@@ -42,6 +42,12 @@ static const struct engine_setting settings[TM_ENGINE_NPARAMS] = {
 		"offload",
 		"Post receives to the card (false: keep every receive in software, for comparison)",
 		TM_PARAM_BOOL, NULL, NULL, 0, 1, 0, 1 }, FIELD(offload) },
+	[TM_SETTING_OFFLOAD_THRESH] = { {
+		"offload_thresh",
+		"Receives whose buffer is shorter than this many bytes are matched in software and never posted to the card: for a small message the card's list operations cost the host more than matching it, and a card-held receive shorter than eager_limit is copied out of a staging buffer anyway (0: every receive the card can take goes to it)",
+		TM_PARAM_SIZE, NULL, NULL, 0,
+		TM_OFFLOAD_THRESH_DEFAULT, 0, SIZE_MAX },
+		FIELD(offload_thresh) },
 	[TM_SETTING_KEEPALIVE_MS] = { {
 		"keepalive_ms",
 		"A send waiting this many milliseconds for its peer's reply (rendezvous FIN, synchronous-send ACK), or a receive or probe naming a peer, probes the peer, so that a dead peer fails it instead of hanging (0: the engine's default); bounded so that a dead peer is found within about a minute",

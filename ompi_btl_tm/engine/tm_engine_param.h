@@ -29,6 +29,8 @@ struct tm_engine_config;
 
 /* keepalive_ms 0 means this; the table's default too */
 #define TM_KEEPALIVE_MS_DEFAULT 1000u
+/* offload_thresh's default: bench/README.md, "The offload threshold" */
+#define TM_OFFLOAD_THRESH_DEFAULT 8192u
 /* unexpected_mem's default: 8 MiB */
 #define TM_UNEXPECTED_MEM_DEFAULT ((uint64_t)8 << 20)
 
@@ -38,6 +40,7 @@ enum tm_engine_setting {
 	TM_SETTING_N_PLAIN,
 	TM_SETTING_N_SEND_SLOTS,
 	TM_SETTING_OFFLOAD,
+	TM_SETTING_OFFLOAD_THRESH,
 	TM_SETTING_KEEPALIVE_MS,
 	TM_SETTING_UNEXPECTED_MEM,
 	TM_ENGINE_NPARAMS,

@@ -54,6 +54,7 @@ int tm_mq_init(struct tm_mq *mq)
 	mq->nrecvs = mq->nmsgs = mq->nsw_held = mq->nempty = 0;
 	memset(mq->nindexed, 0, sizeof(mq->nindexed));
 	ucs_list_head_init(&mq->lazy);
+	ucs_list_head_init(&mq->uncounted);
 	for (k = 0; k < TM_MQ_NKINDS; k++) {
 		mq->last[k] = NULL;
 		mq->table[k] = kh_init(tm_mqb);
@@ -275,6 +276,7 @@ int tm_mq_post_held(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
 	r->seq = seq;
 	r->kind = kind;
 	r->sw_held = 0;
+	r->uncounted = 0;
 	if (lazy_index(mq) != TM_OK)
 		return TM_ERR_NO_MEMORY;
 	b = bucket_get(mq, kind, r->tag & kind_keymask[kind]);
@@ -306,10 +308,36 @@ void tm_mq_recv_remove_indexed(struct tm_mq *mq, struct tm_mq_recv *r)
 	mq->nrecvs--;
 }
 
+/* Counts every lazily held receive (each in its bucket first); stops at
+ * the first bucket it cannot allocate. */
+static int count_uncounted(struct tm_mq *mq)
+{
+	struct tm_mq_recv *r;
+
+	if (lazy_index(mq) != TM_OK)
+		return TM_ERR_NO_MEMORY;
+	while (!ucs_list_is_empty(&mq->uncounted)) {
+		r = ucs_list_head(&mq->uncounted, struct tm_mq_recv, ulink);
+		if (sw_add(mq, r, r->bucket) != TM_OK)
+			return TM_ERR_NO_MEMORY;
+		mq->nsw_held--; /* sw_add counted it once more */
+		ucs_list_del(&r->ulink);
+		r->uncounted = 0;
+		r->sw_held = 1;
+	}
+	return TM_OK;
+}
+
 int tm_mq_set_held(struct tm_mq *mq, struct tm_mq_recv *r, int held)
 {
 	held = !!held;
-	if (held == r->sw_held)
+	if (r->uncounted && !held) {
+		r->uncounted = 0;
+		ucs_list_del(&r->ulink);
+		mq->nsw_held--;
+		return TM_OK;
+	}
+	if (held == (r->sw_held || r->uncounted))
 		return TM_OK;
 	/* a held receive is in its bucket, in post order with the rest */
 	if (!r->bucket && lazy_index(mq) != TM_OK)
@@ -344,18 +372,10 @@ static struct tm_mq_recv *earlier(struct tm_mq_recv *a, struct tm_mq_recv *b)
 	return a->seq < b->seq ? a : b;
 }
 
-struct tm_mq_recv *tm_mq_find_recv(struct tm_mq *mq, uint64_t mtag)
+struct tm_mq_recv *tm_mq_find_recv_slow(struct tm_mq *mq, uint64_t mtag)
 {
 	struct tm_mq_recv *best, *q;
 
-	if (!mq->nrecvs)
-		return NULL;
-	if (mq->nrecvs == 1 && !ucs_list_is_empty(&mq->lazy)) {
-		/* the only receive, not yet indexed (a receive matched by the
-		 * first arrival after its post): no bucket for it */
-		q = ucs_list_head(&mq->lazy, struct tm_mq_recv, link);
-		return tm_tag_accepts(q->tag, q->mask, mtag) ? q : NULL;
-	}
 	if (lazy_index(mq) != TM_OK) {
 		/* out of memory for a bucket: the FIFO's first acceptor
 		 * (the FIFO is in post order) competes with the buckets */
@@ -476,6 +496,9 @@ int tm_mq_sw_conflict_slow(struct tm_mq *mq, uint64_t tag, uint64_t mask)
 
 	if (!mq->nsw_held)
 		return 0;
+	if (!ucs_list_is_empty(&mq->uncounted) &&
+	    count_uncounted(mq) != TM_OK)
+		return 1; /* no memory to count: conservative */
 	switch (kind) {
 	case TM_MQ_EXACT:
 		return sw_count(mq, TM_MQ_EXACT, t, 0) ||

@@ -48,7 +48,11 @@
  * lie at or under it, so tm_mq_sw_conflict() answers in O(1) whether a
  * software-held receive could accept a message that (tag, mask) accepts
  * (conservative for negative tags: it may say yes where no message could
- * match both, never no where one could).
+ * match both, never no where one could).  A receive posted TM_MQ_HELD_LAZY
+ * is software-held but counted only when a conflict is first asked about
+ * (amortised O(1): once per receive): it waits in the lazy FIFO like one
+ * the card holds, so a program that posts only such receives (small ones,
+ * below the offload threshold) never hashes or counts one.
  *
  * Nothing here allocates per operation except buckets (cached).
  */
@@ -136,9 +140,11 @@ struct tm_mq_recv {
 	uint64_t mask;
 	uint8_t kind;
 	uint8_t sw_held;
+	uint8_t uncounted; /* held lazily: on mq->uncounted, not counted */
 	/* while sw_held: the wider buckets whose counters it adds to (a
 	 * counted bucket is never swept), so release needs no lookups */
 	struct tm_mq_bucket *acct[3];
+	ucs_list_link_t ulink;       /* on mq->uncounted */
 };
 
 /* An unexpected message as the queues see it; embedded in the engine's. */
@@ -157,9 +163,10 @@ struct tm_mq {
 	struct tm_mq_bucket *last[TM_MQ_NKINDS];
 	ucs_list_link_t lazy; /* posted receives not yet in a bucket */
 	struct tm_mq_bucket *free_buckets;
+	ucs_list_link_t uncounted; /* held lazily, in post order */
 	uint64_t nrecvs;
 	uint64_t nmsgs;
-	uint64_t nsw_held;
+	uint64_t nsw_held;  /* held and counted, plus held lazily */
 	uint64_t nempty;  /* bucket_put calls since the last sweep */
 	/* receives in buckets, per kind: an arrival skips the lookup of a
 	 * kind nobody posts (most programs post no wildcards) */
@@ -185,21 +192,34 @@ int tm_mq_post_held(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
 		    uint64_t mask, uint64_t seq);
 void tm_mq_recv_remove_indexed(struct tm_mq *mq, struct tm_mq_recv *r);
 
+/* How tm_mq_post holds a receive. */
+enum {
+	TM_MQ_CARD = 0,      /* not software-held */
+	TM_MQ_HELD = 1,      /* software-held, counted now */
+	TM_MQ_HELD_LAZY = 2, /* software-held, counted when first asked */
+};
+
 /*
- * Adds r (tag/mask/seq set by this call) to the posted queue.  Inline for
- * a receive not software-held: it joins the lazy FIFO (cannot fail).
+ * Adds r (tag/mask/seq set by this call) to the posted queue, held as
+ * `how` says.  Inline for a receive not counted now: it joins the lazy
+ * FIFO (cannot fail).
  */
 static inline int tm_mq_post(struct tm_mq *mq, struct tm_mq_recv *r,
 			     uint64_t tag, uint64_t mask, uint64_t seq,
-			     int sw_held)
+			     int how)
 {
-	if (sw_held)
+	if (how == TM_MQ_HELD)
 		return tm_mq_post_held(mq, r, tag, mask, seq);
 	r->tag = tag & mask;
 	r->mask = mask;
 	r->seq = seq;
 	r->kind = (uint8_t)tm_mq_kind(mask);
 	r->sw_held = 0;
+	r->uncounted = how == TM_MQ_HELD_LAZY;
+	if (r->uncounted) {
+		ucs_list_add_tail(&mq->uncounted, &r->ulink);
+		mq->nsw_held++;
+	}
 	r->bucket = NULL;
 	ucs_list_add_tail(&mq->lazy, &r->link);
 	mq->nrecvs++;
@@ -209,11 +229,16 @@ static inline int tm_mq_post(struct tm_mq *mq, struct tm_mq_recv *r,
 /* Removes a posted receive; inline while it is still in the lazy FIFO. */
 static inline void tm_mq_recv_remove(struct tm_mq *mq, struct tm_mq_recv *r)
 {
+	if (r->uncounted) {
+		r->uncounted = 0;
+		ucs_list_del(&r->ulink);
+		mq->nsw_held--;
+	}
 	if (r->bucket) {
 		tm_mq_recv_remove_indexed(mq, r);
 		return;
 	}
-	ucs_list_del(&r->link); /* lazy: never held, no bucket to release */
+	ucs_list_del(&r->link); /* lazy: never counted, no bucket */
 	mq->nrecvs--;
 }
 /*
@@ -223,8 +248,24 @@ static inline void tm_mq_recv_remove(struct tm_mq *mq, struct tm_mq_recv *r)
  */
 int tm_mq_set_held(struct tm_mq *mq, struct tm_mq_recv *r, int held);
 
-/* The earliest posted receive accepting mtag, or NULL; not removed. */
-struct tm_mq_recv *tm_mq_find_recv(struct tm_mq *mq, uint64_t mtag);
+struct tm_mq_recv *tm_mq_find_recv_slow(struct tm_mq *mq, uint64_t mtag);
+
+/* The earliest posted receive accepting mtag, or NULL; not removed.
+ * Inline for none, or the only one, not yet indexed (a receive matched
+ * by the first arrival after its post): no bucket for it. */
+static inline struct tm_mq_recv *tm_mq_find_recv(struct tm_mq *mq,
+						 uint64_t mtag)
+{
+	struct tm_mq_recv *q;
+
+	if (!mq->nrecvs)
+		return NULL;
+	if (mq->nrecvs == 1 && !ucs_list_is_empty(&mq->lazy)) {
+		q = ucs_list_head(&mq->lazy, struct tm_mq_recv, link);
+		return tm_tag_accepts(q->tag, q->mask, mtag) ? q : NULL;
+	}
+	return tm_mq_find_recv_slow(mq, mtag);
+}
 
 int tm_mq_msg_add(struct tm_mq *mq, struct tm_mq_msg *m, uint64_t tag,
 		  uint64_t seq);

@@ -8,6 +8,7 @@
 int tme_offload_init(struct tm_engine *eng)
 {
 	ucs_list_head_init(&eng->offload.promo_ready);
+	ucs_list_head_init(&eng->offload.small);
 	eng->offload.swq = kh_init(tm_swq);
 	return eng->offload.swq ? TM_OK : TM_ERR_NO_MEMORY;
 }
@@ -77,6 +78,7 @@ static void swq_update(struct tm_engine *eng, struct tm_swq *q)
 	q->ready = ready;
 	if (ready) {
 		ucs_list_add_tail(&eng->offload.promo_ready, &q->ready_link);
+		eng->offload.small_blocks = 0; /* its head may be older */
 		tme_pend(eng, TM_PEND_WORK);
 	} else
 		ucs_list_del(&q->ready_link);
@@ -113,11 +115,12 @@ void tme_swq_del(struct tm_engine *eng, struct tm_recv *r)
 		swq_update(eng, q);
 }
 
-/* Receives no card could take (whatever its state): never promoted. */
+/* Receives no card could take, or that must not go (whatever its
+ * state): never promoted. */
 static int never_on_card(struct tm_engine *eng, struct tm_recv *r)
 {
 	return !tmx_has_card(&eng->x) || rp(r)->b.len > eng->x.max_read ||
-	       !eng->x.ops.n_stage;
+	       rp(r)->b.len < eng->x.cfg.offload_thresh || !eng->x.ops.n_stage;
 }
 
 /* The receive of q to promote: its head (see tme_promote()). */
@@ -162,14 +165,33 @@ static int promote_one(struct tm_engine *eng, struct tm_swq *q)
 	return 0;
 }
 
+/* Was a receive below offload_thresh, still held, posted before r? */
+static int small_before(struct tm_engine *eng, struct tm_recv *r)
+{
+	return !ucs_list_is_empty(&eng->offload.small) &&
+	       recv_head(&eng->offload.small, sw_link)->post_stamp <
+	       r->post_stamp;
+}
+
+/* q goes to the back of promo_ready: the other contexts' turn. */
+static void promo_rotate(struct tm_engine *eng, struct tm_swq *q)
+{
+	if (eng->offload.promo_ready.prev != &q->ready_link) {
+		ucs_list_del(&q->ready_link);
+		ucs_list_add_tail(&eng->offload.promo_ready, &q->ready_link);
+	}
+}
+
 /*
  * Hands software-held receives to the card while it has room.  Only FIFO
- * heads are taken (the prefix rule holds for them: see the top of this file), and
- * contexts take turns so that one long FIFO does not starve the others.
+ * heads are taken (the prefix rule holds for them: see the top of this
+ * file), none posted after the oldest held small receive, and contexts
+ * take turns so that one long FIFO does not starve the others.
  */
 int tme_promote(struct tm_engine *eng)
 {
 	struct tm_swq *q;
+	size_t blocked = 0, nready = 0;
 	int n = 0;
 
 	if (eng->x.ops.want_room)
@@ -180,6 +202,18 @@ int tme_promote(struct tm_engine *eng)
 			break;
 		}
 		q = ucs_list_head(&eng->offload.promo_ready, struct tm_swq, ready_link);
+		if (small_before(eng, promo_pick(eng, q))) {
+			if (!blocked)
+				nready = ucs_list_length(&eng->offload.promo_ready);
+			if (++blocked >= nready) {
+				/* until tme_small_del takes the oldest */
+				eng->offload.small_blocks = 1;
+				break;
+			}
+			promo_rotate(eng, q);
+			continue;
+		}
+		blocked = 0;
 		if (promote_one(eng, q)) {
 			if (q->ready) {
 				/* no stage, or the card refused the ADD */
@@ -189,10 +223,8 @@ int tme_promote(struct tm_engine *eng)
 			continue;      /* pinned now: next context */
 		}
 		n++;
-		if (q->ready && eng->offload.promo_ready.prev != &q->ready_link) {
-			ucs_list_del(&q->ready_link);
-			ucs_list_add_tail(&eng->offload.promo_ready, &q->ready_link);
-		}
+		if (q->ready)
+			promo_rotate(eng, q);
 	}
 	return n;
 }
@@ -220,8 +252,8 @@ void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
  * May r go to the card now?  NULL if so, else the counter of the first
  * reason it may not (one counter per reason, in tm_engine_stats).  The
  * checks, in order:
- *   1. offload is on and the transport has a tag list (tmx_has_card;
- *      sw_no_offload);
+ *   1. the transport has a tag list (sw_no_tm: every receive of a device
+ *      without tag matching) and offload is on (sw_no_offload);
  *   2. prefix rule: no software-held posted receive accepts a message r
  *      accepts, O(1) through the tm_mq counters (sw_conflict);
  *   3. a staging buffer exists (sw_small_buf), and its length is no more
@@ -241,7 +273,10 @@ static uint64_t *offload_refusal(struct tm_engine *eng, struct tm_recv *r,
 				 uint64_t tag, uint64_t mask)
 {
 	if (!tmx_has_card(&eng->x))					/* 1 */
-		return &eng->x.st.sw_no_offload;
+		return eng->x.ops.max_entries ? &eng->x.st.sw_no_offload :
+						&eng->x.st.sw_no_tm;
+	if (rp(r)->b.len < eng->x.cfg.offload_thresh)
+		return &eng->x.st.sw_below_thresh;
 	if (!(eng->x.test.faults & TM_FAULT_PREFIX) &&			/* 2 */
 	    tm_mq_sw_conflict(&eng->mq, tag, mask))
 		return &eng->x.st.sw_conflict;
@@ -275,8 +310,10 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 {
 	struct tm_swq *swq;
 	uint64_t *why;
-	int rc, held;
+	int rc, held, small;
 
+	if (tme_recv_stays_sw(eng, r))
+		return tme_place_sw(eng, r, rtag, mask);
 	rp(r)->mq.tag = rtag;
 	rp(r)->mq.mask = mask;
 	if (!ucs_list_is_empty(&eng->offload.promo_ready))
@@ -293,8 +330,9 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 	 * counts are kept: it waits in the shadow queue like a card-held
 	 * one, pinned. */
 	held = why && tmx_has_card(&eng->x);
-	swq = held ? swq_of(eng, ctx, 1) : NULL;
-	if (held && !swq) {
+	small = why == &eng->x.st.sw_below_thresh;
+	swq = held && !small ? swq_of(eng, ctx, 1) : NULL;
+	if (held && !small && !swq) {
 		if (rp(r)->own_mr)
 			tm_dev_mem_put(eng->x.dev, rp(r)->b.mr);
 		return TM_ERR_NO_MEMORY;
@@ -303,15 +341,22 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		(*why)++;
 	else
 		eng->x.st.recv_to_card++;
-	rc = tm_mq_post(&eng->mq, &rp(r)->mq, rtag, mask, r->post_stamp, held);
+	rc = tm_mq_post(&eng->mq, &rp(r)->mq, rtag, mask, r->post_stamp,
+			!held ? TM_MQ_CARD : small ? TM_MQ_HELD_LAZY :
+			TM_MQ_HELD);
 	if (rc != TM_OK)
 		return rc;
 	tme_rstate(rp(r), why ? R_SW : R_CARD);
 	if (why) {
 		if (never_on_card(eng, r) || why == &eng->x.st.sw_reg_fail)
 			rp(r)->flags |= RF_PINNED;
-		if (held)
+		if (small) {
+			ucs_list_add_tail(&eng->offload.small,
+					  &rp(r)->sw_link);
+			rp(r)->flags |= RF_SMALL;
+		} else if (held) {
 			swq_insert(eng, swq, r);
+		}
 	}
 	return TM_OK;
 }

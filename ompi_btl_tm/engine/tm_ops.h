@@ -50,11 +50,16 @@ static inline uint32_t tmx_count_now(const struct tm_xport *x)
 }
 
 /* One more unexpected tagged arrival processed (the card counted it).
- * Without a card the count goes nowhere: no work to look at. */
+ * The count is work only when it may want a SYNC (tmx_sync_wanted, less
+ * the outstanding SYNC, whose completion runs the rule again): with no
+ * unconfirmed entry and no long lag, the next op carries it.  Without a
+ * card it goes nowhere. */
 static inline void tmx_count_unexpected(struct tm_xport *x)
 {
 	x->ops.uq_count++;
-	if (!x->no_card)
+	if (!x->no_card && (!ucs_list_is_empty(&x->ops.unconf) ||
+			    tmx_count_now(x) - x->ops.reported >=
+			    TM_SYNC_LAG_MAX))
 		tmx_pend(x, TM_PEND_WORK);
 	x->st.unexpected++;
 }

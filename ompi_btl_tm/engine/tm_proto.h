@@ -63,6 +63,8 @@ enum {
 			      * TMH+RVH are in the buffer */
 	RF_WATCHED = 1 << 10, /* on its named peer's recvq */
 	RF_PEER_DEAD = 1 << 11, /* its DEL is because its peer died */
+	RF_SMALL = 1 << 12, /* software-held below offload_thresh: on
+			     * offload.small, in no FIFO */
 };
 
 /* tm_send waiting */
@@ -234,6 +236,10 @@ struct tm_engine {
 	struct {                    /* tm_offload.c */
 		khash_t(tm_swq) *swq; /* context id -> software-held FIFO */
 		ucs_list_link_t promo_ready; /* FIFOs whose head may go */
+		/* receives held below offload_thresh, in post order: no
+		 * FIFO head posted after the first one is promoted */
+		ucs_list_link_t small;
+		int small_blocks; /* every ready head waits for small's */
 	} offload;
 	struct {                    /* tm_send.c */
 		khash_t(tm_sends) *sends; /* (peer, seq) -> waiting send */
@@ -298,7 +304,8 @@ static inline uint32_t tme_rstate_from(int to)
 
 /*
  * q moves to state `to`.  The rules: only the transitions above; a
- * receive is in its context's FIFO (RF_SWQ) only while R_SW, and waits on
+ * receive is in its context's FIFO (RF_SWQ) or on the small list
+ * (RF_SMALL) only while R_SW, and waits on
  * a peer (RF_WATCHED) only while posted (R_SW, R_CARD); a card-held one
  * has a live entry; a claim holds its message and has its DEL out; R_DONE
  * comes once, finished, with nothing naming it (no op, no owed reply).
@@ -306,7 +313,7 @@ static inline uint32_t tme_rstate_from(int to)
 static inline void tme_rstate(struct tme_recv *q, int to)
 {
 	TME_ASSERT(tme_rstate_from(to) & (1u << q->state));
-	TME_ASSERT(to == R_SW || !(q->flags & RF_SWQ));
+	TME_ASSERT(to == R_SW || !(q->flags & (RF_SWQ | RF_SMALL)));
 	TME_ASSERT(to == R_SW || to == R_CARD || !(q->flags & RF_WATCHED));
 	TME_ASSERT(to != R_CARD || (q->t.flags & TC_ENTRY_LIVE));
 	TME_ASSERT(to != R_CLAIM || (q->claim && (q->flags & RF_DEL_POSTED)));

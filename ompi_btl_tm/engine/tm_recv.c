@@ -67,18 +67,43 @@ static void recv_del(struct tm_engine *eng, struct tm_recv *r)
 
 /* ---- unexpected messages -------------------------------------------- */
 
+/*
+ * The steps of a delivery by software (deliver, and deliver_plain's fast
+ * form of it).  Step: r (out of the queues) takes a message's envelope.
+ */
+static inline void take_env(struct tm_recv *r, uint64_t tag, uint32_t app,
+			    uint32_t peer, uint64_t stamp, uint64_t len)
+{
+	tme_env_from_tag(&r->env, tag);
+	r->peer = peer;
+	r->send_seq = app & TM_APP_SEQ_MASK;
+	r->match_stamp = stamp;
+	r->msg_len = len;
+	r->on_card = 0;
+	tme_rstate(rp(r), R_IDLE); /* out of the queues; finished below */
+}
+
+/* Step: an eager message's payload into r (its ACK first if it asks for
+ * one); r's outcome.  The payload is r->msg_len bytes at data. */
+static inline int take_eager(struct tm_engine *eng, struct tm_recv *r,
+			     uint32_t app, const uint8_t *data)
+{
+	struct tme_recv *q = rp(r);
+
+	if (app & TM_APP_SYNC)
+		tme_recv_reply(eng, r, TX_ACK);
+	r->recv_len = r->msg_len < q->b.len ? r->msg_len : q->b.len;
+	memcpy(q->b.buf, data, r->recv_len);
+	return r->msg_len > q->b.len ? TM_REQ_TRUNCATED : TM_REQ_OK;
+}
+
 /* Delivers unexpected message m into receive r (which left the queues). */
 static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
 {
 	struct tme_recv *q = rp(r);
+	int status;
 
-	tme_env_from_tag(&r->env, m->tag);
-	r->peer = m->peer;
-	r->send_seq = m->app & TM_APP_SEQ_MASK;
-	r->match_stamp = m->stamp;
-	r->msg_len = m->len;
-	r->on_card = 0;
-	tme_rstate(q, R_IDLE); /* out of the queues; finished below */
+	take_env(r, m->tag, m->app, m->peer, m->stamp, m->len);
 	ucs_list_del(&m->all);
 	if (m->rndv) {
 		memcpy(q->hdr, m->hdr, sizeof(q->hdr));
@@ -86,13 +111,9 @@ static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
 		tme_sw_rndv_start(eng, r, r->msg_len);
 		return;
 	}
-	if (m->app & TM_APP_SYNC)
-		tme_recv_reply(eng, r, TX_ACK);
-	r->recv_len = m->len < q->b.len ? m->len : q->b.len;
-	memcpy(q->b.buf, m->data, r->recv_len);
+	status = take_eager(eng, r, m->app, m->data);
 	tme_msg_free(eng, m);
-	tme_recv_finish(eng, r, r->msg_len > q->b.len ? TM_REQ_TRUNCATED :
-			TM_REQ_OK);
+	tme_recv_finish(eng, r, status);
 }
 
 /* r names a peer: waits on it, oldest first (see tme_keepalive_scan,
@@ -137,7 +158,9 @@ recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
 	 * case) is in neither list, and costs no call */
 	if (q->flags & RF_WATCHED)
 		recv_unwatch(eng, r);
-	if (q->flags & RF_SWQ)
+	if (q->flags & RF_SMALL)
+		tme_small_del(eng, r);
+	else if (q->flags & RF_SWQ)
 		tme_swq_del(eng, r);
 	tm_mq_recv_remove(&eng->mq, &q->mq);
 }
@@ -198,10 +221,32 @@ static uint64_t rndv_len(struct tm_engine *eng, const uint8_t *buf,
 }
 
 /*
+ * An eager message a software-held receive takes at once (small
+ * receives, offload off, no card): the steps of handle_unexpected_msg and
+ * deliver, from where it landed and with no tm_msg: one copy, no
+ * allocation, and the plain buffer goes back when this returns (0).
+ */
+static int deliver_plain(struct tm_engine *eng, struct tm_recv *r,
+			 const uint8_t *buf, uint64_t tag, uint32_t plen,
+			 const struct tm_cqe *c)
+{
+	uint32_t app = be32toh(((const struct ibv_tmh *)buf)->app_ctx);
+	uint32_t peer = tmx_peer_of_qpn(&eng->x, c->qp_num);
+	uint64_t stamp = eng->clock++;
+
+	report_arrival(eng, tag, app, peer, plen, stamp, 0);
+	recv_leave_queues(eng, r);
+	eng->x.st.unexp_to_sw_recv++;
+	take_env(r, tag, app, peer, stamp, plen);
+	tme_recv_finish(eng, r, take_eager(eng, r, app, buf + TMH_LEN));
+	return 0;
+}
+
+/*
  * An unexpected tagged message in a plain buffer: keep a copy, match it.
  * An eager one that a software-held receive takes is delivered from where
- * it landed (the buffer goes back when delivered, below), as one the
- * engine has no memory to copy is: one copy, no allocation.
+ * it landed (deliver_plain), as one the engine has no memory to copy
+ * keeps its buffer until received.
  */
 int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 		      const struct tm_cqe *c)
@@ -211,14 +256,17 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	struct tm_mq_recv *want = tm_mq_find_recv(&eng->mq, tag);
 	uint32_t plen = 0;
 	struct tm_msg *m = NULL;
-	int rndv = tmh->opcode == IBV_TMH_RNDV, held, in_place;
+	int rndv = tmh->opcode == IBV_TMH_RNDV, held;
 
 	tmx_count_unexpected(&eng->x);
 	if (!rndv && c->byte_len >= TMH_LEN)
 		plen = c->byte_len - TMH_LEN;
-	in_place = !rndv && want &&
-		   ucs_container_of(want, struct tme_recv, mq)->state == R_SW;
-	if (!in_place && !tmx_fault(&eng->x, TM_SITE_ALLOC_MSG))
+	if (!rndv && want &&
+	    ucs_container_of(want, struct tme_recv, mq)->state == R_SW)
+		return deliver_plain(eng, rpub(ucs_container_of(
+				     want, struct tme_recv, mq)), buf, tag,
+				     plen, c);
+	if (!tmx_fault(&eng->x, TM_SITE_ALLOC_MSG))
 		m = tme_msg_alloc(eng, plen);
 	if (m) {
 		m->data = (uint8_t *)(m + 1);
@@ -227,14 +275,7 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 		 * received, and the card has one buffer less meanwhile */
 		m = &eng->recv.msg_pool[idx];
 		m->data = buf + TMH_LEN;
-		if (in_place) {
-			/* delivered below, at once: tme_msg_free gives the
-			 * buffer back and counts it out of n_held again */
-			m->plain = (int32_t)idx;
-			eng->recv.n_held++;
-		} else {
-			tme_msg_hold(eng, m, idx);
-		}
+		tme_msg_hold(eng, m, idx);
 	}
 	m->tag = tag;
 	m->app = be32toh(tmh->app_ctx);
@@ -536,7 +577,8 @@ static int recv_post(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
 		return TM_OK;
 	}
-	rc = tme_recv_place(eng, r, ctx, rtag, mask);
+	rc = tme_recv_stays_sw(eng, r) ? tme_place_sw(eng, r, rtag, mask) :
+	     tme_recv_place(eng, r, ctx, rtag, mask);
 	if (rc != TM_OK)
 		return rc;
 	if (peer != TM_PEER_ANY)

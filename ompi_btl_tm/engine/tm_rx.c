@@ -247,8 +247,8 @@ static void on_tm_cqe(struct tm_xport *x, const struct tm_cqe *c)
 		return;
 	}
 	if (type != WR_RECV || (c->flags & IBV_WC_TM_MATCH)) {
-		x->ops.sync_req = !!(c->flags & IBV_WC_TM_SYNC_REQ);
-		x->st.sync_req_seen += x->ops.sync_req;
+		/* counted, never acted on (doc/DESIGN.md, Sync protocol) */
+		x->st.sync_req_seen += !!(c->flags & IBV_WC_TM_SYNC_REQ);
 	}
 	switch (type) {
 	case WR_RECV:

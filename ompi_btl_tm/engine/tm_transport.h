@@ -262,7 +262,6 @@ struct tm_xport {
 	struct {
 		uint32_t uq_count;   /* unexpected tagged completions */
 		uint32_t reported;   /* count carried by the last op decided */
-		int sync_req;
 		int sync_out;        /* an explicit SYNC is queued or posted */
 		uint64_t op_seq;     /* list ops posted */
 		uint64_t sync_seq;   /* latest op known in sync (0: none) */

@@ -228,6 +228,7 @@ int mtl_tm_module_init(void)
 	struct tm_engine_config ecfg;
 	struct tm_dev_config cfg;
 	char vname[64];
+	char offer[MTL_TM_CAN_STR_LEN];
 	int rc;
 
 	mtl_tm.nprocs = ompi_process_info.num_procs;
@@ -246,8 +247,10 @@ int mtl_tm_module_init(void)
 	/* the guess: the rule as if every rank were like this one */
 	mtl_tm.use = mtl_tm_choose(mtl_tm.can, mtl_tm_one_node());
 	opal_output_verbose(10, mtl_tm_output,
-			    "mtl tm: rank %u offers 0x%x (libibverbs device %s), %s: opening the %s",
-			    mtl_tm.my_vpid, mtl_tm.can, *vname ? vname : "none",
+			    "mtl tm: rank %u offers %s (libibverbs device %s), %s: opening the %s",
+			    mtl_tm.my_vpid,
+			    mtl_tm_can_str(mtl_tm.can, offer, sizeof(offer)),
+			    *vname ? vname : "none",
 			    mtl_tm_one_node() ? "one node" : "several nodes",
 			    mtl_tm_use_name(mtl_tm.use));
 	if (mtl_tm.use == MTL_TM_USE_NONE) {
@@ -468,12 +471,14 @@ static void log_stats(unsigned long long errors_run)
 		return;
 	mtl_tm_pvar_read(v);
 	opal_output(mtl_tm_output,
-		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu, long buffer %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, send cancels asked %llu ok %llu late %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown), unexpected held at mtl_tm_unexpected_mem %llu, spilled %llu; mode: %s on %s",
+		    "mtl tm: rank %u: receives %llu (to card %llu, from unexpected queue %llu), kept in software: conflict %llu, list full %llu, ops busy %llu, small buffer %llu, long buffer %llu, no staging %llu, offload off %llu, no tag matching %llu, below threshold %llu, registration failed %llu; card matched %llu, unexpected %llu, rendezvous card/sw %llu/%llu, truncated %llu, cancelled %llu, send cancels asked %llu ok %llu late %llu, syncs %llu, promoted %llu, errors %llu (+%llu at teardown), unexpected held at mtl_tm_unexpected_mem %llu, spilled %llu; mode: %s on %s",
 		    mtl_tm.my_vpid, v[MTL_TM_PV_RECEIVES],
 		    v[MTL_TM_PV_TO_CARD], v[MTL_TM_PV_FROM_UQ],
 		    v[MTL_TM_PV_SW_CONFLICT], v[MTL_TM_PV_SW_LIST_FULL],
 		    v[MTL_TM_PV_SW_OPS_BUSY], v[MTL_TM_PV_SW_SMALL_BUF],
-		    v[MTL_TM_PV_SW_LONG_BUF], v[MTL_TM_PV_CARD_MATCHED],
+		    v[MTL_TM_PV_SW_LONG_BUF], v[MTL_TM_PV_SW_NO_STAGE],
+		    v[MTL_TM_PV_SW_NO_OFFLOAD], v[MTL_TM_PV_SW_NO_TM],
+		    v[MTL_TM_PV_SW_BELOW_THRESH], v[MTL_TM_PV_SW_REG_FAIL], v[MTL_TM_PV_CARD_MATCHED],
 		    v[MTL_TM_PV_UNEXPECTED], v[MTL_TM_PV_RNDV_CARD],
 		    v[MTL_TM_PV_RNDV_SW], v[MTL_TM_PV_TRUNCATED],
 		    v[MTL_TM_PV_CANCELLED], v[MTL_TM_PV_SCANCEL_REQ],

@@ -287,6 +287,10 @@ bool mtl_tm_var_set(int var);
 
 /* mtl_tm_select.c */
 const char *mtl_tm_use_name(int use);
+/* What MTL_TM_CAN_* bits offer, in words ("the soft HCA with tag
+ * matching", "nothing"), in buf; returns buf. */
+#define MTL_TM_CAN_STR_LEN 112
+const char *mtl_tm_can_str(uint32_t can, char *buf, size_t len);
 /* What this rank could use (its mtl_tm_provider and devices); the
  * libibverbs device's name in vname. */
 uint32_t mtl_tm_can_local(char *vname, size_t vlen);

@@ -90,7 +90,7 @@ static int reg(const char *name, const char *help, mca_base_var_type_t type,
 const struct tm_param *mtl_tm_setting(unsigned i)
 {
 	return i < MTL_TM_DEV0 ? tm_engine_param(i) :
-			       &tm_dev_params[i - MTL_TM_DEV0];
+			       tm_dev_param(i - MTL_TM_DEV0);
 }
 
 uint64_t mtl_tm_setting_value(unsigned i)
@@ -410,7 +410,7 @@ static bool tm_requested(void)
 /* Did the settings ask for a real card, nothing else? */
 static bool verbs_required(void)
 {
-	const char *const *names = tm_dev_params[TM_DEV_P_PROVIDER].names;
+	const char *const *names = tm_dev_param(TM_DEV_P_PROVIDER)->names;
 	uint64_t v = mtl_tm_setting_value(MTL_TM_DEV0 + TM_DEV_P_PROVIDER);
 	unsigned i;
 

@@ -36,10 +36,25 @@ const char *mtl_tm_use_name(int use)
 	return "none";
 }
 
+const char *mtl_tm_can_str(uint32_t can, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s%s",
+		 (can & MTL_TM_CAN_CARD) ? "a tag-matching card, " : "",
+		 (can & MTL_TM_CAN_RDMA) ? "an RDMA device, " : "",
+		 !(can & MTL_TM_CAN_SOFT) ? "" :
+		 (can & MTL_TM_CAN_SOFT_TM) ? "the soft HCA with tag matching, " :
+					      "the soft HCA without tag matching, ");
+	if (!*buf)
+		snprintf(buf, len, "nothing");
+	else
+		buf[strlen(buf) - 2] = '\0'; /* the last ", " */
+	return buf;
+}
+
 /* "verbs", "soft" or "auto": the provider setting as resolved. */
 static const char *provider_setting(void)
 {
-	const char *const *names = tm_dev_params[TM_DEV_P_PROVIDER].names;
+	const char *const *names = tm_dev_param(TM_DEV_P_PROVIDER)->names;
 	uint64_t v[TM_DEV_NPARAMS];
 	unsigned i;
 
@@ -112,6 +127,7 @@ static const char *host(void)
 void mtl_tm_show_no_local(uint32_t can)
 {
 	const char *prov = provider_setting();
+	char offer[MTL_TM_CAN_STR_LEN];
 
 	if (!strcmp(prov, "soft"))
 		mtl_tm_show_error("no-provider",
@@ -137,8 +153,9 @@ void mtl_tm_show_no_local(uint32_t can)
 				  "its own node).  The tm MTL declines.\n" MTL_TM_INSTEAD,
 				  ompi_process_info.num_local_peers + 1,
 				  mtl_tm.nprocs, host(), host());
-	opal_output_verbose(10, mtl_tm_output, "mtl tm: rank %u offers 0x%x",
-			    mtl_tm.my_vpid, can);
+	opal_output_verbose(10, mtl_tm_output, "mtl tm: rank %u offers %s",
+			    mtl_tm.my_vpid,
+			    mtl_tm_can_str(can, offer, sizeof(offer)));
 }
 
 /* The offer in a rank's modex blob, or -1 (none: it declined). */
@@ -212,6 +229,7 @@ int mtl_tm_agree(int mine, int *use)
 {
 	char node[sizeof(((struct mtl_tm_modex *)0)->node) + 1];
 	bool one_node = true, guessed = true;
+	char offer[MTL_TM_CAN_STR_LEN];
 	uint32_t r, all = ~0u;
 	int64_t can;
 	int u;
@@ -230,9 +248,10 @@ int mtl_tm_agree(int mine, int *use)
 	}
 	*use = mtl_tm_choose(all, one_node);
 	opal_output_verbose(10, mtl_tm_output,
-			    "mtl tm: rank %u: the job offers 0x%x on %s: %s%s",
-			    mtl_tm.my_vpid, all,
+			    "mtl tm: rank %u: every rank of the job (on %s) offers %s: %s%s",
+			    mtl_tm.my_vpid,
 			    one_node ? "one node" : "several nodes",
+			    mtl_tm_can_str(all, offer, sizeof(offer)),
 			    mtl_tm_use_name(*use),
 			    guessed ? "" : " (not every rank guessed it: opening again)");
 	if (*use == MTL_TM_USE_NONE) {

@@ -75,8 +75,8 @@ int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe)
 }
 
 /* Takes the oldest ready entry (cq->cur, held until the next pop or
- * end_poll); the caller holds ctx->lock. */
-static int cq_pop(struct sh_cq *cq)
+ * end_poll); the caller holds ctx->lock.  (Inline: every poll pops.) */
+static inline __attribute__((always_inline)) int cq_pop(struct sh_cq *cq)
 {
 	struct sh_cqe *e;
 
@@ -153,18 +153,22 @@ static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 static int cq_next_poll(struct ibv_cq_ex *ibcq)
 {
 	struct sh_cq *cq = (struct sh_cq *)ibcq;
-	int err;
+	int err = ENOENT;
 
-	sh_lock(cq->ctx);
-	err = cq_pop(cq);
-	sh_unlock(cq->ctx);
+	/* an empty queue is one load, without the lock, as at start_poll
+	 * (an entry pushed meanwhile is the next poll's) */
+	if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE)) {
+		sh_lock(cq->ctx);
+		err = cq_pop(cq);
+		sh_unlock(cq->ctx);
+	}
 	if (!err) {
 		ibcq->wr_id = cq->cur->wr_id;
 		ibcq->status = cq->cur->status;
 	} else {
 		/* a poll of the zeroed slot alone leaves the index right:
 		 * one such slot per overrun, not a stream of them */
-		cq->rxe_overrun = cq->ctx->cfg.rxe_cq && cq->cur != &rxe_zero;
+		cq->rxe_overrun = cq->rxe_cq && cq->cur != &rxe_zero;
 	}
 	return err;
 }
@@ -288,6 +292,7 @@ struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,
 	if (!cq)
 		return NULL;
 	cq->ctx = ctx;
+	cq->rxe_cq = ctx->cfg.rxe_cq != 0;
 	cq->extended = true;
 	pthread_mutex_init(&cq->poll_lock, NULL);
 	cq->cq_ex.context = c;

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "softhca_param.h"
 #include "softhca_priv.h"
 #include "softhca_sched.h"
 
@@ -24,150 +25,19 @@ static struct ibv_device sh_device = {
 	.dev_name = "softtm0",
 };
 
-/* ---- configuration --------------------------------------------------- */
+/* ---- configuration (the table: softhca_param.c) ---------------------- */
 
-void softhca_config_default(struct softhca_config *cfg)
+/* Why this thread's last context open found no usable config. */
+static __thread char open_why[200];
+
+const char *softhca_open_why(void)
 {
-	*cfg = (struct softhca_config){
-		.max_num_tags = 1023,
-		.max_ops = 32768,
-		.max_rndv_hdr_size = 64,
-		.max_sge = 1,
-		.mtu = 4096,
-		.ring_depth = 64,
-		.max_qp = 256,
-		.max_mr = 4096,
-		.max_wr = 32768,
-		.sched = SOFTHCA_SCHED_AUTO,
-		.strict = 1,
-		.max_msg_sz = 1u << 30,
-	};
-}
-
-struct config_limit {
-	const char *env;
-	size_t offset;
-	uint32_t min, max;
-};
-
-#define LIMIT(env, field, lo, hi) \
-	{ env, offsetof(struct softhca_config, field), lo, hi }
-
-static const struct config_limit limits[] = {
-	LIMIT("SOFTHCA_MAX_NUM_TAGS", max_num_tags, 1, 65535),
-	LIMIT("SOFTHCA_MAX_OPS", max_ops, 1, 1u << 20),
-	LIMIT("SOFTHCA_MAX_RNDV_HDR_SIZE", max_rndv_hdr_size, 32, 65536),
-	LIMIT("SOFTHCA_MAX_SGE", max_sge, 1, SH_MAX_SGE),
-	LIMIT("SOFTHCA_MTU", mtu, 64, 1u << 20),
-	LIMIT("SOFTHCA_RING_DEPTH", ring_depth, 2, 65536),
-	LIMIT("SOFTHCA_MAX_QP", max_qp, 1, 65536),
-	LIMIT("SOFTHCA_MAX_MR", max_mr, 1, 65535),
-	LIMIT("SOFTHCA_MAX_WR", max_wr, 1, 1u << 20),
-	/* 2^31: a length must stay below 2^32 with the headers added */
-	LIMIT("SOFTHCA_MAX_MSG_SZ", max_msg_sz, 4096, 1u << 31),
-};
-
-static uint32_t *config_field(struct softhca_config *cfg,
-			      const struct config_limit *l)
-{
-	return (uint32_t *)((char *)cfg + l->offset);
-}
-
-static int config_check(const struct softhca_config *cfg)
-{
-	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
-		uint32_t v = *config_field((struct softhca_config *)cfg,
-					   &limits[i]);
-
-		if (v < limits[i].min || v > limits[i].max) {
-			fprintf(stderr,
-				"softhca: %s=%u is out of range [%u, %u]\n",
-				limits[i].env, v, limits[i].min,
-				limits[i].max);
-			return EINVAL;
-		}
-	}
-	if (cfg->max_rndv_hdr_size > cfg->mtu) {
-		fprintf(stderr, "softhca: max_rndv_hdr_size %u exceeds the "
-			"MTU %u\n", cfg->max_rndv_hdr_size, cfg->mtu);
-		return EINVAL;
-	}
-	if (cfg->sched > SOFTHCA_SCHED_MANUAL)
-		return EINVAL;
-	if (cfg->rxe_cq < 0 || cfg->rxe_cq > 2) {
-		fprintf(stderr, "softhca: SOFTHCA_RXE_CQ=%d: 0, 1 or 2\n",
-			cfg->rxe_cq);
-		return EINVAL;
-	}
-	return 0;
-}
-
-static int parse_u64(const char *name, const char *s, uint64_t *v)
-{
-	char *end;
-
-	errno = 0;
-	*v = strtoull(s, &end, 0);
-	if (errno || !*s || *end) {
-		fprintf(stderr, "softhca: %s=\"%s\" is not a number\n", name,
-			s);
-		return EINVAL;
-	}
-	return 0;
-}
-
-int softhca_config_from_env(struct softhca_config *cfg)
-{
-	const char *s;
-	uint64_t v;
-
-	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
-		s = getenv(limits[i].env);
-		if (!s)
-			continue;
-		if (parse_u64(limits[i].env, s, &v))
-			return EINVAL;
-		*config_field(cfg, &limits[i]) =
-			v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
-	}
-	s = getenv("SOFTHCA_SCHED");
-	if (s) {
-		if (!strcmp(s, "auto"))
-			cfg->sched = SOFTHCA_SCHED_AUTO;
-		else if (!strcmp(s, "random"))
-			cfg->sched = SOFTHCA_SCHED_RANDOM;
-		else if (!strcmp(s, "manual"))
-			cfg->sched = SOFTHCA_SCHED_MANUAL;
-		else {
-			fprintf(stderr, "softhca: SOFTHCA_SCHED=\"%s\": use "
-				"auto, random or manual\n", s);
-			return EINVAL;
-		}
-	}
-	s = getenv("SOFTHCA_SEED");
-	if (s && parse_u64("SOFTHCA_SEED", s, &cfg->seed))
-		return EINVAL;
-	s = getenv("SOFTHCA_FORCE_COPY_READ");
-	if (s)
-		cfg->force_copy_read = atoi(s) != 0;
-	s = getenv("TM_SOFTHCA_STRICT");
-	if (s)
-		cfg->strict = atoi(s) != 0;
-	s = getenv("SOFTHCA_SINGLE_THREADED");
-	if (s)
-		cfg->single_threaded = atoi(s) != 0;
-	s = getenv("SOFTHCA_NO_TM");
-	if (s)
-		cfg->no_tm = atoi(s) != 0;
-	s = getenv("SOFTHCA_RXE_CQ");
-	if (s)
-		cfg->rxe_cq = atoi(s);
-	return config_check(cfg);
+	return open_why[0] ? open_why : NULL;
 }
 
 int softhca_set_config(const struct softhca_config *cfg)
 {
-	int err = config_check(cfg);
+	int err = softhca_config_check(cfg, NULL, NULL, 0);
 
 	if (err)
 		return err;
@@ -178,27 +48,22 @@ int softhca_set_config(const struct softhca_config *cfg)
 	return 0;
 }
 
-/* The config a new context gets: the one set, else defaults + env. */
+/* The config a new context gets: the one set, else defaults + env (read
+ * once: the environment never overrides a config that was set). */
 static int config_snapshot(struct softhca_config *cfg)
 {
 	int err = 0;
 
+	open_why[0] = '\0';
 	pthread_mutex_lock(&config_lock);
 	if (!config_set) {
 		softhca_config_default(&config);
-		err = softhca_config_from_env(&config);
+		err = softhca_config_from_env(&config, NULL, open_why,
+					      sizeof(open_why));
 		config_set = !err;
 	}
 	*cfg = config;
 	pthread_mutex_unlock(&config_lock);
-	/* The MTL sets a config from its parameters; the strict switch must
-	 * still reach every context of a run. */
-	if (getenv("TM_SOFTHCA_STRICT"))
-		cfg->strict = atoi(getenv("TM_SOFTHCA_STRICT")) != 0;
-	/* likewise, so that whole suites can run lock-free */
-	if (getenv("SOFTHCA_SINGLE_THREADED"))
-		cfg->single_threaded =
-			atoi(getenv("SOFTHCA_SINGLE_THREADED")) != 0;
 	return err;
 }
 

@@ -168,7 +168,7 @@ static int rx_plain(struct sh_qp *qp, const struct sh_pkt *pkt,
 	struct sh_srq *srq = qp->srq;
 	struct sh_rq *rq = srq ? &srq->rq : &qp->rq;
 	struct sh_cq *cq = srq && srq->tm ? srq->cq : qp->rcq;
-	struct sh_rbuf b;
+	const struct sh_rbuf *b;
 
 	if (!rq->count) {
 		if (srq && !qp->rnr)
@@ -177,19 +177,17 @@ static int rx_plain(struct sh_qp *qp, const struct sh_pkt *pkt,
 		return EAGAIN;
 	}
 	qp->rnr = false;
-	b = rq->buf[rq->first];
-	rq->first = (rq->first + 1) % rq->cap;
-	rq->count--;
+	b = sh_rq_take(rq);
 	if (unexpected) {
 		srq->hw_cnt++;
 		srq->unexpected++;
 	}
 	if ((pkt->flags & (SH_PKT_FIRST | SH_PKT_LAST)) ==
 	    (SH_PKT_FIRST | SH_PKT_LAST))
-		return rx_plain_one(qp, pkt, data, &b, opcode,
+		return rx_plain_one(qp, pkt, data, b, opcode,
 				    unexpected ? sync_flag(srq) : 0, cq);
-	rx_start(qp, SH_RX_PLAIN, b.sge, b.num_sge, pkt, 0, cq);
-	qp->rx.cqe.wr_id = b.wr_id;
+	rx_start(qp, SH_RX_PLAIN, b->sge, b->num_sge, pkt, 0, cq);
+	qp->rx.cqe.wr_id = b->wr_id;
 	qp->rx.cqe.opcode = opcode;
 	qp->rx.cqe.byte_len = pkt->msg_len;
 	if (unexpected)
@@ -229,11 +227,8 @@ static void rx_eager_overflow(struct sh_qp *qp, const struct sh_pkt *pkt,
 	sh_list_remove(srq, h);
 	sh_tag_put(srq, h);
 	srq->matched++;
-	if (srq->rq.count) {
-		cqe.wr_id = srq->rq.buf[srq->rq.first].wr_id;
-		srq->rq.first = (srq->rq.first + 1) % srq->rq.cap;
-		srq->rq.count--;
-	}
+	if (srq->rq.count)
+		cqe.wr_id = sh_rq_take(&srq->rq)->wr_id;
 	cqe.status = IBV_WC_LOC_LEN_ERR;
 	cqe.opcode = IBV_WC_RECV;
 	cqe.byte_len = pkt->msg_len;
@@ -431,26 +426,35 @@ int sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt,
 {
 	struct sh_srq *srq = qp->srq;
 	const struct ibv_tmh *tmh = (const void *)pkt->data;
+	enum ibv_wc_opcode opcode = IBV_WC_RECV;
+	bool unexpected = false;
 	int32_t h;
 
-	if (!srq || !srq->tm)
-		return rx_plain(qp, pkt, data, IBV_WC_RECV, false);
-	if (!tmh_valid(pkt, qp->ctx->cfg.max_rndv_hdr_size))
-		return rx_plain(qp, pkt, data, IBV_WC_RECV, false);
-	if (tmh->opcode == IBV_TMH_NO_TAG || tmh->opcode == IBV_TMH_FIN)
-		return rx_plain(qp, pkt, data, IBV_WC_TM_NO_TAG, false);
-
-	/* the first active entry, in list order, whose tag & mask accept */
-	h = sh_tl_match(srq, be64toh(tmh->tag));
-	if (h < 0)
-		return rx_plain(qp, pkt, data, IBV_WC_TM_RECV, true);
-	if (tmh->opcode == IBV_TMH_EAGER && (pkt->flags & SH_PKT_LAST))
-		rx_eager_one(qp, pkt, data, h);
-	else if (tmh->opcode == IBV_TMH_EAGER)
-		rx_eager_matched(qp, pkt, data, h);
-	else
-		rx_rndv_matched(qp, pkt, h);
-	return 0;
+	/* (one call of rx_plain, which the compiler then inlines) */
+	if (!srq || !srq->tm ||
+	    !tmh_valid(pkt, qp->ctx->cfg.max_rndv_hdr_size)) {
+		/* a plain SRQ or QP, or no valid TMH: a plain receive */
+	} else if (tmh->opcode == IBV_TMH_NO_TAG ||
+		   tmh->opcode == IBV_TMH_FIN) {
+		opcode = IBV_WC_TM_NO_TAG;
+	} else {
+		/* the first active entry, in list order, whose tag & mask
+		 * accept */
+		h = sh_tl_match(srq, be64toh(tmh->tag));
+		if (h >= 0) {
+			if (tmh->opcode == IBV_TMH_EAGER &&
+			    (pkt->flags & SH_PKT_LAST))
+				rx_eager_one(qp, pkt, data, h);
+			else if (tmh->opcode == IBV_TMH_EAGER)
+				rx_eager_matched(qp, pkt, data, h);
+			else
+				rx_rndv_matched(qp, pkt, h);
+			return 0;
+		}
+		opcode = IBV_WC_TM_RECV;
+		unexpected = true;
+	}
+	return rx_plain(qp, pkt, data, opcode, unexpected);
 }
 
 void sh_rx_more(struct sh_qp *qp, const struct sh_pkt *pkt,

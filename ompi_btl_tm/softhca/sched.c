@@ -412,6 +412,18 @@ static bool card_has_work(struct sh_context *ctx)
 }
 
 /*
+ * Read pacing for a card run about to take steps that may read (see
+ * SH_READ_CHUNK): only send and rendezvous steps read, so a poll that
+ * only takes packets sets nothing.
+ */
+static inline void read_begin(struct sh_context *ctx, bool post)
+{
+	ctx->read_limited = ctx->sched == SOFTHCA_SCHED_AUTO;
+	ctx->read_decided = false;
+	ctx->read_post = post;
+}
+
+/*
  * An AUTO poll.  When the only news can be packets on watched rings (no
  * list op queued, no send work, no read job), one pass over those rings
  * is all card_drain would do that matters: taking a packet makes no list
@@ -427,6 +439,7 @@ static int card_poll(struct sh_context *ctx)
 	int n = 0;
 
 	if (ctx->tx_work || ctx->jobs || op_ready(ctx)) {
+		read_begin(ctx, false);
 		card_drain(ctx);
 		return -1;
 	}
@@ -434,6 +447,7 @@ static int card_poll(struct sh_context *ctx)
 	 * a step on one QP changes no other's receive side) */
 	busy = rx_pass(ctx, &n);
 	if (ctx->tx_work || ctx->jobs) {
+		read_begin(ctx, false);
 		card_drain(ctx);
 		return -1;
 	}
@@ -471,10 +485,11 @@ void sh_sched_doorbell(struct sh_context *ctx, enum sh_bell why,
 	if (ctx->in_progress)
 		return;
 	ctx->in_progress = true;
-	ctx->read_limited = ctx->sched == SOFTHCA_SCHED_AUTO;
-	ctx->read_decided = false;
-	ctx->read_post = post;
 	check_liveness(ctx);
+	/* (card_poll begins read pacing itself, only if it runs steps that
+	 * may read) */
+	if (ctx->sched != SOFTHCA_SCHED_AUTO || post)
+		read_begin(ctx, post);
 	switch (ctx->sched) {
 	case SOFTHCA_SCHED_AUTO:
 		/*

@@ -122,6 +122,7 @@
 #include <stdint.h>
 #include <infiniband/verbs.h>
 #include "verbs/tm_verbs.h"
+#include "softhca_param.h"
 
 enum softhca_sched {
 	SOFTHCA_SCHED_AUTO,
@@ -165,7 +166,7 @@ struct softhca_config {
 };
 
 /*
- * Defaults mirror a ConnectX-5/6: max_wr (max_qp_wr, and the card's
+ * Defaults (the table in softhca_param.h) mirror a ConnectX-5/6: max_wr (max_qp_wr, and the card's
  * max_send_wqebb) 32768, max_ops 32768 (what mlx5 advertises: the same
  * 1 << log_max_qp_sz), 64 B rndv header, 1 SGE, max_msg_sz 1 GiB; 1023
  * tags (firmware dependent).  As on mlx5, a TM-SRQ asking for the
@@ -173,8 +174,8 @@ struct softhca_config {
  * op, rounded up to a power of two, within max_wr blocks, so max_ops <=
  * max_wr / 4 (see doc/mlx5-rules.md, rule 2).
  *
- * strict (the default; env TM_SOFTHCA_STRICT=0/1 overrides whatever config
- * was set) is how mlx5 behaves (doc/mlx5-rules.md rules 5, 10, 15, 16,
+ * strict (the default; TM_SOFTHCA_STRICT=0/1 where no config is set) is how
+ * mlx5 behaves (doc/mlx5-rules.md rules 5, 10, 15, 16,
  * 17); strict = 0 is a more lenient model kept for the soft HCA's own
  * unit tests of one-QP-per-side set-ups:
  *  - a TM-SRQ with fewer than 33 plain WQEs (max_wr) is refused;
@@ -194,16 +195,18 @@ struct softhca_config {
 void softhca_config_default(struct softhca_config *cfg);
 
 /*
- * Overrides cfg fields from SOFTHCA_* environment variables
- * (SOFTHCA_MAX_NUM_TAGS, SOFTHCA_MAX_OPS, SOFTHCA_MTU, SOFTHCA_RING_DEPTH,
- * SOFTHCA_MAX_MSG_SZ,
- * SOFTHCA_SCHED=auto|random|manual, SOFTHCA_SEED, SOFTHCA_FORCE_COPY_READ,
- * SOFTHCA_NO_TM=0/1, ...).  Returns 0, or EINVAL naming the bad variable on stderr.
+ * Config for contexts opened afterwards; EINVAL if a setting is out of
+ * range (softhca_config_check() says which, and why).  Until one is set a
+ * context's open takes the defaults with the SOFTHCA_* variables applied
+ * (softhca_config_from_env, read once); a set config is never overridden
+ * by the environment.
  */
-int softhca_config_from_env(struct softhca_config *cfg);
-
-/* Config for contexts opened afterwards; EINVAL if a limit is out of range. */
 int softhca_set_config(const struct softhca_config *cfg);
+
+/* Why this thread's last context open failed on its config (a variable
+ * that does not parse or is out of range), in words; NULL otherwise.
+ * The soft HCA prints nothing: its caller reports this. */
+const char *softhca_open_why(void);
 
 /* The library-verbs table bound to the soft HCA. */
 const struct tm_verbs *softhca_verbs(void);

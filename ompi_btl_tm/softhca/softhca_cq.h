@@ -60,6 +60,7 @@ struct sh_cq {
 	/* cfg.rxe_cq: a next_poll found nothing (overrun at end_poll), and
 	 * the zeroed slot the next poll returns */
 	bool rxe_overrun, rxe_phantom;
+	bool rxe_cq;                 /* cfg.rxe_cq set (read per empty poll) */
 	int users;                   /* QPs and SRQs that complete here */
 	bool extended;               /* made by create_cq_ex: a TM-SRQ's CQ
 				      * must be (mlx5 reads TM info from it) */

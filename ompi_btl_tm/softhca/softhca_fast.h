@@ -66,6 +66,23 @@ static inline bool sh_lkey_cached(struct sh_context *ctx,
 						     memory_order_acquire);
 }
 
+/*
+ * Takes the oldest plain buffer of a non-empty rq.  The entry is read in
+ * place: nothing posts to rq before the caller's step returns (the lock,
+ * or one thread on a lock-free context), and copying a 16-SGE entry costs
+ * more than the message.
+ */
+static inline const struct sh_rbuf *sh_rq_take(struct sh_rq *rq)
+{
+	const struct sh_rbuf *b = &rq->buf[rq->first];
+
+	/* (first < cap: a compare, not a division) */
+	if (++rq->first == rq->cap)
+		rq->first = 0;
+	rq->count--;
+	return b;
+}
+
 /* the next entry, for the caller to fill and mark ready; NULL: ENOMEM */
 static inline struct sh_cqe *sh_cq_next(struct sh_cq *cq)
 {
@@ -119,15 +136,18 @@ static inline int32_t sh_tl_match(struct sh_srq *srq, uint64_t tag)
  */
 static inline void sh_qp_out_commit(struct sh_qp *qp, struct sh_pkt *pkt)
 {
+	/* (the peer's fields read before the release store: not again) */
+	const struct sh_peer *peer = qp->peer;
+	uint32_t idx = qp->out_idx + 1;
+
 	atomic_store_explicit(&pkt->seq, ++qp->out_head, memory_order_release);
-	if (atomic_load_explicit(qp->peer->rx_armed, memory_order_relaxed)) {
+	if (atomic_load_explicit(peer->rx_armed, memory_order_relaxed)) {
 		atomic_fetch_or_explicit(qp->out_bits, qp->out_mask,
 					 memory_order_seq_cst);
-		atomic_store_explicit(qp->peer->rx_hint, 1,
+		atomic_store_explicit(peer->rx_hint, 1,
 				      memory_order_release);
 	}
-	if (++qp->out_idx == qp->peer->lay.ring_depth)
-		qp->out_idx = 0;
+	qp->out_idx = idx == peer->lay.ring_depth ? 0 : idx;
 }
 
 #endif /* SOFTHCA_FAST_H */

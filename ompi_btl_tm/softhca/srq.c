@@ -14,34 +14,50 @@
 
 /* ---- plain receive buffers ------------------------------------------- */
 
+/* The buffer array, allocated at the first post; NULL: ENOMEM. */
+static struct sh_rbuf *rq_buf(struct sh_rq *rq, uint32_t max_wr)
+{
+	if (!rq->buf) {
+		rq->buf = calloc(max_wr, sizeof(*rq->buf));
+		if (rq->buf)
+			rq->cap = max_wr;
+	}
+	return rq->buf;
+}
+
 int sh_rq_post(struct sh_rq *rq, uint32_t max_wr, uint32_t max_sge,
 	       struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
+	/* (the queue's fields in locals: a chain of WRs is one loop, not a
+	 * reload per entry written) */
+	struct sh_rbuf *buf = wr ? rq_buf(rq, max_wr) : rq->buf;
+	uint32_t count = rq->count, i;
+	int err = 0;
+
 	for (; wr; wr = wr->next) {
 		struct sh_rbuf *b;
 
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge) {
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge)
+			err = EINVAL;
+		else if (count == max_wr || !buf)
+			err = ENOMEM;
+		if (err) {
 			*bad = wr;
-			return EINVAL;
+			break;
 		}
-		if (rq->count == max_wr) {
-			*bad = wr;
-			return ENOMEM;
-		}
-		if (!rq->buf) {
-			rq->buf = calloc(max_wr, sizeof(*rq->buf));
-			if (!rq->buf) {
-				*bad = wr;
-				return ENOMEM;
-			}
-			rq->cap = max_wr;
-		}
-		b = &rq->buf[(rq->first + rq->count++) % rq->cap];
+		/* (first, count < cap: a compare, not a division) */
+		i = rq->first + count++;
+		b = &buf[i < rq->cap ? i : i - rq->cap];
 		b->wr_id = wr->wr_id;
 		b->num_sge = (uint32_t)wr->num_sge;
-		memcpy(b->sge, wr->sg_list, sizeof(*b->sge) * b->num_sge);
+		if (b->num_sge == 1) /* what a plain buffer is: no libc call */
+			b->sge[0] = wr->sg_list[0];
+		else
+			memcpy(b->sge, wr->sg_list,
+			       sizeof(*b->sge) * b->num_sge);
 	}
-	return 0;
+	rq->count = count;
+	return err;
 }
 
 void sh_rq_free(struct sh_rq *rq)

@@ -305,6 +305,7 @@ static void post_plain(struct proc *p, int i)
 static void setup(struct proc *p)
 {
 	struct softhca_config cfg;
+	char why[200];
 	struct ibv_device_attr_ex dattr;
 	struct ibv_cq_init_attr_ex cattr = {
 		.cqe = 256,
@@ -316,9 +317,9 @@ static void setup(struct proc *p)
 	int n, i, ret;
 
 	softhca_config_default(&cfg);
-	ret = softhca_config_from_env(&cfg);
+	ret = softhca_config_from_env(&cfg, NULL, why, sizeof(why));
 	if (ret)
-		die(p, "softhca_config_from_env", ret);
+		die(p, why, ret);
 	ret = softhca_set_config(&cfg);
 	if (ret)
 		die(p, "softhca_set_config", ret);

@@ -10,6 +10,7 @@
 
 #include "dev/tm_dev.h"
 #include "dev/tm_dev_param.h"
+#include "softhca/softhca_param.h"
 #include "tap.h"
 
 static void clear_env(void)
@@ -17,8 +18,8 @@ static void clear_env(void)
 	unsigned i;
 
 	for (i = 0; i < TM_DEV_NPARAMS; i++)
-		if (tm_dev_params[i].env)
-			unsetenv(tm_dev_params[i].env);
+		if (tm_dev_param(i)->env)
+			unsetenv(tm_dev_param(i)->env);
 }
 
 static int set_params(uint64_t *v, unsigned *bad)
@@ -39,18 +40,25 @@ int main(void)
 	int rc, described = 1;
 
 	for (i = 0; i < TM_DEV_NPARAMS; i++)
-		if (!tm_dev_params[i].name || !tm_dev_params[i].help ||
-		    (!tm_dev_params[i].env && i != TM_DEV_P_MAX_TAGS &&
+		if (!tm_dev_param(i)->name || !tm_dev_param(i)->help ||
+		    (!tm_dev_param(i)->env && i != TM_DEV_P_MAX_TAGS &&
 		     i != TM_DEV_P_MAX_OPS) ||
-		    (tm_dev_params[i].type == TM_PARAM_ENUM &&
-		     !tm_dev_params[i].names))
+		    (tm_dev_param(i)->type == TM_PARAM_ENUM &&
+		     !tm_dev_param(i)->names))
 			described = 0;
 	tap_check(described, "every setting has a name, help, variable (all but max_tags and max_ops; names if an enum)");
 
 	clear_env();
+	/* "verbs" is not only tag-matching cards (the MTL's no-TM mode) */
+	tap_check(strstr(tm_dev_param(TM_DEV_P_PROVIDER)->help,
+			 "verbs (RDMA devices") &&
+		  strstr(tm_dev_param(TM_DEV_P_PROVIDER)->help,
+			 "else any InfiniBand or RoCE device"),
+		  "the provider's help says verbs also opens RDMA devices "
+		  "without tag matching");
 	rc = tm_dev_param_defaults(d, &bad);
 	tap_check(rc == TM_OK, "defaults without environment: ok");
-	tap_check(!strcmp(tm_dev_params[TM_DEV_P_PROVIDER].names[d[TM_DEV_P_PROVIDER]],
+	tap_check(!strcmp(tm_dev_param(TM_DEV_P_PROVIDER)->names[d[TM_DEV_P_PROVIDER]],
 			  "auto") && d[TM_DEV_P_RCACHE] == 1,
 		  "default provider auto, cache on");
 
@@ -58,9 +66,9 @@ int main(void)
 	setenv("TM_DEV_PROVIDER", "soft", 1);
 	setenv("SOFTHCA_SCHED", "random", 1);
 	rc = tm_dev_param_defaults(v, &bad);
-	tap_check(rc == TM_OK && v[TM_DEV_P_SOFT_MTU] == 512 &&
-		  v[TM_DEV_P_SOFT_SCHED] == 1 &&
-		  !strcmp(tm_dev_params[TM_DEV_P_PROVIDER].names[v[TM_DEV_P_PROVIDER]],
+	tap_check(rc == TM_OK && v[TM_DEV_P_SOFT(MTU)] == 512 &&
+		  v[TM_DEV_P_SOFT(SCHED)] == 1 &&
+		  !strcmp(tm_dev_param(TM_DEV_P_PROVIDER)->names[v[TM_DEV_P_PROVIDER]],
 			  "soft"),
 		  "environment variables replace the defaults");
 
@@ -68,29 +76,29 @@ int main(void)
 	setenv("SOFTHCA_RING_DEPTH", "lots", 1);
 	setenv("SOFTHCA_SEED", "-1", 1);
 	rc = tm_dev_param_defaults(v, &bad);
-	tap_check(rc == TM_ERR_INVALID && bad == TM_DEV_P_SOFT_RING_DEPTH,
+	tap_check(rc == TM_ERR_INVALID && bad == TM_DEV_P_SOFT(RING_DEPTH),
 		  "a variable that does not parse is named (first of two)");
-	tap_check(v[TM_DEV_P_SOFT_RING_DEPTH] == d[TM_DEV_P_SOFT_RING_DEPTH] &&
-		  v[TM_DEV_P_SOFT_SEED] == d[TM_DEV_P_SOFT_SEED],
+	tap_check(v[TM_DEV_P_SOFT(RING_DEPTH)] == d[TM_DEV_P_SOFT(RING_DEPTH)] &&
+		  v[TM_DEV_P_SOFT(SEED)] == d[TM_DEV_P_SOFT(SEED)],
 		  "... and its setting keeps the default (no negative limit)");
 	clear_env();
 	setenv("SOFTHCA_MAX_MR", "4294967296", 1);
 	rc = tm_dev_param_defaults(v, &bad);
-	tap_check(rc == TM_ERR_INVALID && bad == TM_DEV_P_SOFT_MAX_MR,
+	tap_check(rc == TM_ERR_INVALID && bad == TM_DEV_P_SOFT(MAX_MR),
 		  "a 32-bit setting given 2^32 is refused");
 	clear_env();
 
 	memcpy(v, d, sizeof(v));
 	tap_check(set_params(v, &bad) == TM_OK, "the defaults are accepted");
-	v[TM_DEV_P_SOFT_MTU] = 3;
+	v[TM_DEV_P_SOFT(MTU)] = 3;
 	tap_check(set_params(v, &bad) == TM_ERR_INVALID &&
-		  bad == TM_DEV_P_SOFT_MTU, "MTU 3: refused, named");
+		  bad == TM_DEV_P_SOFT(MTU), "MTU 3: refused, named");
 	memcpy(v, d, sizeof(v));
-	v[TM_DEV_P_SOFT_MAX_RNDV_HDR_SIZE] = 8192;
+	v[TM_DEV_P_SOFT(MAX_RNDV_HDR_SIZE)] = 8192;
 	tap_check(set_params(v, &bad) == TM_ERR_INVALID &&
-		  bad == TM_DEV_P_SOFT_MAX_RNDV_HDR_SIZE,
+		  bad == TM_DEV_P_SOFT(MAX_RNDV_HDR_SIZE),
 		  "rendezvous header above the MTU: the header is named");
-	v[TM_DEV_P_SOFT_MTU] = 8192;
+	v[TM_DEV_P_SOFT(MTU)] = 8192;
 	tap_check(set_params(v, &bad) == TM_OK,
 		  "... and accepted with an MTU that holds it");
 	memcpy(v, d, sizeof(v));
@@ -122,8 +130,8 @@ int main(void)
 
 	/* Settled settings win over TM_DEV_PROVIDER; unsettled ones do not. */
 	memcpy(v, d, sizeof(v));
-	for (i = 0; tm_dev_params[TM_DEV_P_PROVIDER].names[i]; i++)
-		if (!strcmp(tm_dev_params[TM_DEV_P_PROVIDER].names[i], "soft"))
+	for (i = 0; tm_dev_param(TM_DEV_P_PROVIDER)->names[i]; i++)
+		if (!strcmp(tm_dev_param(TM_DEV_P_PROVIDER)->names[i], "soft"))
 			v[TM_DEV_P_PROVIDER] = i;
 	tm_dev_config_default(&cfg);
 	rc = tm_dev_config_set_params(&cfg, v, 4, &bad);

@@ -135,7 +135,7 @@ static void one_namespace(void)
 	for (i = 0; i < TM_ENGINE_NPARAMS; i++)
 		names[n++] = tm_engine_param(i)->name;
 	for (i = 0; i < TM_DEV_NPARAMS; i++)
-		names[n++] = tm_dev_params[i].name;
+		names[n++] = tm_dev_param(i)->name;
 	for (i = 0; i < n; i++)
 		for (j = i + 1; j < n; j++)
 			if (!strcmp(names[i], names[j])) {

@@ -118,6 +118,7 @@ struct dstate {
 	/* the pre-posted phase (diff_card.c) */
 	int phase_on;
 	uint32_t card_tags;         /* the card list's size (0: default) */
+	size_t thresh;              /* the engine's offload_thresh */
 	uint64_t t_rsends, t_phase_recvs, t_phase_card;
 };
 
@@ -129,6 +130,7 @@ struct dcfg {
 	uint64_t events;
 	int notm;             /* devices without tag matching (tm_dev.h): all
 			       * in software, never a list op */
+	size_t thresh;        /* the engine's offload_thresh (0: none) */
 };
 
 

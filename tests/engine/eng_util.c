@@ -12,6 +12,9 @@ void eu_opts_default(struct eu_opts *o)
 	o->sched = SOFTHCA_SCHED_AUTO;
 	o->arena_len = 1 << 20;
 	tm_engine_config_default(&o->ecfg);
+	/* these tests are about what the card does: every receive it can
+	 * take goes to it (tests that want the threshold set it) */
+	o->ecfg.offload_thresh = 0;
 }
 
 static int node_open(struct eu_node *nd, const struct eu_opts *o)

@@ -38,6 +38,7 @@ int node_open(struct pnode *nd, size_t arena)
 	tm_engine_config_default(&ec);
 	ec.eager_limit = 1024;
 	ec.keepalive_ms = FU_KA_MS;
+	ec.offload_thresh = 0; /* card-held receives, as before */
 	if (tm_dev_open(&dc, &nd->dev) != TM_OK ||
 	    tm_engine_create(nd->dev, &ec, &nd->eng) != TM_OK)
 		return -1;

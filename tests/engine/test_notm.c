@@ -161,14 +161,16 @@ static void test_traffic(void)
 	st = stats(0);
 	tap_check(st.card_matched == 0 && st.recv_to_card == 0 &&
 		  st.ops_posted == 0 && st.syncs == 0 && st.rndv_sw == 2 &&
-		  st.sw_no_offload == 2 && st.sw_matched_uq == 2 &&
+		  st.sw_no_tm == 2 && st.sw_no_offload == 0 &&
+		  st.sw_matched_uq == 2 &&
 		  st.errors == 0 && !st.fatal,
-		  "all in software: card matched %llu, to card %llu, ops %llu, syncs %llu, rendezvous read by software %llu, kept in software %llu",
+		  "all in software: card matched %llu, to card %llu, ops %llu, syncs %llu, rendezvous read by software %llu, kept in software: no tag matching %llu, offload off %llu",
 		  (unsigned long long)st.card_matched,
 		  (unsigned long long)st.recv_to_card,
 		  (unsigned long long)st.ops_posted,
 		  (unsigned long long)st.syncs,
 		  (unsigned long long)st.rndv_sw,
+		  (unsigned long long)st.sw_no_tm,
 		  (unsigned long long)st.sw_no_offload);
 }
 
@@ -316,6 +318,35 @@ static void test_qp_error(void)
 		  "the other peer goes on (synchronous send and its receive OK)");
 }
 
+/* The other reason a receive stays in software: a card, offload off.
+ * Each has its own counter (mtl_tm_sw_offload_off, sw_no_tag_matching). */
+static void test_offload_off(void)
+{
+	struct eu_recv r[2];
+	struct eu_send t[2];
+	struct tm_engine_stats st;
+	struct eu_opts o;
+	int i;
+
+	eu_opts_default(&o);
+	o.ecfg.offload = 0;
+	if (eu_world_init(&W, 2, &o))
+		tap_bail("cannot open two soft HCA nodes");
+	for (i = 0; i < 2; i++)
+		irecv(&r[i], 1, 20 + i, W.node[0].arena + 4096 * (i + 1), 100);
+	for (i = 0; i < 2; i++)
+		isend(&t[i], 1, 20 + i, 0, 100, 0);
+	eu_pump(&W);
+	st = stats(0);
+	tap_check(r[0].done && r[1].done && st.sw_no_offload == 2 &&
+		  st.sw_no_tm == 0 && st.recv_to_card == 0,
+		  "a card with offload off: receives counted as offload off "
+		  "(%llu), not as no tag matching (%llu)",
+		  (unsigned long long)st.sw_no_offload,
+		  (unsigned long long)st.sw_no_tm);
+	eu_world_fini(&W);
+}
+
 int main(void)
 {
 	struct eu_opts o;
@@ -332,5 +363,6 @@ int main(void)
 	test_malformed();
 	test_qp_error();
 	eu_world_fini(&W);
+	test_offload_off();
 	return tap_done();
 }

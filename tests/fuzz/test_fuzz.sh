@@ -42,7 +42,7 @@ cflags=(-std=gnu11 -g -O1 -fno-omit-frame-pointer
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 	-I"$src" -I"$srcdir/tests" -I"$builddir" \
 	$(pkg-config --cflags libibverbs 2>/dev/null))
-softhca=("$src"/softhca/*.c "$src"/verbs/tm_verbs_ibv.c)
+softhca=("$src"/softhca/*.c "$src"/tm_param.c "$src"/verbs/tm_verbs_ibv.c)
 
 # fuzz name secs sources... : build, replay the seeds, fuzz (3 TAP lines)
 fuzz() {

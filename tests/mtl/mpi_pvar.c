@@ -16,8 +16,9 @@
  *      MPI_COMM_WORLD that no message matches: each communicator's posted
  *      queue shows its own; then all cancelled;
  *   D. a 100-byte message into a 10-byte receive: truncated.
- * Other counters (software-kept reasons, send cancels, promotions,
- * errors) must not move; syncs at most once per receive put on the card.  Rank 1 prints "check ok: ..." or "check FAILED: ..." per
+ * Every mtl_tm_* pvar the component registers is read.  Other counters
+ * (software-kept reasons, send cancels, promotions, errors, unexpected
+ * messages held or spilled) must not move; syncs at most once per receive put on the card.  Rank 1 prints "check ok: ..." or "check FAILED: ..." per
  * check, then "pvar: N checks, F failed".  MPI_T_finalize comes before
  * MPI_Finalize (Open MPI 4.1 crashes the other way round).
  */
@@ -33,23 +34,33 @@
 #define L 2
 #define P 5
 #define Q 2
-#define SMALL 1000
+/* at mtl_tm_offload_thresh (8 KiB): the card's, as BIG is */
+#define SMALL 8192
 #define BIG 20000
 #define TAG_GO 999
 #define TAG_TOKEN 998
 
-/* the counters, in the order of the statistics line (mtl_tm(7)) */
+/* the counters, in the order of mtl_tm_pvar.h and of the statistics
+ * line (mtl_tm(7)) */
 static const char *const cname[] = {
 	"receives", "receives_to_card", "receives_from_unexpected",
 	"sw_conflict", "sw_list_full", "sw_ops_busy", "sw_small_buffer",
 	"sw_long_buffer", "sw_no_staging", "sw_offload_off",
-	"sw_registration_failed", "card_matched", "unexpected", "rndv_card",
-	"rndv_sw", "truncated", "recv_cancelled", "send_cancels",
-	"send_cancels_ok", "send_cancels_late", "syncs", "promoted", "errors",
+	"sw_no_tag_matching", "sw_below_threshold", "sw_registration_failed",
+	"card_matched", "unexpected", "rndv_card", "rndv_sw", "truncated",
+	"recv_cancelled", "send_cancels", "send_cancels_ok", "send_cancels_late", "syncs",
+	"promoted", "errors", "unexp_throttled", "unexp_spilled",
 };
-enum { RECEIVES, TO_CARD, FROM_UQ, SW_FIRST = 3, SW_LAST = 10,
+enum { RECEIVES, TO_CARD, FROM_UQ, SW_BELOW = 11, SW_REG_FAIL,
        CARD_MATCHED, UNEXPECTED, RNDV_CARD, RNDV_SW, TRUNCATED,
-       CANCELLED, SC_REQ, SC_OK, SC_LATE, SYNCS, PROMOTED, ERRORS, NC };
+       CANCELLED, SC_REQ, SC_OK, SC_LATE, SYNCS, PROMOTED, ERRORS,
+       UNEXP_THROTTLED, UNEXP_SPILLED, NC };
+_Static_assert(sizeof(cname) / sizeof(cname[0]) == NC, "a name per counter");
+
+/* The mtl_tm_* pvars this program reads (each once, whatever it is bound
+ * to): every one the component registers must be among them. */
+static const char *seen[64];
+static int nseen;
 
 static MPI_T_pvar_session ses;
 static MPI_T_pvar_handle hc[NC], h_level, h_hwm;
@@ -112,10 +123,14 @@ static MPI_T_pvar_handle alloc(const char *name, int cls, int bind,
 			       MPI_Comm *comm)
 {
 	MPI_T_pvar_handle h;
-	int count, rc;
+	int count, rc, i;
 
 	rc = MPI_T_pvar_handle_alloc(ses, pvar_index(name, cls, bind), comm,
 				     &h, &count);
+	for (i = 0; i < nseen && strcmp(seen[i], name); i++)
+		;
+	if (i == nseen && nseen < 64)
+		seen[nseen++] = name;
 	if (rc != MPI_SUCCESS)
 		die(name, rc);
 	if (count != 1)
@@ -244,8 +259,10 @@ static void phase_unexpected(MPI_Comm c, unsigned long long s0[NC])
 		go(c, 2);
 		MPI_Wait(&t, MPI_STATUS_IGNORE);
 		snap(s1);
-		want[RECEIVES] = want[TO_CARD] = want[CARD_MATCHED] = 1;
-		want[UNEXPECTED] = M + L;
+		/* the token's receive is below the threshold: matched in
+		 * software, its message unexpected at the card */
+		want[RECEIVES] = want[SW_BELOW] = 1;
+		want[UNEXPECTED] = M + L + 1;
 		deltas("B (unexpected)", s0, s1, want);
 		check(rd(h_unexp[0]) == M + L && rd(h_unexp[1]) == 0,
 		      "B: mtl_tm_unexpected_msgq_length %llu on the duplicate (want %d), %llu on MPI_COMM_WORLD (want 0)",
@@ -309,7 +326,7 @@ static void phase_truncate(MPI_Comm c, unsigned long long s0[NC])
 		rc = MPI_Wait(&r, &st);
 		check(rc != MPI_SUCCESS, "D: the short receive fails (%d)", rc);
 		snap(s1);
-		want[RECEIVES] = want[TO_CARD] = want[CARD_MATCHED] = 1;
+		want[RECEIVES] = want[SW_BELOW] = want[UNEXPECTED] = 1;
 		want[TRUNCATED] = 1;
 		deltas("D (truncated)", s0, s1, want);
 	} else {
@@ -331,9 +348,8 @@ static void print_totals(void)
 
 	snap(v);
 	printf("totals:");
-	for (i = 0; i < NC; i++)
-		if (i < SW_FIRST + 5 || i > SW_LAST) /* the line's */
-			printf(" %llu", v[i]);
+	for (i = 0; i <= ERRORS; i++) /* the line's, up to the errors */
+		printf(" %llu", v[i]);
 	printf("\n");
 }
 
@@ -378,6 +394,8 @@ int main(int argc, char **argv)
 			   MPI_T_BIND_MPI_COMM, &c);
 	h_unexp[1] = alloc("unexpected_msgq_length", MPI_T_PVAR_CLASS_SIZE,
 			   MPI_T_BIND_MPI_COMM, &world);
+	check(nseen == n, "every mtl_tm_* pvar read: %d of the %d registered",
+	      nseen, n);
 	MPI_Barrier(MPI_COMM_WORLD);
 
 	phase_card(c, s);

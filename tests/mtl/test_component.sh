@@ -18,7 +18,7 @@ set -u
 run() { # run logfile mpirun-args...: with a time limit, output in logfile
 	mpirun_log 120 "$@"
 }
-echo "1..19"
+echo "1..21"
 
 ompi_info > "$tmp/info" 2>&1
 check "ompi_info lists mtl tm" grep -q 'MCA mtl: tm' "$tmp/info"
@@ -162,6 +162,15 @@ check "mixed offers (rank 0 without tag matching): mpi_p2p passes" \
 	bash -c "[ $rc = 0 ] && grep -q 'all checks passed' '$tmp/mixed' && ! grep -q FAIL '$tmp/mixed'"
 check "... every rank opened again and ran without tag matching" \
 	bash -c "[ \$(grep -c 'opening again' '$tmp/mixed') = 3 ] && [ \$(grep -c 'mode: no tag matching' '$tmp/mixed') = 3 ]"
+# without tag matching every receive stays in software for that reason,
+# and the line says so (not "offload off")
+notm_bad=$(sed -n 's/.*mtl tm: rank \([0-9]*\): receives \([0-9]*\) (.*from unexpected queue \([0-9]*\)).* offload off \([0-9]*\), no tag matching \([0-9]*\),.*/\1 \2 \3 \4 \5/p' "$tmp/mixed" |
+	awk '$2 == $3 || $4 != 0 || $5 != $2 - $3 { printf " rank %s: receives %s, from the unexpected queue %s, offload off %s, no tag matching %s", $1, $2, $3, $4, $5 } END { if (NR != 3) printf " %d lines", NR }')
+check "... each statistics line counts every receive not taken from the unexpected queue under \"no tag matching\", none under \"offload off\"${notm_bad:+:$notm_bad}" \
+	test -z "$notm_bad"
+# the providers a rank and the job offer, by name
+check "... the offers named: rank 0 \"the soft HCA without tag matching\", the job the same, no bit mask" \
+	bash -c "grep -q 'rank 0 offers the soft HCA without tag matching (' '$tmp/mixed' && [ \$(grep -c 'every rank of the job (on one node) offers the soft HCA without tag matching: soft HCA without tag matching' '$tmp/mixed') = 3 ] && ! grep -q 'offers 0x' '$tmp/mixed'"
 
 # A job across two hosts with no RDMA device: each rank in a UTS namespace
 # of its own host name, so the published nodes differ although Open MPI

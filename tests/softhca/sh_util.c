@@ -33,9 +33,16 @@ void sh_die(const char *fmt, ...)
 	exit(1);
 }
 
+/* The defaults with the SOFTHCA_* variables applied (test_lockfree_suites.sh
+ * runs the suites with SOFTHCA_SINGLE_THREADED=1): a config a test sets is
+ * not overridden by the environment later. */
 void sh_config(struct softhca_config *cfg)
 {
+	char why[200];
+
 	softhca_config_default(cfg);
+	if (softhca_config_from_env(cfg, NULL, why, sizeof(why)))
+		sh_die("%s", why);
 }
 
 double sh_now(void)

@@ -220,20 +220,20 @@ static void test_device(void)
 	/* Environment overrides. */
 	setenv("SOFTHCA_MAX_NUM_TAGS", "5", 1);
 	setenv("SOFTHCA_MTU", "512", 1);
-	setenv("SOFTHCA_SCHED", "manual", 1);
+	setenv("SOFTHCA_SCHED", "random", 1);
 	cfg = def;
-	ret = softhca_config_from_env(&cfg);
+	ret = softhca_config_from_env(&cfg, NULL, NULL, 0);
 	tap_check(ret == 0 && cfg.max_num_tags == 5 && cfg.mtu == 512 &&
-		  cfg.sched == SOFTHCA_SCHED_MANUAL && cfg.max_ops == def.max_ops,
+		  cfg.sched == SOFTHCA_SCHED_RANDOM && cfg.max_ops == def.max_ops,
 		  "softhca_config_from_env reads SOFTHCA_MAX_NUM_TAGS/MTU/SCHED, keeps the rest");
 	setenv("SOFTHCA_MAX_OPS", "abc", 1);
 	cfg = def;
-	ret = softhca_config_from_env(&cfg);
+	ret = softhca_config_from_env(&cfg, NULL, NULL, 0);
 	tap_check(ret == EINVAL, "softhca_config_from_env: bad SOFTHCA_MAX_OPS -> EINVAL (%d)", ret);
 	unsetenv("SOFTHCA_MAX_OPS");
 	setenv("SOFTHCA_SCHED", "sometimes", 1);
 	cfg = def;
-	ret = softhca_config_from_env(&cfg);
+	ret = softhca_config_from_env(&cfg, NULL, NULL, 0);
 	tap_check(ret == EINVAL, "softhca_config_from_env: bad SOFTHCA_SCHED -> EINVAL (%d)", ret);
 	unsetenv("SOFTHCA_MAX_NUM_TAGS");
 	unsetenv("SOFTHCA_MTU");

@@ -17,7 +17,7 @@
  *  - the one-packet unexpected path into a plain buffer: every completion
  *    field, and the length error with the buffer filled to its end only;
  *    with no buffer the message waits, and a buffer posted later takes it
- *    with polls only;
+ *    with polls only; reposted buffers wrap the SRQ's FIFO;
  *  - two-SGE sends (TMH + payload) of every small length and cut.
  */
 #define _GNU_SOURCE
@@ -553,6 +553,50 @@ static void test_two_sge_sizes(void)
 	sh_env_close(&env);
 }
 
+/*
+ * The plain-buffer FIFO wraps: three buffers kept posted and reposted as
+ * each is consumed, for more than two laps of the SRQ's 4096 entries;
+ * every message lands in the buffer posted for it, in post order.
+ */
+static void test_plain_wrap(void)
+{
+	enum { KEEP = 3, MSGS = 2 * 4096 + 100 };
+	struct softhca_config cfg;
+	struct sh_wc wc;
+	char p[8], *buf[KEEP];
+	int bad = -1, i, n;
+
+	sh_config(&cfg);
+	if (sh_env_open(&env, &cfg, SOFTHCA_SCHED_AUTO, 1))
+		tap_bail("sh_env_open");
+	for (i = 0; i < KEEP; i++) {
+		buf[i] = sh_alloc(&env.b, 64);
+		if (sh_post_plain(&env.b, 1000 + i, buf[i], 64))
+			tap_bail("plain");
+	}
+	for (i = 0; i < MSGS && bad < 0; i++) {
+		sh_fill(p, 8, (uint32_t)i);
+		if (sh_send_tm(&env, 0, IBV_TMH_EAGER, 7, 0, p, 8, 1))
+			tap_bail("send");
+		n = 0;
+		for (int k = 0; k < 1000 && !n; k++)
+			n = sh_poll(env.b.cq, &wc);
+		/* the buffers come back in post order: i's is i % KEEP */
+		if (n != 1 || wc.status != IBV_WC_SUCCESS ||
+		    wc.wr_id != 1000 + (uint64_t)i ||
+		    !sh_check(buf[i % KEEP] + 16, 8, (uint32_t)i))
+			bad = i;
+		else if (sh_post_plain(&env.b, 1000 + i + KEEP,
+				       buf[i % KEEP], 64))
+			tap_bail("repost");
+		sh_cq_discard(env.a.cq);
+	}
+	tap_check(bad < 0, "%d messages through 3 reposted plain buffers (two "
+		  "laps of the SRQ): each in its buffer, in post order (first "
+		  "wrong: %d)", MSGS, bad);
+	sh_env_close(&env);
+}
+
 int main(void)
 {
 	/* the lock-free suites run set this; here the default is pinned */
@@ -563,6 +607,7 @@ int main(void)
 	test_send_behind_full_ring();
 	test_eager_one();
 	test_plain_one();
+	test_plain_wrap();
 	test_two_sge_sizes();
 	return tap_done();
 }

@@ -2,7 +2,7 @@
  * test_rndv.c - soft HCA: rendezvous.  Matched RNDV (card RDMA read, two
  * completions, FIN to the sender), RNDV_INCOMPLETE, bad rkeys, unexpected
  * RNDV finished by software, FIN to a plain receive queue, the copy-read
- * fallback, several rendezvous at once.
+ * fallback, several rendezvous at once, read pacing.
  */
 #define _GNU_SOURCE
 #include <endian.h>
@@ -543,6 +543,58 @@ static void test_many(int copy)
 	sh_env_close(&env);
 }
 
+/*
+ * AUTO: a card run reads at most 1 MiB of a rendezvous (SH_READ_CHUNK,
+ * read pacing), whatever the clock says (a run may read less, or nothing
+ * while posts are recent).  So a 4 MiB read needs four card runs, and a
+ * poll runs the card once: the data completion cannot come before the
+ * fourth poll.  (The bound only; never a timing.)
+ */
+static void test_read_pacing(void)
+{
+	const uint32_t len = 4u << 20;
+	struct softhca_config cfg;
+	struct softhca_stats st;
+	struct sh_wc wc, aw;
+	struct src s;
+	char *t, *fin;
+	int polls = 0, data_at = 0, match_at = 0;
+
+	sh_config(&cfg);
+	cfg.strict = 0;
+	if (sh_env_open(&env, &cfg, SOFTHCA_SCHED_AUTO, 1))
+		tap_bail("sh_env_open failed");
+	s = mksrc(len, 7, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	fin = guarded(&env.a, 128);
+	sh_post_plain(&env.a, 901, fin, 128);
+	t = sh_alloc(&env.b, len);
+	add(0x77, t, len, 60, 0);
+	sh_send_rndv(&env, 0, 0x77, 0, (uintptr_t)s.buf, s.mr->rkey, len,
+		     NULL, 0, 1);
+	while (!data_at && ++polls < 20000000) {
+		/* (the sender's card too, for a copy read or the FIN) */
+		sh_poll(env.a.cq, &aw);
+		if (sh_poll(env.b.cq, &wc) != 1)
+			continue;
+		if (wc.wc_flags & IBV_WC_TM_MATCH)
+			match_at = polls;
+		if (wc.wc_flags & IBV_WC_TM_DATA_VALID)
+			data_at = polls;
+	}
+	st = sh_stats(&env.b);
+	tap_check(match_at && data_at && sh_check(t, len, 7),
+		  "[pacing] 4 MiB rendezvous: matched at poll %d, data at poll %d",
+		  match_at, data_at);
+	if (st.cma_reads)
+		tap_check(data_at >= 4,
+			  "[pacing] at most 1 MiB per card run: the data completion "
+			  "comes at the fourth poll or later (poll %d)", data_at);
+	else
+		tap_diag("[pacing] no cma read here: the bound is not checked");
+	freesrc(&s);
+	sh_env_close(&env);
+}
+
 int main(void)
 {
 	alarm(60);
@@ -556,5 +608,6 @@ int main(void)
 	test_fin_to_plain_rq();
 	test_many(0);
 	test_many(1);
+	test_read_pacing();
 	return tap_done();
 }

@@ -1,0 +1,155 @@
+/*
+ * test_thresh.c - the offload threshold (doc/DESIGN.md, "Offload
+ * policy"): a receive whose buffer is shorter than offload_thresh is
+ * matched in software and posts no list op; one at or above it goes to
+ * the card and the card matches it; MPI order holds between the two
+ * kinds (the prefix rule, and no promotion past an older small receive).
+ */
+#include <stdio.h>
+#include <string.h>
+#include "tap.h"
+#include "eng_util.h"
+
+static struct eu_world W;
+
+static void open_world(uint32_t tags)
+{
+	struct eu_opts o;
+
+	eu_opts_default(&o);
+	o.max_num_tags = tags;
+	/* the engine's own default, not the 0 the other tests use */
+	tm_engine_config_default(&o.ecfg);
+	o.ecfg.eager_limit = 1024;
+	if (eu_world_init(&W, 2, &o))
+		tap_bail("cannot open the soft HCA world");
+}
+
+static void post(struct eu_recv *t, int tag, size_t off, size_t len)
+{
+	memset(t, 0, sizeof(*t));
+	t->r.cb = eu_recv_cb;
+	if (tm_engine_irecv(W.node[0].eng, &t->r, 1, 1, tag,
+			    W.node[0].arena + off, len, W.node[0].mr) != TM_OK)
+		tap_bail("irecv");
+}
+
+static void msg_send(struct eu_send *t, int tag, size_t len, uint8_t seed)
+{
+	memset(t, 0, sizeof(*t));
+	t->s.cb = eu_send_cb;
+	eu_fill(W.node[1].arena, len, seed);
+	if (tm_engine_isend(W.node[1].eng, &t->s, W.node[1].peer[0], 1, 1,
+			    tag, W.node[1].arena, len, W.node[1].mr, 0) != TM_OK)
+		tap_bail("isend");
+	eu_pump(&W);
+}
+
+static uint64_t card_unexpected(void)
+{
+	struct softhca_stats hs;
+
+	softhca_query_stats(W.node[0].dev->ctx, &hs);
+	return hs.unexpected;
+}
+
+static void test_default_split(void)
+{
+	struct tm_engine_config c;
+	struct tm_engine_stats st;
+	struct eu_recv big, small;
+	struct eu_send s1, s2;
+
+	tm_engine_config_default(&c);
+	tap_check(c.offload_thresh == TM_OFFLOAD_THRESH_DEFAULT &&
+		  c.offload_thresh == 8192, "offload_thresh defaults to 8 KiB");
+	open_world(0);
+	post(&big, 5, 0, 8192);
+	st = eu_node_stats(&W, 0);
+	tap_check(st.recv_to_card == 1 && st.ops_posted == 1 &&
+		  st.sw_below_thresh == 0,
+		  "a receive at the threshold goes to the card (one ADD)");
+	msg_send(&s1, 5, 100, 3);
+	st = eu_node_stats(&W, 0);
+	tap_check(big.done && big.r.on_card && big.r.status == TM_REQ_OK &&
+		  st.card_matched == 1 && card_unexpected() == 0 &&
+		  eu_check(W.node[0].arena, 100, 3),
+		  "... posted before its message, the card matches it");
+	post(&small, 6, 16384, 8191);
+	st = eu_node_stats(&W, 0);
+	tap_check(st.sw_below_thresh == 1 && st.ops_posted == 1 &&
+		  st.recv_to_card == 1,
+		  "a receive below it is held in software: no list op");
+	msg_send(&s2, 6, 200, 4);
+	st = eu_node_stats(&W, 0);
+	tap_check(small.done && !small.r.on_card &&
+		  small.r.status == TM_REQ_OK && small.r.msg_len == 200 &&
+		  eu_check(W.node[0].arena + 16384, 200, 4) &&
+		  card_unexpected() == 1 && st.unexpected == 1 &&
+		  st.unexp_to_sw_recv == 1 && st.uq_len == 0 &&
+		  st.syncs == 0 && st.ops_posted == 1,
+		  "... its message lands in a plain buffer, is counted as the card counts it, and is delivered from there: no SYNC, no op");
+	tap_check(eu_quiet(&W), "nothing left in flight");
+	eu_world_fini(&W);
+}
+
+/* A small receive held in software keeps an overlapping later card-bound
+ * receive off the card (prefix rule) until it matched. */
+static void test_prefix(void)
+{
+	struct eu_recv small, big;
+	struct eu_send s1, s2;
+	struct tm_engine_stats st;
+
+	open_world(0);
+	post(&small, 7, 0, 64);
+	post(&big, 7, 16384, 16384);
+	st = eu_node_stats(&W, 0);
+	tap_check(st.sw_below_thresh == 1 && st.sw_conflict == 1 &&
+		  st.recv_to_card == 0,
+		  "a later receive of the same source and tag stays off the card (prefix rule)");
+	msg_send(&s1, 7, 10, 1);
+	msg_send(&s2, 7, 500, 2);
+	st = eu_node_stats(&W, 0);
+	tap_check(small.done && small.r.msg_len == 10 && big.done &&
+		  big.r.msg_len == 500 && eu_check(W.node[0].arena + 16384, 500, 2),
+		  "messages match in post order");
+	tap_check(st.promoted == 1 && big.r.on_card,
+		  "once the small one matched, the other went to the card and the card matched it");
+	eu_world_fini(&W);
+}
+
+/* No software-held receive posted after the oldest small one goes to the
+ * card while that one waits (conservative: whatever their tags). */
+static void test_no_promotion_past_small(void)
+{
+	struct eu_recv l1, sm, l2;
+	struct eu_send s1, s2, s3;
+	struct tm_engine_stats st;
+
+	open_world(1);
+	post(&l1, 1, 0, 8192);      /* takes the one entry */
+	post(&sm, 2, 16384, 16);    /* software, below the threshold */
+	post(&l2, 3, 32768, 8192);  /* list full: software, may be promoted */
+	msg_send(&s1, 1, 100, 1);    /* frees the entry */
+	st = eu_node_stats(&W, 0);
+	tap_check(l1.done && l1.r.on_card && st.sw_list_full == 1 &&
+		  st.promoted == 0 && !l2.done,
+		  "a freed entry does not go to a receive posted after a waiting small one");
+	msg_send(&s2, 2, 8, 2);
+	st = eu_node_stats(&W, 0);
+	tap_check(sm.done && !sm.r.on_card && st.promoted == 1,
+		  "... it goes once the small one matched");
+	msg_send(&s3, 3, 300, 3);
+	tap_check(l2.done && l2.r.on_card && l2.r.msg_len == 300,
+		  "... and the card matches it");
+	eu_world_fini(&W);
+}
+
+int main(void)
+{
+	test_default_split();
+	test_prefix();
+	test_no_promotion_past_small();
+	return tap_done();
+}
