@@ -11,9 +11,12 @@
 #    WORKDIR/prefix (or $OMPI_PREFIX), WITHOUT --with-devel-headers (so the prefix has no
 #    ompi_config.h: the case --with-ompi-source exists for), with what a
 #    2-core machine can afford: no Fortran, no OpenSHMEM, no Java, no C++
-#    bindings, no UCX/verbs/OFI transports; hwloc, libevent and PMIx are
-#    the system's (Debian does the same).  Kept for the next run: a
-#    finished install (WORKDIR/prefix/bin/mpirun) is not rebuilt.
+#    bindings, no UCX/verbs transports; hwloc, libevent and PMIx are the
+#    system's (Debian does the same).  One MTL of Open MPI's own (ofi,
+#    with libfabric-dev) is needed: without any, Open MPI reserves no MTL
+#    endpoint slot and configure refuses it.  Kept for the next run: a
+#    finished install (WORKDIR/prefix/bin/mpirun) with that slot is not
+#    rebuilt.
 # 3. Configures this tree in WORKDIR/component against it and checks that
 #    configure took the prefix's mpicc/mpirun, refuses the prefix alone
 #    (no internal headers), and refuses a source tree of another release
@@ -62,7 +65,12 @@ fetch_source() {
 # Debian's debian/rules regenerates the build system (its patches touch
 # configure.ac and Makefile.am files), then configures out of tree.
 build_ompi() {
-	[ -x "$prefix/bin/mpirun" ] && return 0
+	[ -x "$prefix/bin/mpirun" ] &&
+		grep -q '^#define OMPI_PROC_ENDPOINT_TAG_MTL' "$work/build/opal/include/opal_config.h" &&
+		return 0
+	dpkg-query -W -f='${Status}' libfabric-dev 2>/dev/null | grep -q 'ok installed' ||
+		apt-get -q install -y --no-install-recommends libfabric-dev </dev/null >/dev/null ||
+		return 1
 	local s=$SECONDS
 	(cd "$work/src/config" && autom4te --language=m4sh opal_get_version.m4sh -o opal_get_version.sh) &&
 	(cd "$work/src" && ./autogen.pl --force >"$work/autogen.log" 2>&1) || return 1
@@ -72,7 +80,7 @@ build_ompi() {
 	pmix=$(pkg-config --variable=prefix pmix 2>/dev/null || true)
 	(cd "$work/build" && "$work/src/configure" --prefix="$prefix" \
 		--disable-mpi-fortran --disable-oshmem --disable-mpi-cxx --disable-mpi-java \
-		--without-ucx --without-verbs --without-ofi --without-tm \
+		--without-ucx --without-verbs --with-ofi --without-tm \
 		--with-libevent=external --with-hwloc=external \
 		${pmix:+--with-pmix=$pmix} >"$work/configure.log" 2>&1) ||
 		{ tail -n 20 "$work/configure.log"; return 1; }
