@@ -21,16 +21,27 @@
 # are mounted in a mount namespace of the run's own, so they go with it
 # whatever happens; every step has a time limit, and processes still
 # running in the chroot at the end are killed.
+#
+# The same machinery makes the other chroots CI needs (.ci/deb.sh):
+#   CHROOT_SUITE=bookworm    another Debian release (default trixie)
+#   CHROOT_BARE=1            debootstrap's minimal system alone, without the
+#                            project's packages (a clean machine: cached as
+#                            $TRIXIE_CACHE/bare-SUITE.tar.gz, which making
+#                            the full chroot also leaves)
+#   CHROOT_IN=DIR            DIR's files are in /srv/in for the command
+#   CHROOT_OUT=DIR           what the command leaves in /srv/out is copied
+#                            to DIR at the end
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cache=${TRIXIE_CACHE:-/var/cache/ompi-mtl-tm}
 tests_args=${TRIXIE_TESTS:---quick}
-suite=trixie
+suite=${CHROOT_SUITE:-trixie}
+bare=${CHROOT_BARE:-0}
 
-say() { echo "trixie: $*"; }
+say() { echo "$suite: $*"; }
 fail() { # fail message: one failure in the summary
-	echo "trixie: $*"
+	echo "$suite: $*"
 	echo "0 passed, 1 failed"
 	exit 1
 }
@@ -54,6 +65,8 @@ mirror=${mirror:-http://deb.debian.org/debian/}
 key=$(cat "$top/scripts/install-deps.sh" "$top/scripts/ompi-headers.sh" |
       sha256sum | cut -c1-16)
 tarball=$cache/$suite-$key.tar.gz
+bare_tarball=$cache/bare-$suite.tar.gz
+[ "$bare" = 1 ] && tarball=$bare_tarball
 
 root=$(mktemp -d /var/tmp/ompi-mtl-tm-$suite.XXXXXX)
 # Processes whose root is the chroot: a hung mpirun's daemons may have
@@ -106,6 +119,13 @@ make_tarball() {
 		fail "debootstrap $suite failed"
 	}
 	rm -f "$root.debootstrap.log"
+	mkdir -p "$cache"
+	if [ ! -f "$bare_tarball" ]; then
+		tar -C "$root" --one-file-system -czf "$bare_tarball.tmp" . &&
+			mv "$bare_tarball.tmp" "$bare_tarball" ||
+			{ rm -f "$bare_tarball.tmp"; say "could not cache the bare chroot (continuing)"; }
+	fi
+	[ "$bare" = 1 ] && return 0
 	cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 	mkdir -p "$root/tmp/deps"
 	cp "$top/scripts/install-deps.sh" "$top/scripts/ompi-headers.sh" \
@@ -147,16 +167,30 @@ mkdir -p "$root/srv/src"
 tar -C "$top" --exclude=./build --exclude=./.git -cf - . |
 	tar -C "$root/srv/src" -xf -
 
+if [ -n "${CHROOT_IN:-}" ]; then
+	mkdir -p "$root/srv/in"
+	cp -r "$CHROOT_IN/." "$root/srv/in/"
+fi
 if [ $# -gt 0 ]; then
-	in_chroot "${TRIXIE_TIMEOUT:-3600}" "cd /srv/src && $*"
-	exit
+	mkdir -p "$root/srv/out"
+	rc=0
+	in_chroot "${TRIXIE_TIMEOUT:-3600}" "cd /srv/src && $*" || rc=$?
+	if [ -n "${CHROOT_OUT:-}" ]; then
+		mkdir -p "$CHROOT_OUT"
+		cp -r "$root/srv/out/." "$CHROOT_OUT/"
+	fi
+	exit $rc
 fi
 rc=0
+# the suite, then a job as a user runs one (.ci/user-job.sh: the README's
+# first command, which installs into the chroot's Open MPI)
 in_chroot "${TRIXIE_TIMEOUT:-1200}" \
 	"cd /srv/src && scripts/install-deps.sh </dev/null && ./autogen.sh </dev/null >/dev/null &&
-	 scripts/run-tests.sh $tests_args </dev/null" 2>&1 |
+	 { scripts/run-tests.sh $tests_args </dev/null; .ci/user-job.sh </dev/null; }" 2>&1 |
 	tee "$root.log" || rc=$?
 last=$(tail -n 1 "$root.log")
+sums=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$root.log" |
+       awk '{ p += $1; f += $3; n++ } END { print n + 0, p + 0, f + 0 }')
 rm -f "$root.log"
 case $last in
 *" passed, "*" failed") ;;
@@ -165,4 +199,8 @@ case $last in
 	fi
 	fail "the suite in the $suite chroot ended without a summary (status $rc)" ;;
 esac
-exit $rc
+read -r nsum p f <<< "$sums"
+# both summaries, or one failure more for the missing one
+[ "$nsum" -eq 2 ] || f=$((f + 1))
+echo "$p passed, $f failed"
+[ "$f" -eq 0 ]

@@ -26,7 +26,36 @@ if [ ! -w "$destdir" ]; then
 	     "(owned by $(stat -c %U "$destdir" 2>/dev/null || echo '?')): run it as root" >&2
 	exit 1
 fi
+# Open MPI 5 on Debian 13: PMIx's pmdl/ompi plugin gives every process
+# mpirun starts OMPI_MCA_mca_base_component_path = PMIx's own plugin
+# directory (the mca_base_component_path line of PMIx's
+# pmix-mca-params.conf, taken for an Open MPI setting because its name
+# starts with "mca"; open-mpi/ompi issue 13314 is one face of it), so
+# Open MPI never looks in its own directory for this component.  Open
+# MPI's override file is the one place a setting beats the environment:
+# a line there names this directory, written only when mpirun is seen
+# doing this, and taken out again by --uninstall.
+mark="# ompi-mtl-tm (scripts/install-component.sh): PMIx hands processes its own component path"
+override=
+if command -v ompi_info > /dev/null; then
+	override=$(ompi_info --parsable --path sysconfdir |
+		   sed -n 's/^path:sysconfdir://p')/openmpi-mca-params-override.conf
+fi
+override_drop() {
+	[ -n "$override" ] && [ -f "$override" ] && grep -qF "$mark" "$override" || return 0
+	awk -v m="$mark" 'skip { skip = 0; next } $0 == m { skip = 1; next } { print }' \
+		"$override" > "$override.new" && mv "$override.new" "$override"
+	[ -s "$override" ] || rm -f "$override"
+}
+# What mpirun hands a process for the component path (empty: nothing).
+forwarded_path() {
+	local root=()
+	[ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
+	timeout 60 mpirun "${root[@]}" -np 1 env 2> /dev/null </dev/null |
+		sed -n 's/^OMPI_MCA_mca_base_component_path=//p' | head -n 1 || true
+}
 if [ "${1:-}" = --uninstall ]; then
+	override_drop
 	exec make -C "$dir" --no-print-directory uninstall-mtltmLTLIBRARIES
 fi
 if ! make -C "$dir" -j2 --no-print-directory mca_mtl_tm.la; then
@@ -46,6 +75,19 @@ if ! make -C "$dir" --no-print-directory install-mtltmLTLIBRARIES \
 	exit 1
 fi
 echo "install-component: installed $destdir/mca_mtl_tm.so"
+override_drop
+fwd=$(command -v mpirun > /dev/null && forwarded_path)
+case ":$fwd:" in
+::|*":$destdir:"*) ;;
+*)	if [ -z "$override" ] || ! { echo "$mark"; echo "mca_base_component_path = $destdir"; } >> "$override"; then
+		echo "install-component: mpirun sets the component path to $fwd, which" \
+		     "misses $destdir, and Open MPI's override file cannot be written" >&2
+		exit 1
+	fi
+	echo "install-component: mpirun hands processes the component path $fwd" \
+	     "(PMIx's): $override now names $destdir, which no environment" \
+	     "variable overrides" ;;
+esac
 if command -v ompi_info > /dev/null; then
 	ompi_info | grep 'MCA mtl: tm' || {
 		echo "install-component: ompi_info does not list mtl tm" >&2

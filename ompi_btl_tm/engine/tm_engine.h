@@ -14,7 +14,7 @@
  * the same receives (in post order) and arrivals (in the order the card
  * decided them, which keeps each sender's order).  Every request and
  * arrival takes a stamp from one engine clock at its linearisation point:
- * a receive at tm_engine_irecv() (post_stamp), an arrival at its first
+ * a receive at tm_engine_post_recv() (post_stamp), an arrival at its first
  * completion (match_stamp of the receive it matched), a cancel when the
  * card confirmed it or at once for a software-held receive (cancel_stamp),
  * a probe or claim at the call (tm_probe_info.stamp).  Every entry point
@@ -191,11 +191,26 @@ struct tm_msg;
 #define TM_RECV_PRIV_SIZE 384
 #define TM_SEND_PRIV_SIZE 128
 
+/*
+ * The entry points take one request each: it carries the call's inputs
+ * (the envelope packed once by the caller with tm_match.h: tm_tag_make
+ * for a send, tm_tag_recv for a receive or probe), so no call passes more
+ * than a few arguments.  The engine reads the inputs and never writes
+ * them, except tm_send.peer by tm_engine_send_detach; a request restarted
+ * with the same inputs (persistent MPI requests) need not fill them again.
+ */
+
 /* ---- Receive request (caller storage) ------------------------------- */
 struct tm_recv {
 	/* in */
 	void (*cb)(struct tm_recv *r);
 	void *arg;
+	void *buf;
+	size_t len;
+	struct ibv_mr *mr;       /* NULL: the engine registers if needed */
+	uint64_t tag, mask;      /* tm_tag_recv() */
+	uint32_t from;           /* the engine peer its source names, or
+				  * TM_PEER_ANY (tm_engine_irecv) */
 	/* out, valid in cb */
 	int status;              /* enum tm_req_status */
 	struct tm_env env;       /* matched envelope */
@@ -218,9 +233,14 @@ struct tm_send {
 	/* in */
 	void (*cb)(struct tm_send *s);
 	void *arg;
+	const void *buf;
+	size_t len;
+	struct ibv_mr *mr;       /* NULL: the engine registers if needed */
+	uint64_t tag;            /* tm_tag_make() */
+	uint32_t peer;           /* the engine peer it goes to */
+	unsigned flags;          /* TM_SEND_SYNC */
 	/* out, valid in cb */
 	int status;
-	uint32_t peer;           /* the engine peer it goes to (as given) */
 	uint32_t seq;            /* the send's identity on its peer */
 	union {                  /* engine-private */
 		uint64_t u64[TM_SEND_PRIV_SIZE / 8];
@@ -229,6 +249,10 @@ struct tm_send {
 };
 
 struct tm_probe_info {
+	/* in */
+	uint64_t tag, mask;      /* tm_tag_recv() */
+	uint32_t from;           /* as tm_recv.from */
+	/* out */
 	struct tm_env env;
 	uint64_t len;
 	uint32_t peer;
@@ -248,15 +272,19 @@ int tm_engine_add_peer(struct tm_engine *eng, const struct tm_dev_pair *qps,
 		       uint32_t *peer);
 
 /*
- * Sends: flags TM_SEND_SYNC (complete when matched). mr may be NULL.
- * A send to a dead peer completes TM_REQ_ERROR at once (callback inside
- * this call); a peer that dies later fails it within about keepalive_ms
- * plus the transport's retry time (doc/DESIGN.md, "Dead peers").
+ * Sends s (its inputs: buf, len, mr, tag, peer, flags).  Flags
+ * TM_SEND_SYNC: complete when matched.
+ * TM_DONE: s completed in this call (an eager standard send, posted with
+ * nothing else for the call to do): its status is final and its callback
+ * does not run; the caller completes it itself, with no later pass.
+ * TM_OK: the callback runs once s is done; a send to a dead peer
+ * completes TM_REQ_ERROR at once (callback inside this call), and a peer
+ * that dies later fails it within about keepalive_ms plus the
+ * transport's retry time (doc/DESIGN.md, "Dead peers").
  */
 #define TM_SEND_SYNC 1u
-int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
-		    uint32_t ctx, int32_t src, int32_t tag, const void *buf,
-		    size_t len, struct ibv_mr *mr, unsigned flags);
+#define TM_DONE 1
+int tm_engine_post_send(struct tm_engine *eng, struct tm_send *s);
 
 /*
  * Send cancel (doc/DESIGN.md, "Send cancel"): withdraws s if its receiver
@@ -286,49 +314,36 @@ struct tm_send *tm_engine_find_send(struct tm_engine *eng, uint32_t peer,
 void tm_engine_send_detach(struct tm_engine *eng, const struct tm_send *from,
 			   struct tm_send *s);
 
-/* Receives: src/tag may be TM_ANY_SRC / TM_ANY_TAG.  mr may be NULL. */
-int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
-		    int32_t src, int32_t tag, void *buf, size_t len,
-		    struct ibv_mr *mr);
-
 /*
- * The same, for a receive whose source only engine peer `peer` can send
- * as (the caller knows which: the engine does not), or TM_PEER_ANY.  While
- * it waits, its peer is probed like one that owes a send its reply
- * (keepalive_ms); once the peer is dead it completes TM_REQ_ERROR (at once
- * when software-held or posted after the death, after the card confirmed
- * the DEL when card-held), unless a message the peer sent before dying
- * takes it first.  Receives naming other peers or none are not affected.
+ * Posts receive r (its inputs: buf, len, mr, tag and mask from
+ * tm_tag_recv, from).  r->from: the engine peer that alone can send as
+ * its source (the caller knows which: the engine does not), or
+ * TM_PEER_ANY.  While it waits, that peer is probed like one that owes a
+ * send its reply (keepalive_ms); once the peer is dead r completes
+ * TM_REQ_ERROR (at once when software-held or posted after the death,
+ * after the card confirmed the DEL when card-held), unless a message the
+ * peer sent before dying takes it first.  Receives naming other peers or
+ * none are not affected.  TM_ERR_RANGE: a (tag, mask) tm_tag_recv does
+ * not make, or a peer for an any-source receive.
  */
 #define TM_PEER_ANY UINT32_MAX
-int tm_engine_irecv_from(struct tm_engine *eng, struct tm_recv *r,
-			 uint32_t ctx, int32_t src, int32_t tag, uint32_t peer,
-			 void *buf, size_t len, struct ibv_mr *mr);
+int tm_engine_post_recv(struct tm_engine *eng, struct tm_recv *r);
+/* Receives a message a matched probe took (r's buf, len, mr). */
+int tm_engine_post_mrecv(struct tm_engine *eng, struct tm_recv *r,
+			 struct tm_msg *msg);
 /* Cancels if not matched; the callback says which (TM_REQ_CANCELLED). */
 int tm_engine_cancel_recv(struct tm_engine *eng, struct tm_recv *r);
 
-/* Peek: TM_OK and info, or TM_ERR_NOT_FOUND. */
-int tm_engine_iprobe(struct tm_engine *eng, uint32_t ctx, int32_t src,
-		     int32_t tag, struct tm_probe_info *info);
-/* Matched probe: removes the message; receive it with tm_engine_imrecv. */
-int tm_engine_improbe(struct tm_engine *eng, uint32_t ctx, int32_t src,
-		      int32_t tag, struct tm_msg **msg,
-		      struct tm_probe_info *info);
 /*
- * The same for a source only engine peer `peer` sends as (see
- * tm_engine_irecv_from): when nothing matches and that peer is dead,
- * TM_ERR_PEER_DEAD instead of TM_ERR_NOT_FOUND; a caller that keeps
- * probing it for keepalive_ms makes the engine probe the peer.
+ * Probe for info's (tag, mask): TM_OK and info's outputs, or
+ * TM_ERR_NOT_FOUND.  msg NULL: a peek; else a matched probe, which
+ * removes the message (receive it with tm_engine_post_mrecv).  With
+ * info->from a peer (as tm_recv.from): when nothing matches and that
+ * peer is dead, TM_ERR_PEER_DEAD instead of TM_ERR_NOT_FOUND; a caller
+ * that keeps probing it for keepalive_ms makes the engine probe the peer.
  */
-int tm_engine_iprobe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
-			  int32_t tag, uint32_t peer,
-			  struct tm_probe_info *info);
-int tm_engine_improbe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
-			   int32_t tag, uint32_t peer, struct tm_msg **msg,
-			   struct tm_probe_info *info);
-int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
-		     struct tm_msg *msg, void *buf, size_t len,
-		     struct ibv_mr *mr);
+int tm_engine_probe(struct tm_engine *eng, struct tm_probe_info *info,
+		    struct tm_msg **msg);
 
 /* Processes completions and queued work, and runs the keepalive timer
  * (so a caller waiting on a send must keep calling it); returns events
@@ -351,5 +366,117 @@ void tm_engine_ctx_queues(struct tm_engine *eng, uint32_t ctx,
  * them) and says 0: call tm_engine_progress() and ask again.
  */
 int tm_engine_idle(struct tm_engine *eng);
+
+/*
+ * The same calls with their inputs as arguments (ctx, src, tag unpacked;
+ * src / tag may be TM_ANY_SRC / TM_ANY_TAG for receives and probes): each
+ * fills the request and calls the entry above.  For tests and tools; a
+ * hot caller packs once and fills its request itself.
+ */
+static inline int tm_engine_isend(struct tm_engine *eng, struct tm_send *s,
+				  uint32_t peer, uint32_t ctx, int32_t src,
+				  int32_t tag, const void *buf, size_t len,
+				  struct ibv_mr *mr, unsigned flags)
+{
+	int rc;
+
+	if (ctx > TM_MAX_CTX || src < 0 || (uint32_t)src > TM_MAX_SRC)
+		return TM_ERR_RANGE;
+	s->buf = buf;
+	s->len = len;
+	s->mr = mr;
+	s->tag = tm_tag_make(ctx, (uint32_t)src, tag);
+	s->peer = peer;
+	s->flags = flags;
+	rc = tm_engine_post_send(eng, s);
+	if (rc != TM_DONE)
+		return rc;
+	if (s->cb)
+		s->cb(s);
+	return TM_OK;
+}
+
+/* Fills (tag, mask) of a receive or probe; TM_ERR_RANGE if outside the
+ * tag layout. */
+static inline int tm_engine_env_in(uint32_t ctx, int32_t src, int32_t tag,
+				   uint64_t *rtag, uint64_t *mask)
+{
+	if (ctx > TM_MAX_CTX ||
+	    (src != TM_ANY_SRC && (src < 0 || (uint32_t)src > TM_MAX_SRC)))
+		return TM_ERR_RANGE;
+	tm_tag_recv(ctx, src, tag, rtag, mask);
+	return TM_OK;
+}
+
+static inline int tm_engine_irecv_from(struct tm_engine *eng,
+				       struct tm_recv *r, uint32_t ctx,
+				       int32_t src, int32_t tag, uint32_t peer,
+				       void *buf, size_t len,
+				       struct ibv_mr *mr)
+{
+	if (tm_engine_env_in(ctx, src, tag, &r->tag, &r->mask) != TM_OK)
+		return TM_ERR_RANGE;
+	r->buf = buf;
+	r->len = len;
+	r->mr = mr;
+	r->from = peer;
+	return tm_engine_post_recv(eng, r);
+}
+
+static inline int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r,
+				  uint32_t ctx, int32_t src, int32_t tag,
+				  void *buf, size_t len, struct ibv_mr *mr)
+{
+	return tm_engine_irecv_from(eng, r, ctx, src, tag, TM_PEER_ANY, buf,
+				    len, mr);
+}
+
+static inline int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
+				   struct tm_msg *msg, void *buf, size_t len,
+				   struct ibv_mr *mr)
+{
+	r->buf = buf;
+	r->len = len;
+	r->mr = mr;
+	return tm_engine_post_mrecv(eng, r, msg);
+}
+
+static inline int tm_engine_improbe_from(struct tm_engine *eng, uint32_t ctx,
+					 int32_t src, int32_t tag,
+					 uint32_t peer, struct tm_msg **msg,
+					 struct tm_probe_info *info)
+{
+	if (msg)
+		*msg = NULL;
+	if (tm_engine_env_in(ctx, src, tag, &info->tag, &info->mask) != TM_OK)
+		return TM_ERR_RANGE;
+	info->from = peer;
+	return tm_engine_probe(eng, info, msg);
+}
+
+static inline int tm_engine_iprobe_from(struct tm_engine *eng, uint32_t ctx,
+					int32_t src, int32_t tag,
+					uint32_t peer,
+					struct tm_probe_info *info)
+{
+	return tm_engine_improbe_from(eng, ctx, src, tag, peer, NULL, info);
+}
+
+static inline int tm_engine_iprobe(struct tm_engine *eng, uint32_t ctx,
+				   int32_t src, int32_t tag,
+				   struct tm_probe_info *info)
+{
+	return tm_engine_improbe_from(eng, ctx, src, tag, TM_PEER_ANY, NULL,
+				      info);
+}
+
+static inline int tm_engine_improbe(struct tm_engine *eng, uint32_t ctx,
+				    int32_t src, int32_t tag,
+				    struct tm_msg **msg,
+				    struct tm_probe_info *info)
+{
+	return tm_engine_improbe_from(eng, ctx, src, tag, TM_PEER_ANY, msg,
+				      info);
+}
 
 #endif /* TM_ENGINE_H */

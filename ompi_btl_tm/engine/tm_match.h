@@ -101,6 +101,21 @@ static inline void tm_tag_recv(uint32_t ctx, int32_t src, int32_t tag,
 	}
 }
 
+/*
+ * Is (rtag, mask) one tm_tag_recv() makes?  The queues index a receive
+ * by what its mask keeps, so an entry point refuses any other.
+ */
+static inline int tm_tag_recv_ok(uint64_t rtag, uint64_t mask)
+{
+	uint64_t src = mask & TM_MASK_SRC, tag = mask & TM_MASK_TAG;
+
+	return (mask & ~(TM_MASK_SRC | TM_MASK_TAG)) == TM_MASK_CTX &&
+	       (src == 0 || src == TM_MASK_SRC) &&
+	       (tag == TM_MASK_TAG ||
+		(tag == TM_MASK_TAG_SIGN && !(rtag & TM_MASK_TAG_SIGN))) &&
+	       (rtag & ~mask) == 0;
+}
+
 static inline int tm_tag_accepts(uint64_t rtag, uint64_t mask, uint64_t mtag)
 {
 	return ((rtag ^ mtag) & mask) == 0;

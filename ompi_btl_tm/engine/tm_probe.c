@@ -9,21 +9,18 @@
 
 /* msg NULL: a peek; else the message, out of the queue.  TM_OK,
  * TM_ERR_NOT_FOUND or TM_ERR_PEER_DEAD. */
-static int probe(struct tm_engine *eng, uint32_t ctx, int32_t src,
-		 int32_t tag, uint32_t peer, struct tm_msg **msg,
-		 struct tm_probe_info *info)
+static int probe(struct tm_engine *eng, struct tm_probe_info *info,
+		 struct tm_msg **msg)
 {
 	struct tm_mq_msg *q;
 	struct tm_msg *m;
-	uint64_t rtag, mask;
 
-	tm_tag_recv(ctx, src, tag, &rtag, &mask);
-	q = tm_mq_find_msg(&eng->mq, rtag, mask);
+	q = tm_mq_find_msg(&eng->mq, info->tag, info->mask);
 	info->stamp = eng->clock++;
 	if (msg)
 		*msg = NULL;
 	if (!q)
-		return tme_probe_missed(eng, peer);
+		return tme_probe_missed(eng, info->from);
 	m = ucs_container_of(q, struct tm_msg, mq);
 	tme_env_from_tag(&info->env, m->tag);
 	info->len = m->len;
@@ -41,14 +38,14 @@ static int probe(struct tm_engine *eng, uint32_t ctx, int32_t src,
 
 /* ---- entry points (tm_engine.h) ------------------------------------ */
 
-static int probe_call(struct tm_engine *eng, uint32_t ctx, int32_t src,
-		      int32_t tag, uint32_t peer, struct tm_msg **msg,
-		      struct tm_probe_info *info)
+int tm_engine_probe(struct tm_engine *eng, struct tm_probe_info *info,
+		    struct tm_msg **msg)
 {
 	int rc;
 
-	if (ctx > TM_MAX_CTX || (peer != TM_PEER_ANY &&
-				 (peer >= eng->x.npeers || src == TM_ANY_SRC)))
+	if (!tm_tag_recv_ok(info->tag, info->mask) ||
+	    (info->from != TM_PEER_ANY &&
+	     (info->from >= eng->x.npeers || !(info->mask & TM_MASK_SRC))))
 		return TM_ERR_RANGE;
 	if (eng->x.fatal)
 		return eng->x.fatal;
@@ -57,35 +54,7 @@ static int probe_call(struct tm_engine *eng, uint32_t ctx, int32_t src,
 	 * must still make way for what it probes for (tm_umem.h) */
 	if (eng->x.pending & TM_PEND_HELD)
 		tme_umem_spill(eng);
-	rc = probe(eng, ctx, src, tag, peer, msg, info);
+	rc = probe(eng, info, msg);
 	tme_call_end(eng);
 	return rc;
 }
-
-int tm_engine_iprobe(struct tm_engine *eng, uint32_t ctx, int32_t src,
-		     int32_t tag, struct tm_probe_info *info)
-{
-	return probe_call(eng, ctx, src, tag, TM_PEER_ANY, NULL, info);
-}
-
-int tm_engine_iprobe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
-			  int32_t tag, uint32_t peer,
-			  struct tm_probe_info *info)
-{
-	return probe_call(eng, ctx, src, tag, peer, NULL, info);
-}
-
-int tm_engine_improbe(struct tm_engine *eng, uint32_t ctx, int32_t src,
-		      int32_t tag, struct tm_msg **msg,
-		      struct tm_probe_info *info)
-{
-	return probe_call(eng, ctx, src, tag, TM_PEER_ANY, msg, info);
-}
-
-int tm_engine_improbe_from(struct tm_engine *eng, uint32_t ctx, int32_t src,
-			   int32_t tag, uint32_t peer, struct tm_msg **msg,
-			   struct tm_probe_info *info)
-{
-	return probe_call(eng, ctx, src, tag, peer, msg, info);
-}
-

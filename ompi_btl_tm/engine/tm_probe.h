@@ -1,7 +1,7 @@
 /*
  * tm_probe.h - probes: look at the unexpected queue without receiving
- * (tm_engine_iprobe*), or take a message out of it for tm_engine_imrecv
- * (tm_engine_improbe*).  Protocol (tm_proto.h).
+ * (tm_engine_probe, msg NULL), or take a message out of it for
+ * tm_engine_post_mrecv (tm_engine_probe).  Protocol (tm_proto.h).
  *
  * Contract: a probe takes a stamp (tm_engine.h) after the completions were
  * drained; one naming a peer that died fails (tme_probe_missed: the

@@ -386,7 +386,8 @@ static inline void tme_recv_finish(struct tm_engine *eng, struct tm_recv *r,
 
 /* Step: s is done (nothing left to wait for): its buffer goes back,
  * counted.  Its callback is then queued (tme_send_try_done) or, at the
- * end of an entry point with nothing else to do, fired (tme_send_fire). */
+ * end of tm_engine_post_send with nothing else to do, left to the caller
+ * (TM_DONE). */
 static inline void tme_send_release(struct tm_engine *eng, struct tm_send *s)
 {
 	struct tme_send *q = sp(s);

@@ -503,8 +503,7 @@ void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
 	tme_recv_try_done(eng, r);
 }
 
-static void recv_init(struct tm_recv *r, void *buf, size_t len,
-		      struct ibv_mr *mr)
+static void recv_init(struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
 
@@ -516,9 +515,9 @@ static void recv_init(struct tm_recv *r, void *buf, size_t len,
 	r->match_stamp = r->cancel_stamp = 0;
 	r->on_card = 0;
 	tmx_tctx_init(&q->t);
-	q->b.buf = buf;
-	q->b.len = len;
-	q->b.mr = mr;
+	q->b.buf = r->buf;
+	q->b.len = r->len;
+	q->b.mr = r->mr;
 	q->own_mr = 0;
 	q->state = R_IDLE;
 	q->ops_pending = 0;
@@ -551,19 +550,17 @@ void tme_recv_peer_dead(struct tm_engine *eng, uint32_t peer)
 	}
 }
 
-static int recv_post(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
-		     int32_t src, int32_t tag, uint32_t peer, void *buf,
-		     size_t len, struct ibv_mr *mr)
+static int recv_post(struct tm_engine *eng, struct tm_recv *r)
 {
+	uint64_t rtag = r->tag, mask = r->mask;
+	uint32_t peer = r->from;
 	struct tm_mq_msg *m;
-	uint64_t rtag, mask;
 	int rc;
 
-	recv_init(r, buf, len, mr);
+	recv_init(r);
 	rp(r)->want_peer = peer;
 	r->post_stamp = eng->clock++;
 	eng->x.st.recv_posted++;
-	tm_tag_recv(ctx, src, tag, &rtag, &mask);
 	m = tm_mq_find_msg(&eng->mq, rtag, mask);
 	if (m) {
 		tm_mq_msg_remove(&eng->mq, m);
@@ -578,7 +575,7 @@ static int recv_post(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		return TM_OK;
 	}
 	rc = tme_recv_stays_sw(eng, r) ? tme_place_sw(eng, r, rtag, mask) :
-	     tme_recv_place(eng, r, ctx, rtag, mask);
+	     tme_recv_place(eng, r, tm_tag_ctx(rtag), rtag, mask);
 	if (rc != TM_OK)
 		return rc;
 	if (peer != TM_PEER_ANY)
@@ -602,39 +599,27 @@ static void recv_cancel(struct tm_engine *eng, struct tm_recv *r)
 }
 
 static void recv_imrecv(struct tm_engine *eng, struct tm_recv *r,
-			struct tm_msg *msg, void *buf, size_t len,
-			struct ibv_mr *mr)
+			struct tm_msg *msg)
 {
-	recv_init(r, buf, len, mr);
+	recv_init(r);
 	r->post_stamp = eng->clock++;
 	deliver(eng, r, msg);
 }
 
 /* ---- entry points (tm_engine.h) ------------------------------------ */
 
-int tm_engine_irecv(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
-		    int32_t src, int32_t tag, void *buf, size_t len,
-		    struct ibv_mr *mr)
-{
-	return tm_engine_irecv_from(eng, r, ctx, src, tag, TM_PEER_ANY, buf,
-				    len, mr);
-}
-
-int tm_engine_irecv_from(struct tm_engine *eng, struct tm_recv *r,
-			 uint32_t ctx, int32_t src, int32_t tag, uint32_t peer,
-			 void *buf, size_t len, struct ibv_mr *mr)
+int tm_engine_post_recv(struct tm_engine *eng, struct tm_recv *r)
 {
 	int rc;
 
-	if (ctx > TM_MAX_CTX || (src != TM_ANY_SRC &&
-	    (src < 0 || (uint32_t)src > TM_MAX_SRC)) ||
-	    (peer != TM_PEER_ANY &&
-	     (peer >= eng->x.npeers || src == TM_ANY_SRC)))
+	if (!tm_tag_recv_ok(r->tag, r->mask) ||
+	    (r->from != TM_PEER_ANY &&
+	     (r->from >= eng->x.npeers || !(r->mask & TM_MASK_SRC))))
 		return TM_ERR_RANGE;
 	if (eng->x.fatal)
 		return eng->x.fatal;
 	tmx_drain(&eng->x);
-	rc = recv_post(eng, r, ctx, src, tag, peer, buf, len, mr);
+	rc = recv_post(eng, r);
 	if (rc != TM_OK)
 		return rc;
 	tme_call_end(eng);
@@ -651,16 +636,15 @@ int tm_engine_cancel_recv(struct tm_engine *eng, struct tm_recv *r)
 	return TM_OK;
 }
 
-int tm_engine_imrecv(struct tm_engine *eng, struct tm_recv *r,
-		     struct tm_msg *msg, void *buf, size_t len,
-		     struct ibv_mr *mr)
+int tm_engine_post_mrecv(struct tm_engine *eng, struct tm_recv *r,
+			 struct tm_msg *msg)
 {
 	if (!msg)
 		return TM_ERR_INVALID;
 	if (eng->x.fatal)
 		return eng->x.fatal;
 	tmx_drain(&eng->x);
-	recv_imrecv(eng, r, msg, buf, len, mr);
+	recv_imrecv(eng, r, msg);
 	tme_call_end(eng);
 	return TM_OK;
 }

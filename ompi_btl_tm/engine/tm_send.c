@@ -222,8 +222,9 @@ void tme_send_on_reply(struct tm_engine *eng, uint32_t peer, uint32_t app,
 	tme_send_try_done(eng, s);
 }
 
-/* send_start's answer: s is done and its callback due now (tm_engine_isend
- * fires it in place of tme_call_end, which would have nothing else to do) */
+/* send_start's answer: s is done, and the call has nothing else to do
+ * (tme_call_end would only fire its callback): tm_engine_post_send tells
+ * the caller instead (TM_DONE) */
 #define SEND_FIRE 2
 
 /*
@@ -293,12 +294,11 @@ static void send_fill(struct tm_tx *tx, struct tm_send *s)
 	tx->hdr_len = RNDV_HDR_LEN;
 }
 
-static int send_start(struct tm_engine *eng, struct tm_send *s,
-		      uint32_t peer, uint32_t ctx, int32_t src, int32_t tag,
-		      const void *buf, size_t len, struct ibv_mr *mr,
-		      unsigned flags)
+static int send_start(struct tm_engine *eng, struct tm_send *s)
 {
 	struct tme_send *q = sp(s);
+	uint32_t peer = s->peer;
+	size_t len = s->len;
 	struct tm_tx *tx;
 	int ret, reply;
 
@@ -308,24 +308,23 @@ static int send_start(struct tm_engine *eng, struct tm_send *s,
 	if (len > eng->x.cfg.eager_limit)
 		tmx_drain(&eng->x);
 	s->status = TM_REQ_OK;
-	s->peer = peer;
 	s->seq = eng->peers[peer]->next_seq++ & TM_APP_SEQ_MASK;
-	q->tag = tm_tag_make(ctx, (uint32_t)src, tag);
-	q->buf = buf;
+	q->tag = s->tag;
+	q->buf = s->buf;
 	q->len = len;
-	q->mr = mr;
+	q->mr = s->mr;
 	q->own_mr = 0;
 	q->app_ctx = s->seq;
 	q->waiting = S_WAIT_CQE;
 	q->cflags = 0;
 	q->kind = len <= eng->x.cfg.eager_limit ? TX_EAGER : TX_RNDV;
-	reply = q->kind == TX_RNDV || (flags & TM_SEND_SYNC);
-	if (q->kind == TX_EAGER && (flags & TM_SEND_SYNC))
+	reply = q->kind == TX_RNDV || (s->flags & TM_SEND_SYNC);
+	if (q->kind == TX_EAGER && (s->flags & TM_SEND_SYNC))
 		q->app_ctx |= TM_APP_SYNC;
 	if (q->kind == TX_RNDV) {
 		q->app_ctx |= TM_APP_RNDV;
-		if (!mr) {
-			ret = tm_dev_mem_get(eng->x.dev, (void *)buf, len,
+		if (!q->mr) {
+			ret = tm_dev_mem_get(eng->x.dev, (void *)q->buf, len,
 					     IBV_ACCESS_REMOTE_READ, &q->mr);
 			if (ret != TM_OK)
 				return ret;
@@ -404,22 +403,17 @@ int tme_send_withdraw(struct tm_engine *eng, struct tm_send *s, int status)
 
 /* ---- sends ----------------------------------------------------------- */
 
-int tm_engine_isend(struct tm_engine *eng, struct tm_send *s, uint32_t peer,
-		    uint32_t ctx, int32_t src, int32_t tag, const void *buf,
-		    size_t len, struct ibv_mr *mr, unsigned flags)
+int tm_engine_post_send(struct tm_engine *eng, struct tm_send *s)
 {
 	int rc;
 
-	if (peer >= eng->x.npeers || ctx > TM_MAX_CTX || src < 0 ||
-	    (uint32_t)src > TM_MAX_SRC)
+	if (s->peer >= eng->x.npeers)
 		return TM_ERR_RANGE;
 	if (eng->x.fatal)
 		return eng->x.fatal;
-	rc = send_start(eng, s, peer, ctx, src, tag, buf, len, mr, flags);
-	if (rc == SEND_FIRE) {
-		tme_send_fire(s);
-		return TM_OK;
-	}
+	rc = send_start(eng, s);
+	if (rc == SEND_FIRE)
+		return TM_DONE;
 	if (rc != TM_OK)
 		return rc;
 	tme_call_end(eng);

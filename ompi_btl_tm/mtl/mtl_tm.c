@@ -422,18 +422,37 @@ struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
 	return ep && ep->connected ? ep : NULL;
 }
 
-uint32_t mtl_tm_peer_slow(struct ompi_communicator_t *comm, int rank)
+int mtl_tm_route_slow(struct ompi_communicator_t *comm, int rank,
+		      bool send, uint64_t *route)
 {
 	struct mtl_tm_comm *c = (void *)comm->c_pml_comm;
 	struct mtl_tm_endpoint *ep = mtl_tm_peer_ep(comm, rank);
+	uint32_t cid = 0;
+	int rc;
 
-	if (!ep)
-		return TM_PEER_ANY;
+	if (!ep) {
+		if (send)
+			opal_output(0, "mtl tm: rank %u: no connection to rank %d of %s",
+				    mtl_tm.my_vpid, rank, comm->c_name);
+		return OMPI_ERR_UNREACH;
+	}
+	*route = ep->peer + 1;
+	if (send) {
+		/* the receiver's id (mtl_tm_compat.h): it matches on its own */
+		rc = mtl_tm_peer_cid(comm, rank, &cid);
+		if (rc != OMPI_SUCCESS || cid > TM_MAX_CTX) {
+			opal_output(0, "mtl tm: rank %u: no context id of %s for its rank %d (%d, id %u)",
+				    mtl_tm.my_vpid, comm->c_name, rank, rc, cid);
+			return OMPI_ERR_UNREACH;
+		}
+		*route |= MTL_TM_ROUTE_SEND |
+			  (tm_tag_make(cid, (uint32_t)ompi_comm_rank(comm), 0) &
+			   ~(uint64_t)UINT32_MAX);
+	}
 	/* kept until del_comm: a peer's QPs live until finalize */
 	if (c && rank >= 0 && (uint32_t)rank < c->size)
-		__atomic_store_n(&c->peer1[rank], ep->peer + 1,
-				 __ATOMIC_RELAXED);
-	return ep->peer;
+		__atomic_fetch_or(&c->route[rank], *route, __ATOMIC_RELAXED);
+	return OMPI_SUCCESS;
 }
 
 /* QPs stay until finalize: a proc leaving a communicator is not gone. */
@@ -456,7 +475,7 @@ static void add_routes(struct ompi_communicator_t *comm, int size)
 	int n = OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : size;
 	struct mtl_tm_comm *c;
 
-	c = calloc(1, sizeof(*c) + (size_t)n * sizeof(c->peer1[0]));
+	c = calloc(1, sizeof(*c) + (size_t)n * sizeof(c->route[0]));
 	if (c)
 		c->size = (uint32_t)n;
 	comm->c_pml_comm = (void *)c;
@@ -528,10 +547,7 @@ int mtl_tm_complete_done(void)
 		/* off the list first: completion may free or reuse req */
 		req = ucs_list_extract_head(&list, struct mtl_tm_request,
 					    done_link);
-		if (req->kind != MTL_TM_REQ_RECV) /* SEND, BSEND */
-			mtl_tm_send_complete(req);
-		else
-			mtl_tm_recv_complete(req);
+		req->complete(req);
 		n++;
 	}
 	return n;

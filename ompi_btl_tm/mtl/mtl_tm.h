@@ -58,15 +58,17 @@
  * id, the sender's rank in that communicator (its local group for an
  * intercommunicator), the MPI tag); the destination is the engine peer of
  * the QP this process keeps for the destination's rank in the job.
- * MPI_ANY_SOURCE / MPI_ANY_TAG become TM_ANY_SRC / TM_ANY_TAG (mtl_tm_src,
- * mtl_tm_tag); the tag layout keeps ANY_TAG off Open MPI's negative
+ * MPI_ANY_SOURCE / MPI_ANY_TAG become TM_ANY_SRC / TM_ANY_TAG
+ * (mtl_tm_recv_env); the tag layout keeps ANY_TAG off Open MPI's negative
  * internal tags.
  *
  * Routes: a communicator's (comm->c_pml_comm, which pml cm leaves to the
- * MTL: struct mtl_tm_comm) keeps, for each rank of its (remote) group,
- * the engine peer once first used, so that a send or receive finds it
- * with one load rather than through the group, the proc and its
- * endpoint (mtl_tm_peer).
+ * MTL: struct mtl_tm_comm) keeps, for each rank of its (remote) group, one
+ * word once first used: the engine peer and, once a send went there, the
+ * upper half of a send's tag (the rank's context id of the communicator
+ * and our rank in it), so that a send finds both with one load rather
+ * than through the group, the proc, its endpoint and the context ids
+ * (mtl_tm_route).
  *
  * Locking and completion
  * ----------------------
@@ -80,7 +82,11 @@
  * under the lock (it may start operations,
  * which take it): the callbacks only queue the request on mtl_tm.done,
  * and after the engine call mtl_tm_unlock_and_complete() drops the lock
- * and then completes them.  A buffered send's own copy always takes that
+ * and then completes them, each through its own completion function
+ * (mtl_tm_request.complete, set by the file that started it: calls run
+ * from the verbs' files to this one, never back).  A send the engine
+ * finished in the call (TM_DONE: an eager standard send) has no callback:
+ * the sender completes it after the call, with no pass over the list.  A buffered send's own copy always takes that
  * way (mtl_tm_send.c: its pml cm request keeps the copy's identity after
  * the engine call that may already have finished it).
  *
@@ -218,6 +224,9 @@ enum mtl_tm_req_kind {
 
 struct mtl_tm_request {
 	struct mca_mtl_request_t super;
+	/* its completion towards pml cm, without the lock (mtl_tm_send.c,
+	 * mtl_tm_recv.c): what mtl_tm_complete_done runs */
+	void (*complete)(struct mtl_tm_request *req);
 	union {
 		struct tm_send send;
 		struct tm_recv recv;
@@ -248,7 +257,9 @@ struct mtl_tm_request {
 	};
 	ucs_list_link_t done_link; /* on mtl_tm.done */
 	struct opal_convertor_t *convertor; /* receive: where to unpack */
-	void *pack_buf;          /* non-contiguous datatype staging */
+	void *pack_buf;          /* receive: the user's buffer, or the
+				  * staging copy of a non-contiguous type
+				  * (pack_free); send: pack_free's copy */
 	size_t pack_len;         /* receive: the user's length */
 	struct mtl_tm_request *bsend_waiter; /* our own copy: its pml cm
 				  * request, while mtl_tm_cancel waits */
@@ -259,13 +270,18 @@ struct mtl_tm_request {
 
 /*
  * A communicator's routes (comm->c_pml_comm, from add_comm to del_comm):
- * peer1[r] is 1 + the engine peer of rank r of its (remote) group, 0
- * until first used.  One aligned 32-bit word each: threads that fill the
- * same rank at once write the same value.
+ * route[r], of rank r of its (remote) group, 0 until first used, then
+ * MTL_TM_ROUTE_PEER: 1 + its engine peer; with MTL_TM_ROUTE_SEND also the
+ * upper 32 bits of a send's tag to it (tm_tag_make of its context id of
+ * the communicator and our rank), in the upper 32 bits of the word.  One
+ * aligned 64-bit word each, filled by OR: threads that fill the same rank
+ * at once write the same bits.
  */
+#define MTL_TM_ROUTE_PEER 0x7fffffffu
+#define MTL_TM_ROUTE_SEND 0x80000000u
 struct mtl_tm_comm {
 	uint32_t size;
-	uint32_t peer1[];
+	uint64_t route[];
 };
 
 extern struct mtl_tm_module mtl_tm;
@@ -340,26 +356,53 @@ void mtl_tm_watch_finalize(struct ompi_communicator_t *comm);
  * connected now if pml cm has not handed it over yet; NULL if none. */
 struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
 				       int rank);
-/* mtl_tm_peer() when the route is not known yet: looks it up, keeps it. */
-uint32_t mtl_tm_peer_slow(struct ompi_communicator_t *comm, int rank);
+/* mtl_tm_route() when the route is not known yet: looks it up, keeps it
+ * (send: names what is missing). */
+int mtl_tm_route_slow(struct ompi_communicator_t *comm, int rank,
+		      bool send, uint64_t *route);
 
 /*
- * The engine peer of rank `rank` of comm, from the communicator's routes
- * (see "Routes" at the top); TM_PEER_ANY if there is none (no connection
- * to it).  Call it without the lock: the first use may connect the peer.
+ * The route word (struct mtl_tm_comm) of rank `rank` of comm, with
+ * MTL_TM_ROUTE_SEND if send: OMPI_SUCCESS, or OMPI_ERR_UNREACH when there
+ * is no connection to it or (send) no context id.  Call it without the
+ * lock: the first use may connect the peer or ask PMIx.
+ */
+static inline __attribute__((always_inline)) int
+mtl_tm_route(struct ompi_communicator_t *comm, int rank, bool send,
+	     uint64_t *route)
+{
+	const struct mtl_tm_comm *c = (const void *)comm->c_pml_comm;
+	uint64_t w;
+
+	if (OPAL_LIKELY(c && (uint32_t)rank < c->size)) {
+		w = __atomic_load_n(&c->route[rank], __ATOMIC_RELAXED);
+		if (OPAL_LIKELY(w & (send ? MTL_TM_ROUTE_SEND :
+					    MTL_TM_ROUTE_PEER))) {
+			*route = w;
+			return OMPI_SUCCESS;
+		}
+	}
+	return mtl_tm_route_slow(comm, rank, send, route);
+}
+
+/* The engine peer in a route word. */
+static inline uint32_t mtl_tm_route_peer(uint64_t route)
+{
+	return ((uint32_t)route & MTL_TM_ROUTE_PEER) - 1;
+}
+
+/*
+ * The engine peer of rank `rank` of comm; TM_PEER_ANY if there is none
+ * (no connection to it).  Call it without the lock (mtl_tm_route).
  */
 static inline uint32_t mtl_tm_peer(struct ompi_communicator_t *comm,
 				   int rank)
 {
-	const struct mtl_tm_comm *c = (const void *)comm->c_pml_comm;
-	uint32_t p1;
+	uint64_t w;
 
-	if (OPAL_LIKELY(c && (uint32_t)rank < c->size)) {
-		p1 = __atomic_load_n(&c->peer1[rank], __ATOMIC_RELAXED);
-		if (OPAL_LIKELY(p1))
-			return p1 - 1;
-	}
-	return mtl_tm_peer_slow(comm, rank);
+	if (mtl_tm_route(comm, rank, false, &w) != OMPI_SUCCESS)
+		return TM_PEER_ANY;
+	return mtl_tm_route_peer(w);
 }
 
 /*
@@ -389,15 +432,16 @@ static inline int mtl_tm_to_ompi(int rc)
 	return OMPI_ERROR;
 }
 
-/* MPI's source and tag wildcards as the engine's. */
-static inline int32_t mtl_tm_src(int src)
+/* A receive's or probe's (tag, mask) for (comm, src, tag): MPI's source
+ * and tag wildcards as the engine's (add_comm checked the context id and
+ * the ranks against the tag layout). */
+static inline void mtl_tm_recv_env(struct ompi_communicator_t *comm,
+				   int src, int tag, uint64_t *rtag,
+				   uint64_t *mask)
 {
-	return src == MPI_ANY_SOURCE ? TM_ANY_SRC : src;
-}
-
-static inline int32_t mtl_tm_tag(int tag)
-{
-	return tag == MPI_ANY_TAG ? TM_ANY_TAG : tag;
+	tm_tag_recv(mtl_tm_comm_cid(comm),
+		    src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
+		    tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, rtag, mask);
 }
 
 /* Frees a request's packed copy or receive staging buffer, if its own. */
@@ -409,11 +453,9 @@ static inline void mtl_tm_free_pack(struct mtl_tm_request *req)
 	req->pack_free = false;
 }
 
-/* mtl_tm.c: completes the requests on mtl_tm.done; see below. */
+/* mtl_tm.c: completes the requests on mtl_tm.done (each through its
+ * complete function); see below. */
 int mtl_tm_complete_done(void);
-/* Completion of one finished request towards pml cm, without the lock. */
-void mtl_tm_send_complete(struct mtl_tm_request *req); /* mtl_tm_send.c */
-void mtl_tm_recv_complete(struct mtl_tm_request *req); /* mtl_tm_recv.c */
 
 /*
  * Drops mtl_tm.lock, taken for an engine call, then completes what the

@@ -31,7 +31,8 @@ static int cancel_send(struct mtl_tm_request *req)
 		s = tm_engine_find_send(mtl_tm.eng, req->u.send.peer,
 					req->u.send.seq);
 		if (s) {
-			own = s->arg;
+			own = ucs_container_of(s, struct mtl_tm_request,
+					       u.send);
 			own->bsend_waiter = req;
 		} else {
 			s = &req->u.send;

@@ -36,13 +36,12 @@ int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,
 		  int *flag, struct ompi_status_public_t *status)
 {
 	struct tm_probe_info info;
-	uint32_t peer = mtl_tm_src_peer(comm, src);
 	int rc;
 
+	info.from = mtl_tm_src_peer(comm, src);
+	mtl_tm_recv_env(comm, src, tag, &info.tag, &info.mask);
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_iprobe_from(mtl_tm.eng, mtl_tm_comm_cid(comm),
-				   mtl_tm_src(src), mtl_tm_tag(tag), peer,
-				   &info);
+	rc = tm_engine_probe(mtl_tm.eng, &info, NULL);
 	mtl_tm_unlock_and_complete();
 	*flag = rc == TM_OK;
 	if (rc == TM_OK)
@@ -59,7 +58,6 @@ int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
 	struct tm_probe_info info;
 	struct ompi_message_t *m;
 	struct tm_msg *msg = NULL;
-	uint32_t peer = mtl_tm_src_peer(comm, src);
 	int rc;
 
 	*matched = 0;
@@ -68,10 +66,10 @@ int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
 	m = ompi_message_alloc();
 	if (!m)
 		return OMPI_ERR_OUT_OF_RESOURCE;
+	info.from = mtl_tm_src_peer(comm, src);
+	mtl_tm_recv_env(comm, src, tag, &info.tag, &info.mask);
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_improbe_from(mtl_tm.eng, mtl_tm_comm_cid(comm),
-				    mtl_tm_src(src), mtl_tm_tag(tag), peer,
-				    &msg, &info);
+	rc = tm_engine_probe(mtl_tm.eng, &info, &msg);
 	mtl_tm_unlock_and_complete();
 	if (rc != TM_OK) {
 		ompi_message_return(m);

@@ -105,9 +105,10 @@ static void unpack(struct mtl_tm_request *req, void *from, size_t got)
 	opal_convertor_unpack(req->convertor, &iov, &iov_count, &len);
 }
 
-/* A matched message into the user's buffer and status. */
-static inline void recv_deliver(struct mtl_tm_request *req,
-				ompi_status_public_t *st)
+/* A matched message into the user's buffer and status (inline: the
+ * receive's completion is one function). */
+static inline __attribute__((always_inline)) void
+recv_deliver(struct mtl_tm_request *req, ompi_status_public_t *st)
 {
 	struct tm_recv *r = &req->u.recv;
 	size_t got = r->recv_len;
@@ -161,7 +162,8 @@ recv_complete(struct mtl_tm_request *req)
 	req->super.completion_callback(&req->super);
 }
 
-void mtl_tm_recv_complete(struct mtl_tm_request *req)
+/* req->complete of a receive: from the done list (mtl_tm_complete_done) */
+static void recv_complete_fn(struct mtl_tm_request *req)
 {
 	recv_complete(req);
 }
@@ -171,7 +173,8 @@ void mtl_tm_recv_complete(struct mtl_tm_request *req)
  * "Locking and completion"). */
 static void recv_cb(struct tm_recv *r)
 {
-	struct mtl_tm_request *req = r->arg;
+	struct mtl_tm_request *req = ucs_container_of(r, struct mtl_tm_request,
+						      u.recv);
 
 	if (OPAL_LIKELY(!opal_using_threads()))
 		recv_complete(req);
@@ -182,10 +185,12 @@ static void recv_cb(struct tm_recv *r)
 /*
  * Where a receive lands: a contiguous datatype's bytes where they lie in
  * the user's buffer, any other into a staging buffer of ours, unpacked at
- * completion (Open MPI's own rule, ompi_mtl_datatype_recv_buf).
+ * completion (Open MPI's own rule, ompi_mtl_datatype_recv_buf).  Fills
+ * the engine request's buffer; always inline: each MPI receive is one
+ * function of ours.
  */
-static inline int prepare_recv(struct opal_convertor_t *convertor,
-			       struct mtl_tm_request *req)
+static inline __attribute__((always_inline)) int
+prepare_recv(struct opal_convertor_t *convertor, struct mtl_tm_request *req)
 {
 	bool free_on_error;
 	int rc;
@@ -197,11 +202,14 @@ static inline int prepare_recv(struct opal_convertor_t *convertor,
 	if (OPAL_UNLIKELY(free_on_error && !req->pack_buf))
 		return OMPI_ERR_OUT_OF_RESOURCE;
 	req->kind = MTL_TM_REQ_RECV;
+	req->complete = recv_complete_fn;
 	req->flags = 0;
 	req->pack_free = free_on_error;
 	req->convertor = convertor;
 	req->u.recv.cb = recv_cb;
-	req->u.recv.arg = req;
+	req->u.recv.buf = req->pack_buf;
+	req->u.recv.len = req->pack_len;
+	req->u.recv.mr = NULL;
 	return OMPI_SUCCESS;
 }
 
@@ -211,26 +219,22 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 		 mca_mtl_request_t *mtl_request)
 {
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
-	uint32_t peer = mtl_tm_src_peer(comm, src);
-	void *buf;
-	size_t len;
+	struct tm_recv *r = &req->u.recv;
 	int rc;
 
+	r->from = mtl_tm_src_peer(comm, src);
 	rc = prepare_recv(convertor, req);
 	if (OPAL_UNLIKELY(rc != OMPI_SUCCESS))
 		return rc;
-	buf = req->pack_buf;
-	len = req->pack_len;
-	if (len < sizeof(req->small)) {
+	if (r->len < sizeof(req->small)) {
 		/* See "Small receives" at the top. */
 		req->staged = true;
-		buf = req->small;
-		len = sizeof(req->small);
+		r->buf = req->small;
+		r->len = sizeof(req->small);
 	}
+	mtl_tm_recv_env(comm, src, tag, &r->tag, &r->mask);
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_irecv_from(mtl_tm.eng, &req->u.recv,
-				  mtl_tm_comm_cid(comm), mtl_tm_src(src),
-				  mtl_tm_tag(tag), peer, buf, len, NULL);
+	rc = tm_engine_post_recv(mtl_tm.eng, r);
 	mtl_tm_unlock_and_complete();
 	if (OPAL_UNLIKELY(rc != TM_OK)) {
 		mtl_tm_free_pack(req);
@@ -252,8 +256,7 @@ int mtl_tm_imrecv(struct mca_mtl_base_module_t *mtl,
 	if (rc != OMPI_SUCCESS)
 		return rc;
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_imrecv(mtl_tm.eng, &req->u.recv, msg, req->pack_buf,
-			      req->pack_len, NULL);
+	rc = tm_engine_post_mrecv(mtl_tm.eng, &req->u.recv, msg);
 	mtl_tm_unlock_and_complete();
 	if (rc != TM_OK) {
 		mtl_tm_free_pack(req);

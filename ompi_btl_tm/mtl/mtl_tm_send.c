@@ -16,7 +16,14 @@
  *
  * Context id: the receiver's (mtl_tm_peer_cid): its receives match on
  * its own id of the communicator, which for one made from a group differs
- * from ours.
+ * from ours.  It comes packed in the tag with our rank, in the
+ * communicator's route to the receiver (mtl_tm_route), worked out at the
+ * first send there.
+ *
+ * Completion: an eager standard send is done once posted; the engine says
+ * so (TM_DONE) instead of calling back, and the send completes towards
+ * pml cm before isend returns (pml cm allows that), with no callback and
+ * no pass over the done list.
  *
  * Errors: an engine error on a send (a peer that died, which the engine
  * learns from the soft HCA's RETRY_EXC completion, or a failed read of a
@@ -32,6 +39,11 @@
 #include "ompi/communicator/communicator.h"
 #include "ompi/request/request.h"
 #include "ompi/mca/mtl/base/mtl_base_datatype.h"
+
+static inline struct mtl_tm_request *send_req(struct tm_send *s)
+{
+	return ucs_container_of(s, struct mtl_tm_request, u.send);
+}
 
 /* A send's outcome as pml cm wants it; frees its packed copy. */
 static inline int send_error(struct mtl_tm_request *req)
@@ -102,7 +114,8 @@ send_complete(struct mtl_tm_request *req)
 	req->super.completion_callback(&req->super);
 }
 
-void mtl_tm_send_complete(struct mtl_tm_request *req)
+/* req->complete of a send: from the done list (mtl_tm_complete_done) */
+static void send_complete_fn(struct mtl_tm_request *req)
 {
 	send_complete(req);
 }
@@ -119,7 +132,7 @@ void mtl_tm_send_complete(struct mtl_tm_request *req)
  */
 static void send_cb(struct tm_send *s)
 {
-	struct mtl_tm_request *req = s->arg;
+	struct mtl_tm_request *req = send_req(s);
 
 	req->engine_done = true;
 	if (OPAL_LIKELY(!opal_using_threads() && !req->detached)) {
@@ -138,60 +151,61 @@ static void keep_bsend_identity(struct mtl_tm_request *parent,
 	 * identity where a cancel can find it, as a completed eager send
 	 * (should a cancel re-arm it) */
 	parent->u.send.cb = send_cb;
-	parent->u.send.arg = parent;
+	parent->complete = send_complete_fn;
 	tm_engine_send_detach(mtl_tm.eng, own, &parent->u.send);
 }
 
 /*
  * Hands (buf, len) to the engine on req.  req owns buf from here if
- * pack_free (freed at completion, or here on failure).
+ * pack_free (freed at completion, or here on failure).  OMPI_SUCCESS and
+ * *done: the engine finished req in the call (TM_DONE), and its
+ * completion is the caller's.
  */
 static inline __attribute__((always_inline)) int
 post_send(struct ompi_communicator_t *comm, int dest, int tag, void *buf,
 	  size_t len, bool pack_free, unsigned flags,
-	  struct mtl_tm_request *bsend_parent, struct mtl_tm_request *req)
+	  struct mtl_tm_request *bsend_parent, struct mtl_tm_request *req,
+	  bool *done)
 {
-	uint32_t peer = mtl_tm_peer(comm, dest), cid = 0;
+	struct tm_send *s = &req->u.send;
+	uint64_t route;
 	int rc;
 
 	req->kind = MTL_TM_REQ_SEND;
+	req->complete = send_complete_fn;
 	req->flags = 0;
 	req->pack_free = pack_free;
 	req->detached = bsend_parent != NULL;
-	req->error = OMPI_SUCCESS;
 	req->pack_buf = buf;
 	req->bsend_waiter = NULL;
-	req->u.send.cb = send_cb;
-	req->u.send.arg = req;
-	if (OPAL_UNLIKELY(peer == TM_PEER_ANY)) {
+	/* outside the lock: the first send to dest may connect it and ask
+	 * PMIx for its context id */
+	rc = mtl_tm_route(comm, dest, true, &route);
+	if (OPAL_UNLIKELY(rc != OMPI_SUCCESS)) {
 		mtl_tm_free_pack(req);
-		opal_output(0, "mtl tm: rank %u: no connection to rank %d of %s",
-			    mtl_tm.my_vpid, dest, comm->c_name);
-		return OMPI_ERR_UNREACH;
+		return rc;
 	}
-	/* outside the lock: the first call may ask PMIx */
-	rc = mtl_tm_peer_cid(comm, dest, &cid);
-	if (OPAL_UNLIKELY(rc != OMPI_SUCCESS || cid > TM_MAX_CTX)) {
-		mtl_tm_free_pack(req);
-		opal_output(0, "mtl tm: rank %u: no context id of %s for its rank %d (%d, id %u)",
-			    mtl_tm.my_vpid, comm->c_name, dest, rc, cid);
-		return OMPI_ERR_UNREACH;
-	}
+	s->cb = send_cb;
+	s->buf = buf;
+	s->len = len;
+	s->mr = NULL;
+	s->tag = (route & ~(uint64_t)UINT32_MAX) | (uint32_t)tag;
+	s->peer = mtl_tm_route_peer(route);
+	s->flags = flags;
 
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_isend(mtl_tm.eng, &req->u.send, peer,
-			     cid, ompi_comm_rank(comm), tag,
-			     buf, len, NULL, flags);
-	if (rc == TM_OK && bsend_parent)
-		keep_bsend_identity(bsend_parent, &req->u.send);
+	rc = tm_engine_post_send(mtl_tm.eng, s);
+	if (rc >= TM_OK && bsend_parent)
+		keep_bsend_identity(bsend_parent, s);
 	mtl_tm_unlock_and_complete();
-	if (rc != TM_OK) {
+	if (OPAL_UNLIKELY(rc < TM_OK)) {
 		mtl_tm_free_pack(req);
 		opal_output_verbose(10, mtl_tm_output,
 				    "mtl tm: isend of %zu bytes to rank %d: %s",
 				    len, dest, tm_status_str(rc));
 		return mtl_tm_to_ompi(rc);
 	}
+	*done = rc == TM_DONE;
 	return OMPI_SUCCESS;
 }
 
@@ -199,7 +213,7 @@ post_send(struct ompi_communicator_t *comm, int dest, int tag, void *buf,
 static inline __attribute__((always_inline)) int
 start_send(struct ompi_communicator_t *comm, int dest, int tag,
 	   struct opal_convertor_t *convertor, mca_pml_base_send_mode_t mode,
-	   struct mtl_tm_request *req)
+	   struct mtl_tm_request *req, bool *done)
 {
 	void *buf;
 	size_t len;
@@ -211,7 +225,7 @@ start_send(struct ompi_communicator_t *comm, int dest, int tag,
 		return rc;
 	return post_send(comm, dest, tag, buf, len, free_after,
 			 mode == MCA_PML_BASE_SEND_SYNCHRONOUS ? TM_SEND_SYNC : 0,
-			 NULL, req);
+			 NULL, req, done);
 }
 
 int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
@@ -220,13 +234,16 @@ int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
 		mca_pml_base_send_mode_t mode)
 {
 	struct mtl_tm_request req;
+	bool done = false;
 	int rc;
 
 	req.super.ompi_req = NULL;
 	req.super.completion_callback = NULL; /* done instead */
-	rc = start_send(comm, dest, tag, convertor, mode, &req);
+	rc = start_send(comm, dest, tag, convertor, mode, &req, &done);
 	if (rc != OMPI_SUCCESS)
 		return rc;
+	if (done)
+		return send_error(&req);
 	while (!req.done)
 		opal_progress();
 	return req.error;
@@ -260,6 +277,7 @@ static int start_buffered(struct ompi_communicator_t *comm, int dest,
 {
 	struct mtl_tm_request *pml = (struct mtl_tm_request *)mtl_request;
 	struct mtl_tm_request *own = malloc(sizeof(*own));
+	bool done = false;
 	void *copy;
 	size_t len;
 	int rc;
@@ -275,12 +293,15 @@ static int start_buffered(struct ompi_communicator_t *comm, int dest,
 	pml->kind = MTL_TM_REQ_BSEND;
 	pml->detached = false;
 	pml->cancel_wait = false;
-	rc = post_send(comm, dest, tag, copy, len, copy != NULL, 0, pml, own);
+	rc = post_send(comm, dest, tag, copy, len, copy != NULL, 0, pml, own,
+		       &done);
 	if (rc != OMPI_SUCCESS) {
 		free(own);
 		pml->kind = 0;
 		return rc;
 	}
+	if (done)
+		send_complete(own); /* frees it */
 	mtl_request->ompi_req->req_status.MPI_ERROR = OMPI_SUCCESS;
 	mtl_request->completion_callback(mtl_request);
 	return OMPI_SUCCESS;
@@ -292,8 +313,16 @@ int mtl_tm_isend(struct mca_mtl_base_module_t *mtl,
 		 mca_pml_base_send_mode_t mode, bool blocking,
 		 mca_mtl_request_t *mtl_request)
 {
+	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
+	bool done = false;
+	int rc;
+
 	if (mode == MCA_PML_BASE_SEND_BUFFERED)
 		return start_buffered(comm, dest, tag, convertor, mtl_request);
-	return start_send(comm, dest, tag, convertor, mode,
-			  (struct mtl_tm_request *)mtl_request);
+	rc = start_send(comm, dest, tag, convertor, mode, req, &done);
+	if (done) {
+		req->engine_done = true;
+		send_complete(req);
+	}
+	return rc;
 }
