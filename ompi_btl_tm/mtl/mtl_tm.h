@@ -240,8 +240,6 @@ struct mtl_tm_request {
 		struct {
 			bool pack_free;  /* pack_buf is ours: freed at
 					  * completion */
-			bool staged;     /* receive: small[] holds the
-					  * message */
 			bool detached;   /* a buffered send's own request:
 					  * freed at completion
 					  * (mtl_tm_send.c) */
@@ -263,9 +261,6 @@ struct mtl_tm_request {
 	size_t pack_len;         /* receive: the user's length */
 	struct mtl_tm_request *bsend_waiter; /* our own copy: its pml cm
 				  * request, while mtl_tm_cancel waits */
-	/* a small receive lands here first (mtl_tm_recv.c); 64 bytes hold
-	 * the tag and rendezvous headers the engine wants room for */
-	uint8_t small[64];
 };
 
 /*

@@ -7,14 +7,9 @@
  * datatype is received through a temporary buffer
  * (ompi_mtl_datatype_recv_buf) and unpacked at completion.
  *
- * Small receives: the engine keeps a receive whose buffer cannot hold
- * the tag and rendezvous headers in software (it could not finish a
- * truncated rendezvous otherwise), and the prefix rule then keeps every
- * later receive that could take the same message off the card too.  Tiny
- * receives are the common case (barriers are zero-byte messages), so a
- * receive of fewer than sizeof(small) bytes lands in a staging area in the
- * request and is copied (or unpacked) out at completion; the MTL works
- * out truncation against the user's length from the full message length.
+ * Small receives go to the engine as they are: below mtl_tm_offload_thresh
+ * it matches them in software, which finishes a truncated rendezvous into
+ * any buffer (doc/DESIGN.md, "Offload policy").
  *
  * Status: a receive's status counts the bytes delivered (at most the
  * receive's length), and reports MPI_ERR_TRUNCATE, or MPI_ERR_TYPE for a
@@ -69,31 +64,6 @@ static bool partial_element(const struct opal_convertor_t *conv, size_t got)
 	return esize > 1 && got % esize;
 }
 
-/*
- * n (< 64) bytes of the staging area into the user's buffer, without a
- * call: two copies of a fixed size that overlap in the middle.
- */
-static inline void copy_small(uint8_t *to, const uint8_t *from, size_t n)
-{
-	if (n >= 32) {
-		memcpy(to, from, 32);
-		memcpy(to + n - 32, from + n - 32, 32);
-	} else if (n >= 16) {
-		memcpy(to, from, 16);
-		memcpy(to + n - 16, from + n - 16, 16);
-	} else if (n >= 8) {
-		memcpy(to, from, 8);
-		memcpy(to + n - 8, from + n - 8, 8);
-	} else if (n >= 4) {
-		memcpy(to, from, 4);
-		memcpy(to + n - 4, from + n - 4, 4);
-	} else if (n) {
-		to[0] = from[0];
-		to[n / 2] = from[n / 2];
-		to[n - 1] = from[n - 1];
-	}
-}
-
 /* got bytes of the packed staging copy into the user's datatype: exactly
  * what arrived (a truncated message fills the packed buffer, never more). */
 static void unpack(struct mtl_tm_request *req, void *from, size_t got)
@@ -117,15 +87,6 @@ recv_deliver(struct mtl_tm_request *req, ompi_status_public_t *st)
 
 	st->MPI_SOURCE = r->env.src;
 	st->MPI_TAG = r->env.tag;
-	if (req->staged) {
-		/* the engine filled the staging area; the user's buffer is
-		 * pack_len bytes */
-		from = req->small;
-		got = r->msg_len < req->pack_len ? r->msg_len : req->pack_len;
-		trunc = r->msg_len > req->pack_len;
-		if (!req->pack_free)
-			copy_small(req->pack_buf, req->small, got);
-	}
 	st->_ucount = got;
 	/* a message that fills the receive is whole elements of its type */
 	st->MPI_ERROR = trunc ? MPI_ERR_TRUNCATE :
@@ -226,12 +187,6 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 	rc = prepare_recv(convertor, req);
 	if (OPAL_UNLIKELY(rc != OMPI_SUCCESS))
 		return rc;
-	if (r->len < sizeof(req->small)) {
-		/* See "Small receives" at the top. */
-		req->staged = true;
-		r->buf = req->small;
-		r->len = sizeof(req->small);
-	}
 	mtl_tm_recv_env(comm, src, tag, &r->tag, &r->mask);
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_post_recv(mtl_tm.eng, r);
