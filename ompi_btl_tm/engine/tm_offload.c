@@ -115,12 +115,11 @@ void tme_swq_del(struct tm_engine *eng, struct tm_recv *r)
 		swq_update(eng, q);
 }
 
-/* Receives no card could take, or that must not go (whatever its
- * state): never promoted. */
+/* Receives past check 1 that no card could take (whatever its state):
+ * never promoted. */
 static int never_on_card(struct tm_engine *eng, struct tm_recv *r)
 {
-	return !tmx_has_card(&eng->x) || rp(r)->b.len > eng->x.max_read ||
-	       rp(r)->b.len < eng->x.cfg.offload_thresh || !eng->x.ops.n_stage;
+	return rp(r)->b.len > eng->x.max_read || !eng->x.ops.n_stage;
 }
 
 /* The receive of q to promote: its head (see tme_promote()). */
@@ -251,9 +250,9 @@ void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
 /*
  * May r go to the card now?  NULL if so, else the counter of the first
  * reason it may not (one counter per reason, in tm_engine_stats).  The
- * checks, in order:
- *   1. the transport has a tag list (sw_no_tm: every receive of a device
- *      without tag matching) and offload is on (sw_no_offload);
+ * checks, in order (check 1, a tag list, offload on and the buffer at
+ * least offload_thresh bytes, is tme_recv_stays_sw: the caller sends the
+ * receives it refuses to tme_place_sw, which counts them):
  *   2. prefix rule: no software-held posted receive accepts a message r
  *      accepts, O(1) through the tm_mq counters (sw_conflict);
  *   3. a staging buffer exists (sw_small_buf), and its length is no more
@@ -272,11 +271,6 @@ void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
 static uint64_t *offload_refusal(struct tm_engine *eng, struct tm_recv *r,
 				 uint64_t tag, uint64_t mask)
 {
-	if (!tmx_has_card(&eng->x))					/* 1 */
-		return eng->x.ops.max_entries ? &eng->x.st.sw_no_offload :
-						&eng->x.st.sw_no_tm;
-	if (rp(r)->b.len < eng->x.cfg.offload_thresh)
-		return &eng->x.st.sw_below_thresh;
 	if (!(eng->x.test.faults & TM_FAULT_PREFIX) &&			/* 2 */
 	    tm_mq_sw_conflict(&eng->mq, tag, mask))
 		return &eng->x.st.sw_conflict;
@@ -301,19 +295,19 @@ static uint64_t *offload_refusal(struct tm_engine *eng, struct tm_recv *r,
 }
 
 /*
- * Places a new receive (no unexpected message matched it): on the card
- * if offload_refusal() allows and the ADD is taken, else software-held in
- * its context's FIFO.  Older software-held receives are promoted first.
+ * Places a new receive that check 1 admits (no unexpected message matched
+ * it): on the card if offload_refusal() allows and the ADD is taken, else
+ * software-held in its context's FIFO.  Older software-held receives are
+ * promoted first.
  */
 int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		   uint64_t rtag, uint64_t mask)
 {
 	struct tm_swq *swq;
 	uint64_t *why;
-	int rc, held, small;
+	int rc;
 
-	if (tme_recv_stays_sw(eng, r))
-		return tme_place_sw(eng, r, rtag, mask);
+	TME_ASSERT(!tme_recv_stays_sw(eng, r));
 	rp(r)->mq.tag = rtag;
 	rp(r)->mq.mask = mask;
 	if (!ucs_list_is_empty(&eng->offload.promo_ready))
@@ -324,15 +318,9 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		why = &eng->x.st.sw_list_full;
 	}
 	/* a software-held receive must be in its FIFO, or a later one of
-	 * its context could be promoted past it: no FIFO, no receive.
-	 * Without a card (constant: tmx_has_card) nothing is promoted and
-	 * nothing can pass it, so neither the FIFO nor the prefix-rule
-	 * counts are kept: it waits in the shadow queue like a card-held
-	 * one, pinned. */
-	held = why && tmx_has_card(&eng->x);
-	small = why == &eng->x.st.sw_below_thresh;
-	swq = held && !small ? swq_of(eng, ctx, 1) : NULL;
-	if (held && !small && !swq) {
+	 * its context could be promoted past it: no FIFO, no receive */
+	swq = why ? swq_of(eng, ctx, 1) : NULL;
+	if (why && !swq) {
 		if (rp(r)->own_mr)
 			tm_dev_mem_put(eng->x.dev, rp(r)->b.mr);
 		return TM_ERR_NO_MEMORY;
@@ -342,21 +330,14 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 	else
 		eng->x.st.recv_to_card++;
 	rc = tm_mq_post(&eng->mq, &rp(r)->mq, rtag, mask, r->post_stamp,
-			!held ? TM_MQ_CARD : small ? TM_MQ_HELD_LAZY :
-			TM_MQ_HELD);
+			why ? TM_MQ_HELD : TM_MQ_CARD);
 	if (rc != TM_OK)
 		return rc;
 	tme_rstate(rp(r), why ? R_SW : R_CARD);
 	if (why) {
 		if (never_on_card(eng, r) || why == &eng->x.st.sw_reg_fail)
 			rp(r)->flags |= RF_PINNED;
-		if (small) {
-			ucs_list_add_tail(&eng->offload.small,
-					  &rp(r)->sw_link);
-			rp(r)->flags |= RF_SMALL;
-		} else if (held) {
-			swq_insert(eng, swq, r);
-		}
+		swq_insert(eng, swq, r);
 	}
 	return TM_OK;
 }

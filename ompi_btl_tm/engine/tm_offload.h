@@ -37,7 +37,8 @@
 int tme_offload_init(struct tm_engine *eng);
 void tme_offload_cleanup(struct tm_engine *eng);
 
-/* Places a new receive (no unexpected message took it): card or FIFO. */
+/* Places a new receive check 1 admits (tme_recv_stays_sw; no unexpected
+ * message took it): card or FIFO. */
 int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		   uint64_t rtag, uint64_t mask);
 
@@ -65,7 +66,7 @@ static inline int tme_place_sw(struct tm_engine *eng, struct tm_recv *r, uint64_
 		   card ? TM_MQ_HELD_LAZY : TM_MQ_CARD); /* cannot fail */
 	tme_rstate(q, R_SW);
 	q->flags |= RF_PINNED;
-	if (!card) { /* as offload_refusal's check 1 counts it */
+	if (!card) { /* check 1's reasons, counted here only */
 		if (eng->x.ops.max_entries)
 			eng->x.st.sw_no_offload++;
 		else
