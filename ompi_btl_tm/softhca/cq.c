@@ -382,6 +382,11 @@ int sh_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 
 	bool quiet = sh_sched_quiet(cq->ctx);
 
+	if (cq->ud) { /* the mailbox, read only by polling (ud.c) */
+		sh_lock(cq->ctx);
+		sh_ud_pull(cq);
+		sh_unlock(cq->ctx);
+	}
 	if (quiet && !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE))
 		return 0;
 	if (cq->ctx->locking)

@@ -491,6 +491,8 @@ static const struct tm_verbs softhca_table = {
 	.destroy_srq = sh_destroy_srq,
 	.create_qp = sh_create_qp,
 	.modify_qp = sh_modify_qp,
+	.create_ah = sh_create_ah,
+	.destroy_ah = sh_destroy_ah,
 	.query_qp = sh_query_qp,
 	.destroy_qp = sh_destroy_qp,
 };

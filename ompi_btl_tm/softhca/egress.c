@@ -488,6 +488,8 @@ int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	struct sh_swr *w;
 	int err = 0;
 
+	if (qp->ud)
+		return sh_ud_post_send(qp, wr, bad);
 	sh_lock(ctx);
 	for (; wr; wr = wr->next) {
 		uint32_t len = 0;

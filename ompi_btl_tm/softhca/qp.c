@@ -1,5 +1,5 @@
 /*
- * qp.c - RC queue pairs: creation, connection, state changes and receive
+ * qp.c - RC queue pairs (and the UD QP's verbs of its life, ud.c): creation, connection, state changes and receive
  * posting.  The send side (send queue, outbound ring, ibv_post_send) is
  * in egress.c; what arrives is taken and checked in ingress.c; the error
  * state in qperr.c.  Calls only down (ingress, egress, match, rndv for a
@@ -45,8 +45,12 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	struct sh_qp *qp;
 	uint32_t i;
 
-	if (attr->qp_type != IBV_QPT_RC) {
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) {
 		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (attr->qp_type == IBV_QPT_UD && attr->srq) {
+		errno = EINVAL;
 		return NULL;
 	}
 	if (!attr->send_cq || !attr->recv_cq ||
@@ -69,7 +73,8 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	pthread_mutex_lock(&ctx->lock);
 	for (i = 0; i < cfg->max_qp && ctx->qps[i]; i++)
 		;
-	if (i == cfg->max_qp) {
+	if (i == cfg->max_qp ||
+	    (attr->qp_type == IBV_QPT_UD && ctx->ud_qp)) { /* one UD QP */
 		pthread_mutex_unlock(&ctx->lock);
 		free(qp);
 		errno = ENOMEM;
@@ -104,6 +109,11 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	if (qp->srq)
 		qp->srq->users++;
 	qp->lockfree = sh_obj_attach(ctx, pd, -1);
+	if (attr->qp_type == IBV_QPT_UD) {
+		qp->ud = true;
+		ctx->ud_qp = qp;
+		qp->rcq->ud = qp;
+	}
 	pthread_mutex_unlock(&ctx->lock);
 
 	qp->qp.context = pd->context;
@@ -115,7 +125,7 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	qp->qp.handle = i;
 	qp->qp.qp_num = SH_QPN_BASE + i;
 	qp->qp.state = IBV_QPS_RESET;
-	qp->qp.qp_type = IBV_QPT_RC;
+	qp->qp.qp_type = attr->qp_type;
 	pthread_mutex_init(&qp->qp.mutex, NULL);
 	pthread_cond_init(&qp->qp.cond, NULL);
 	attr->cap.max_inline_data = qp->max_inline;
@@ -227,7 +237,7 @@ int sh_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		err = EINVAL;
 	else if (!transition_ok(qp->qp.state, to))
 		err = EINVAL;
-	else if (to == IBV_QPS_RTR)
+	else if (to == IBV_QPS_RTR && !qp->ud)
 		err = qp_connect(qp, attr, mask);
 	else if (to == IBV_QPS_ERR) {
 		sh_qp_error(qp, IBV_WC_WR_FLUSH_ERR);
@@ -238,6 +248,8 @@ int sh_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		qp_reset(qp);
 	if (!err && to == IBV_QPS_RTS)
 		rts_attr_keep(qp, attr, mask);
+	if (!err && (mask & IBV_QP_QKEY))
+		qp->qkey = attr->qkey;
 	if (!err)
 		qp->qp.state = to;
 	pthread_mutex_unlock(&qp->ctx->lock);
@@ -269,7 +281,7 @@ int sh_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
 	init->recv_cq = qp->qp.recv_cq;
 	init->srq = qp->qp.srq;
 	init->cap = attr->cap;
-	init->qp_type = IBV_QPT_RC;
+	init->qp_type = qp->qp.qp_type;
 	init->sq_sig_all = (int)qp->sq_sig_all;
 	return 0;
 }
@@ -295,6 +307,10 @@ int sh_destroy_qp(struct ibv_qp *ibqp)
 	if (qp->srq)
 		qp->srq->users--;
 	ctx->qps[qp->index] = NULL;
+	if (qp->ud) {
+		ctx->ud_qp = NULL;
+		qp->rcq->ud = NULL;
+	}
 	sh_obj_detach(ctx, qp->lockfree);
 	pthread_mutex_unlock(&ctx->lock);
 	sh_rq_free(&qp->rq);

@@ -86,7 +86,8 @@ int sh_layout_compute(struct sh_layout *l, uint32_t mtu, uint32_t ring_depth,
 	l->mr_off = 4096;
 	l->pub_size = align_up(l->mr_off + sizeof(struct sh_mr_slot) * max_mr,
 			       4096);
-	l->rings_size = SH_RINGS_OFF + l->ring_stride * max_qp;
+	l->ud_off = SH_RINGS_OFF + l->ring_stride * max_qp;
+	l->rings_size = l->ud_off + align_up(sizeof(struct sh_ud_box), 4096);
 	return 0;
 }
 

@@ -9,7 +9,10 @@
  * inline verbs of <infiniband/verbs.h> dispatch to it unchanged; the library
  * verbs are reached through softhca_verbs() (see verbs/tm_verbs.h).
  *
- * One device, "softtm0", one port, RC QPs only.  What it implements:
+ * One device, "softtm0", one port, RC QPs and one UD QP per context (for
+ * a connection manager: ud.c; sends of at most 256 bytes, receives
+ * delivered with a 40-byte GRH when the receive CQ is polled with
+ * ibv_poll_cq).  What it implements:
  *  - ibv_query_device_ex with tm_caps (IBV_TM_CAP_RC), ibv_query_port,
  *    query_gid: the GID names the context (pid + instance), so peers connect
  *    with the usual RTR attributes (ah_attr.is_global, grh.dgid, dest_qp_num).
@@ -251,6 +254,10 @@ struct softhca_stats {
 	uint64_t cma_reads;         /* reads done with process_vm_readv */
 	uint64_t copy_reads;        /* reads done by request/response */
 	uint64_t bad_packets;       /* malformed arrivals dropped (QP failed) */
+	uint64_t ud_bad;            /* UD datagrams refused: bad size, qkey,
+				     * QP number or slot state */
+	uint64_t ud_dropped;        /* UD datagrams lost: no receive posted,
+				     * a full mailbox, an unreachable GID */
 	int lock_free;              /* the data path takes no lock now */
 };
 

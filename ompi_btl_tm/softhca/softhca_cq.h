@@ -20,6 +20,7 @@
 
 struct sh_context;
 struct sh_srq;
+struct sh_qp;
 
 struct sh_cqe {
 	uint64_t wr_id;
@@ -62,6 +63,7 @@ struct sh_cq {
 	bool rxe_overrun, rxe_phantom;
 	bool rxe_cq;                 /* cfg.rxe_cq set (read per empty poll) */
 	int users;                   /* QPs and SRQs that complete here */
+	struct sh_qp *ud;            /* the UD QP receiving here (ud.c) */
 	bool extended;               /* made by create_cq_ex: a TM-SRQ's CQ
 				      * must be (mlx5 reads TM info from it) */
 	struct sh_cq *next;

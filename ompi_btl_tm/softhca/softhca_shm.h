@@ -9,7 +9,7 @@
  *   published: [sh_seg header][rkey table: max_mr x sh_mr_slot]
  *     sealed against new writable mappings once built, so a peer maps it
  *     read-only and only the owner writes the table that authorises reads;
- *   rings:     [sh_rings][max_qp x (sh_ring + ring_depth slots)]
+ *   rings:     [sh_rings][max_qp x (sh_ring + ring_depth slots)][sh_ud_box]
  *     a QP's inbound packets land in the ring of its own slot; its peer
  *     maps this segment read-write and produces into that ring.
  * Each ring has exactly one producer (the peer QP, under the peer context's
@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #define SH_SEG_MAGIC     0x534f46544d484341ull /* "SOFTMHCA" */
-#define SH_SEG_VERSION   4u
+#define SH_SEG_VERSION   5u
 #define SH_RINGS_MAGIC   0x534f46544d52494eull /* "SOFTMRIN" */
 #define SH_RINGS_OFF     4096u   /* first ring in the ring segment */
 /* Largest packet payload length and message a packet may announce. */
@@ -167,11 +167,49 @@ static inline uint32_t sh_rx_bit(uint32_t i)
 	return i < SH_RX_BITS ? i : SH_RX_BITS - 1;
 }
 
+/*
+ * The datagram mailbox (ud.c), after the last ring: where any peer of the
+ * context leaves a UD message for its UD QP.  Many writers, one reader, no
+ * order: a writer claims a free slot by compare-and-swap (state 0 -> its
+ * claim), fills it and marks it ready (claim -> ready), then bumps posted;
+ * the owner takes ready slots and frees them.  All of it is peer-written:
+ * the owner copies a slot out and checks it before use, frees a slot
+ * claimed and never marked ready after SH_UD_STALE_NS, and frees any
+ * state no writer should leave (a bad datagram, counted).  A full mailbox
+ * drops the datagram, as a UD QP with no receive posted does.
+ */
+#define SH_UD_SLOTS      64u
+#define SH_UD_PAYLOAD    256u    /* the longest UD message */
+#define SH_UD_FREE       0u
+#define SH_UD_CLAIMED    1u      /* state: claim << 2 | CLAIMED / READY */
+#define SH_UD_READY      2u
+
+struct sh_ud_slot {
+	_Atomic uint32_t state;
+	uint32_t len;           /* payload bytes */
+	uint32_t src_qpn;
+	uint32_t dst_qpn;
+	uint32_t qkey;
+	uint32_t pad;
+	uint8_t sgid[16];       /* the sender's GID, as it says */
+	uint8_t pad2[24];
+	uint8_t data[SH_UD_PAYLOAD];
+};
+_Static_assert(sizeof(struct sh_ud_slot) == 64 + SH_UD_PAYLOAD,
+	       "sh_ud_slot: a 64-byte header");
+
+struct sh_ud_box {
+	_Atomic uint32_t posted; /* datagrams marked ready: a reason to look */
+	uint8_t pad[60];
+	struct sh_ud_slot slot[SH_UD_SLOTS];
+};
+
 /* A segment's geometry: computed (own) or copied and checked (peer's). */
 struct sh_layout {
 	uint32_t mtu, ring_depth, max_qp, max_mr;
 	uint64_t slot_size, ring_stride;
 	uint64_t pub_size, rings_size, mr_off;
+	uint64_t ud_off;        /* the mailbox in the ring segment */
 	uint64_t owner_va;
 };
 

@@ -62,6 +62,9 @@ struct tm_verbs {
 	int (*query_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 			int attr_mask, struct ibv_qp_init_attr *init_attr);
 	int (*destroy_qp)(struct ibv_qp *qp);
+	/* UD address handles (dev/tm_dev_cm.c) */
+	struct ibv_ah *(*create_ah)(struct ibv_pd *pd, struct ibv_ah_attr *attr);
+	int (*destroy_ah)(struct ibv_ah *ah);
 };
 
 /* Bound to libibverbs and whatever kernel providers it finds. */

@@ -44,4 +44,6 @@ const struct tm_verbs tm_verbs_ibv = {
 	.modify_qp = ibv_modify_qp,
 	.query_qp = ibv_query_qp,
 	.destroy_qp = ibv_destroy_qp,
+	.create_ah = ibv_create_ah,
+	.destroy_ah = ibv_destroy_ah,
 };
