@@ -204,6 +204,27 @@ int tm_engine_add_peer(struct tm_engine *eng, const struct tm_dev_pair *qps,
 	return rc;
 }
 
+int tm_engine_add_peer_held(struct tm_engine *eng,
+			    const struct tm_dev_pair *qps, uint32_t *peer)
+{
+	int rc = tm_engine_add_peer(eng, qps, peer);
+
+	if (rc == TM_OK)
+		tmx_peer_hold(&eng->x, eng->x.peers[*peer]);
+	return rc;
+}
+
+void tm_engine_peer_release(struct tm_engine *eng, uint32_t peer)
+{
+	tmx_peer_release(&eng->x, peer);
+}
+
+void tm_engine_peer_fail(struct tm_engine *eng, uint32_t peer)
+{
+	tmx_peer_fail(&eng->x, peer);
+	tme_fire_done(eng);
+}
+
 /* ---- progress and state ---------------------------------------------- */
 
 int tm_engine_progress(struct tm_engine *eng)

@@ -270,6 +270,19 @@ void tm_engine_destroy(struct tm_engine *eng);
  * arrive on either (rx may be tx: the one-QP layout of tests). */
 int tm_engine_add_peer(struct tm_engine *eng, const struct tm_dev_pair *qps,
 		       uint32_t *peer);
+/*
+ * Connect on first use (dev/tm_dev_cm.h): a peer whose QPs are not
+ * connected yet.  It receives as any other (arrivals can only follow the
+ * connection), but everything sent to it (sends, replies, keepalives)
+ * waits in its queue, in the order posted, and no later send overtakes
+ * it; tm_engine_peer_release() starts them once the QPs are connected,
+ * tm_engine_peer_fail() fails them and every request naming the peer
+ * (TM_REQ_ERROR; callbacks inside the call), as a dead peer's.
+ */
+int tm_engine_add_peer_held(struct tm_engine *eng,
+			    const struct tm_dev_pair *qps, uint32_t *peer);
+void tm_engine_peer_release(struct tm_engine *eng, uint32_t peer);
+void tm_engine_peer_fail(struct tm_engine *eng, uint32_t peer);
 
 /*
  * Sends s (its inputs: buf, len, mr, tag, peer, flags).  Flags

@@ -52,7 +52,8 @@ enum { WR_RECV = 0, WR_PLAIN = 1, WR_ADD = 2, WR_DEL = 3, WR_SYNC = 4 };
 #define TM_SIG_EVERY 16
 
 /* in the order of TM_SITE_ALLOC_TX_* (tm_engine_test.h) */
-enum { TX_EAGER, TX_RNDV, TX_ACK, TX_FIN, TX_READ, TX_KEEPALIVE };
+enum { TX_EAGER, TX_RNDV, TX_ACK, TX_FIN, TX_READ, TX_KEEPALIVE,
+       TX_PLUG /* a held peer's (tmx_peer.plug): never allocated */ };
 
 /*
  * The summary of deferred work, so that an entry point with nothing
@@ -187,6 +188,14 @@ struct tmx_peer {
 	uint64_t ka_last_ns; /* when the last keepalive was queued */
 	int ka_out;          /* a keepalive is queued or posted */
 	int dead;            /* its QP failed: nothing goes to it again */
+	/*
+	 * Held (tmx_peer_hold): its QPs are not connected yet.  The plug
+	 * heads txq, so everything for the peer queues behind it in order
+	 * (an eager send sees a queue and does not post) and flush_peer
+	 * stops there, until tmx_peer_release takes it out.
+	 */
+	int held;
+	struct tm_tx plug;
 };
 
 /* One outstanding signalled list op, in post order (see tmx_on_op_cqe). */

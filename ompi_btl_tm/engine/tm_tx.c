@@ -378,6 +378,8 @@ static int flush_peer(struct tm_xport *x, struct tmx_peer *p)
 
 	while (!ucs_list_is_empty(&p->txq) && p->sq_out < x->tx.sq_limit) {
 		tx = ucs_list_head(&p->txq, struct tm_tx, link);
+		if (tx == &p->plug)
+			break; /* held: not connected yet */
 		ret = tx_post(x, p, tx);
 		if (ret == TX_MORE) {
 			n++;
@@ -577,12 +579,39 @@ void tmx_peer_fail(struct tm_xport *x, uint32_t peer)
 	p = x->peers[peer];
 	p->dead = 1;
 	x->st.peer_failures++;
+	if (p->held) {
+		ucs_list_del(&p->plug.link);
+		p->held = 0;
+	}
 	while (!ucs_list_is_empty(&p->txq)) {
 		tx = ucs_list_extract_head(&p->txq, struct tm_tx, link);
 		x->tx.tx_queued--;
 		tx_abort(x, tx);
 	}
 	x->cb->peer_failed(x->cb_arg, peer);
+}
+
+void tmx_peer_hold(struct tm_xport *x, struct tmx_peer *p)
+{
+	p->plug.x = x;
+	p->plug.type = TX_PLUG;
+	p->plug.peer = p->id;
+	p->plug.slot = -1;
+	ucs_list_add_head(&p->txq, &p->plug.link);
+	p->held = 1;
+}
+
+void tmx_peer_release(struct tm_xport *x, uint32_t peer)
+{
+	struct tmx_peer *p;
+
+	if (peer >= x->npeers || !x->peers[peer]->held)
+		return;
+	p = x->peers[peer];
+	ucs_list_del(&p->plug.link);
+	p->held = 0;
+	if (!ucs_list_is_empty(&p->txq))
+		tmx_pend(x, TM_PEND_WORK);
 }
 
 /*

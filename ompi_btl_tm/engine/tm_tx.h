@@ -69,6 +69,11 @@ int tmx_keepalive(struct tm_xport *x, struct tmx_peer *p, uint64_t now);
  * and tells the protocol (peer_failed), once. */
 void tmx_peer_fail(struct tm_xport *x, uint32_t peer);
 
+/* p's QPs are not connected yet: what is sent to it waits, in order,
+ * until tmx_peer_release (or tmx_peer_fail aborts it). */
+void tmx_peer_hold(struct tm_xport *x, struct tmx_peer *p);
+void tmx_peer_release(struct tm_xport *x, uint32_t peer);
+
 int tmx_flush_tx(struct tm_xport *x);
 int tmx_poll_send(struct tm_xport *x);
 int tmx_tx_idle(struct tm_xport *x);
