@@ -33,7 +33,7 @@ struct mtl_tm_module mtl_tm = {
 		.mtl_max_tag = INT32_MAX,
 		.mtl_request_size = sizeof(struct mtl_tm_request) -
 				    sizeof(struct mca_mtl_request_t),
-		/* QPs are made for the whole job at init (mtl_tm.h);
+		/* QPs are made at a peer's first use (mtl_tm.h);
 		 * a send carries the receiver's context id (mtl_tm_send.c),
 		 * so communicators from groups (sessions) work. */
 		.mtl_flags = MCA_MTL_BASE_FLAG_REQUIRE_WORLD |
@@ -369,7 +369,6 @@ static int agree(void)
 int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 		     struct ompi_proc_t **procs)
 {
-	struct mtl_tm_endpoint *ep;
 	opal_process_name_t *name;
 	int rc = OMPI_SUCCESS;
 	size_t i;
@@ -392,13 +391,9 @@ int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 			rc = OMPI_ERR_NOT_SUPPORTED;
 			break;
 		}
-		ep = &mtl_tm.eps[name->vpid];
-		if (!ep->connected) {
-			rc = mtl_tm_connect(ep, name);
-			if (rc != OMPI_SUCCESS)
-				break;
-		}
-		procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = ep;
+		/* no connection yet: the first use starts it (peer_ep) */
+		procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] =
+			&mtl_tm.eps[name->vpid];
 	}
 	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
 	return rc;
@@ -414,10 +409,16 @@ struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
 		return NULL;
 	ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
 	if (!ep) {
-		/* a proc pml cm has not handed us yet: connect it now */
+		/* a proc pml cm has not handed us yet (lazy add_procs) */
 		if (mtl_tm_add_procs(&mtl_tm.super, 1, &proc) != OMPI_SUCCESS)
 			return NULL;
 		ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+	}
+	if (ep && ep->state == MTL_TM_EP_NONE) {
+		/* its first use: the connection starts (mtl_tm_addr.c) */
+		OPAL_THREAD_LOCK(&mtl_tm.lock);
+		mtl_tm_connect(ep);
+		OPAL_THREAD_UNLOCK(&mtl_tm.lock);
 	}
 	return ep && ep->connected ? ep : NULL;
 }
@@ -566,7 +567,7 @@ int mtl_tm_progress(void)
 		return 0;
 	if (OPAL_LIKELY(!opal_using_threads())) {
 		/* no lock: completions ran inside (mtl_tm.h) */
-		n = tm_engine_progress(mtl_tm.eng);
+		n = tm_engine_progress(mtl_tm.eng) + mtl_tm_cm_progress();
 		if (OPAL_UNLIKELY(!ucs_list_is_empty(&mtl_tm.done)))
 			n += mtl_tm_complete_done();
 		return n > 0 ? n : 0;
@@ -576,5 +577,6 @@ int mtl_tm_progress(void)
 	n = tm_engine_progress(mtl_tm.eng);
 	if (OPAL_UNLIKELY(n < 0))
 		n = 0;
+	n += mtl_tm_cm_progress();
 	return n + mtl_tm_unlock_and_complete();
 }

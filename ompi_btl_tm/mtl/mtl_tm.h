@@ -14,7 +14,7 @@
  *   mtl_tm_cancel.c     MPI_Cancel of its requests
  *   mtl_tm_select.c     one provider for the job: each rank's offer, the
  *                       rule, the refusal
- *   mtl_tm_addr.c       the QPs, their addresses in the modex, connecting
+ *   mtl_tm_addr.c       the address in the modex, connecting on first use
  *   mtl_tm_pvar.c       MPI_T performance variables (mtl_tm_pvar.h)
  *   mtl_tm_compat.h     the differences between Open MPI 4.1 and 5.0
  *
@@ -28,25 +28,27 @@
  * chosen device, and the addresses go round once more (a PMIx fence, key
  * MTL_TM_KEY_AGAIN), so no job mixes providers or modes.
  *
- * Addressing (one RC QP per peer)
- * -------------------------------
- * RC needs a QP number per (local, peer) pair.  The simplest scheme with
- * no handshake: at init every process creates one RC QP per rank of its
- * job (MPI_COMM_WORLD), its own rank included (a loopback QP: pml cm sends
- * to self through the MTL), all attached to the one TM-SRQ, and publishes
+ * Addressing (connect on first use)
+ * ----------------------------------
+ * Each rank publishes one fixed-size blob, whatever the job's size:
  *
- *     struct mtl_tm_modex { header, gid, lid, mtu, qpn[world size] }
+ *     struct mtl_tm_modex { header, can, use, node, the pair's gid/lid/mtu,
+ *                           the connection manager's address }
  *
- * through the modex under the component's key (mtl.tm.<version>).  Each
- * entry is a QP pair in the hardware's layout (tm_dev.h): an rx QP with no
- * send queue and a tx QP.  At add_procs, rank a connects its pair for rank
- * b to rank b's qpn[a] (tx to rx, rx to tx); rank b does the mirror
- * image, so both ends agree without talking.  Cost: 2 N QPs per process
- * and 8 N bytes of modex each (N^2 in total: 512 KiB at 256 ranks), fine
- * for a few hundred ranks.  Processes of another
- * job (spawn, connect/accept) are refused at add_procs; that needs a
- * connection handshake instead.  MPI_Init's closing fence keeps a send
- * from reaching a peer whose QP is not yet connected.
+ * and makes no QP for a peer until the peer is first used
+ * (mtl_tm_addr.c; doc/DESIGN.md, "Connecting on first use").  The first
+ * send to rank r, or a receive or probe naming it, starts r's connection
+ * (mtl_tm_peer_ep): a QP pair in the hardware's layout (tm_dev.h), an
+ * engine peer held until the pair is connected (what is sent meanwhile
+ * waits in order, engine/tm_engine.h), and a request to r's connection
+ * manager (dev/tm_dev_cm.h: REQ, REP, RTU over one UD QP per process).
+ * The passive side accepts a connection it did not start, once the
+ * requester's CM address is the one its rank published, so an
+ * ANY_SOURCE receive sees whoever connected.  A connection that cannot
+ * be made within mtl_tm_connect_timeout fails that peer's requests, with
+ * a message naming it.  The loopback pair (pml cm sends to self through
+ * the MTL) is connected at first use too.  Processes of another job
+ * (spawn, connect/accept) are refused at add_procs.
  *
  * Tag layout: the engine's (engine/tm_match.h): 14 bits of context id, 18
  * of source rank, 32 of user tag; hence mtl_max_contextid and the
@@ -109,6 +111,7 @@
 #include <stdlib.h>
 #include "dev/tm_dev.h"
 #include "dev/tm_dev_param.h"
+#include "dev/tm_dev_cm.h"
 #include "engine/tm_engine.h"
 #include "engine/tm_engine_param.h"
 
@@ -162,39 +165,49 @@ enum {
 };
 
 /* The modex blob; all integers in host order (one architecture). */
-#define MTL_TM_MODEX_MAGIC 0x746d3033u /* "tm03" */
+#define MTL_TM_MODEX_MAGIC 0x746d3034u /* "tm04" */
 struct mtl_tm_modex {
 	uint32_t magic;
-	uint32_t nqp;            /* entries in qpn[]: the job's size */
+	uint32_t pad;
 	char provider[8];        /* tm_dev_provider_name(): "soft", "verbs" */
 	uint32_t can;            /* MTL_TM_CAN_*: what this rank could use */
 	uint32_t use;            /* MTL_TM_USE_*: what it opened (its guess) */
 	char node[64];           /* its host's name, for messages only
 				  * (one node: Open MPI's locality) */
-	struct tm_dev_pair_addr addr; /* gid, lid, mtu; QP numbers unused */
-	struct {
-		uint32_t rx, tx;
-	} qpn[];                 /* qpn[r]: the QPs this process keeps for rank r */
+	struct tm_cm_addr cm;    /* its connection manager (tm_dev_cm.h) */
+};
+
+enum mtl_tm_ep_state {
+	MTL_TM_EP_NONE = 0,      /* never used */
+	MTL_TM_EP_CONNECTING,    /* engine peer held (tm_engine.h) */
+	MTL_TM_EP_UP,
+	MTL_TM_EP_FAILED,        /* its requests failed */
 };
 
 struct mtl_tm_endpoint {
 	struct tm_dev_pair qps;  /* rx (no send queue) and tx, tm_dev.h */
 	uint32_t vpid;
 	uint32_t peer;           /* engine peer id, once connected */
-	bool connected;
+	bool connected;          /* peer is set (any state but NONE, or
+				  * FAILED before the engine knew it) */
+	int state;               /* enum mtl_tm_ep_state */
 };
 
 struct mtl_tm_module {
 	mca_mtl_base_module_t super;
 	struct tm_dev *dev;
 	struct tm_engine *eng;
-	uint32_t nprocs;         /* the job's size: one QP per rank */
+	uint32_t nprocs;         /* the job's size */
 	uint32_t can;            /* MTL_TM_CAN_* of this rank */
 	int use;                 /* MTL_TM_USE_* it opened */
 	bool agreed;             /* the job's choice is known (add_procs) */
 	bool again;              /* ... and needed a second exchange */
 	uint32_t my_vpid;
 	struct mtl_tm_endpoint *eps; /* [nprocs], indexed by rank in the job */
+	struct tm_cm *cm;        /* the connection manager (mtl_tm_addr.c) */
+	uint32_t cm_skip;        /* progress calls since it was polled */
+	uint32_t nconnected;     /* connections made through it (pvar) */
+	unsigned int connect_timeout_ms; /* MCA mtl_tm_connect_timeout */
 	/* The engine is single threaded: every engine call holds this. */
 	opal_mutex_t lock;
 	/*
@@ -322,12 +335,15 @@ int mtl_tm_agree(int mine, int *use);
 void mtl_tm_modex_fill(struct mtl_tm_modex *m, uint32_t can, int use);
 
 /* mtl_tm_addr.c */
-/* One QP pair per rank (mtl_tm.eps), their numbers in the modex. */
+/* The endpoints (none connected), the connection manager, and this
+ * rank's address in the modex. */
 int mtl_tm_qps_publish(void);
 void mtl_tm_qps_destroy(void);
-/* Connects ep's pair to rank name's pair for us, adds it to the engine. */
-int mtl_tm_connect(struct mtl_tm_endpoint *ep,
-		   const opal_process_name_t *name);
+/* Starts ep's connection (its engine peer exists from then on, held until
+ * the connection is up); with the lock held. */
+int mtl_tm_connect(struct mtl_tm_endpoint *ep);
+/* The connection manager's share of progress (with the lock held). */
+int mtl_tm_cm_progress(void);
 
 /* mtl_tm.c */
 int mtl_tm_module_init(void);

@@ -1,8 +1,10 @@
 /*
- * mtl_tm_addr.c - the QPs and their addresses (mtl_tm.h, "Addressing"):
- * one pair per rank of the job, published in the modex (under the
+ * mtl_tm_addr.c - addresses and connections (mtl_tm.h, "Addressing"):
+ * the constant-size address this rank publishes in the modex (under the
  * component's key, or MTL_TM_KEY_AGAIN in the second round of "One
- * provider for the job"), and connected to a rank's pair at add_procs.
+ * provider for the job"), and a peer's QP pair, made and connected by the
+ * connection manager (dev/tm_dev_cm.h) when the peer is first used, as
+ * the active side (mtl_tm_connect) or the passive one (cm_request).
  */
 #include "mtl_tm.h"
 
@@ -12,24 +14,64 @@
 
 #include "opal/util/output.h"
 
+/* The key of the second round of addresses (mtl_tm.h, "One provider
+ * for the job"); the first is the component's own. */
+#define MTL_TM_KEY_AGAIN "mtl.tm.again"
+
 void mtl_tm_qps_destroy(void)
 {
 	uint32_t r;
 
+	tm_cm_destroy(mtl_tm.cm);
+	mtl_tm.cm = NULL;
 	if (!mtl_tm.eps)
 		return;
 	for (r = 0; r < mtl_tm.nprocs; r++)
 		tm_dev_pair_destroy(mtl_tm.dev, &mtl_tm.eps[r].qps);
 	free(mtl_tm.eps);
 	mtl_tm.eps = NULL;
+	mtl_tm.nconnected = 0;
 }
 
-/* The key of the second round of addresses (mtl_tm.h, "One provider
- * for the job"); the first is the component's own. */
-#define MTL_TM_KEY_AGAIN "mtl.tm.again"
+/* Rank vpid's published address (free it), or NULL (said why). */
+static struct mtl_tm_modex *modex_of(uint32_t vpid)
+{
+	opal_process_name_t name = *OMPI_PROC_MY_NAME;
+	struct mtl_tm_modex *m = NULL;
+	int32_t size = 0;
+	int rc;
 
-/* Why pair r could not be made, and, for a QP limit, which one to raise. */
-static void qp_pair_error(uint32_t r, int rc, int err)
+	name.vpid = vpid;
+	if (mtl_tm.again) {
+		OPAL_MODEX_RECV_STRING(rc, MTL_TM_KEY_AGAIN, &name,
+				       (void **)&m, &size);
+	} else {
+		OPAL_MODEX_RECV(rc, &mca_mtl_tm_component.mtl_version, &name,
+				(void **)&m, &size);
+	}
+	if (rc != OPAL_SUCCESS || !m) {
+		opal_output(0, "mtl tm: no modex data from rank %u: %d", vpid,
+			    rc);
+		return NULL;
+	}
+	if ((size_t)size != sizeof(*m) || m->magic != MTL_TM_MODEX_MAGIC) {
+		opal_output(0, "mtl tm: bad modex data from rank %u (size %d)",
+			    vpid, (int)size);
+		free(m);
+		return NULL;
+	}
+	if (strncmp(m->provider, tm_dev_provider_name(mtl_tm.dev),
+		    sizeof(m->provider))) {
+		opal_output(0, "mtl tm: rank %u uses provider %.8s, this rank %s: they cannot talk (set mtl_tm_provider alike everywhere)",
+			    vpid, m->provider, tm_dev_provider_name(mtl_tm.dev));
+		free(m);
+		return NULL;
+	}
+	return m;
+}
+
+/* Why ep's pair could not be made, and, for a QP limit, what to raise. */
+static void qp_pair_error(const struct mtl_tm_endpoint *ep, int rc, int err)
 {
 	const char *hint = "";
 	char buf[200];
@@ -38,62 +80,153 @@ static void qp_pair_error(uint32_t r, int rc, int err)
 	    !strcmp(tm_dev_provider_name(mtl_tm.dev), "soft")) {
 		snprintf(buf, sizeof(buf),
 			 "; the soft HCA's QP limit is mtl_tm_softhca_max_qp "
-			 "(%llu): raise it to at least %u, two QPs per rank",
+			 "(%llu): two QPs per peer this rank talks to",
 			 (unsigned long long)mtl_tm_setting_value(
-				 MTL_TM_DEV0 + TM_DEV_P_SOFT_MAX_QP),
-			 2 * mtl_tm.nprocs);
+				 MTL_TM_DEV0 + TM_DEV_P_SOFT_MAX_QP));
 		hint = buf;
 	} else if (err == ENOMEM) {
 		hint = "; the device's QP limit (max_qp) or locked memory "
-		       "(ulimit -l) may be too small for two QPs per rank";
+		       "(ulimit -l) may be too small";
 	}
-	opal_output(0, "mtl tm: %s: cannot create QP pair %u of %u: %s (%s)%s",
-		    mtl_tm.dev->name, r, mtl_tm.nprocs, tm_status_str(rc),
+	opal_output(0, "mtl tm: %s: cannot create a QP pair for rank %u: %s (%s)%s",
+		    mtl_tm.dev->name, ep->vpid, tm_status_str(rc),
 		    strerror(err), hint);
 }
 
-/* One QP pair per rank of the job, and their numbers in the modex. */
+/* ep's pair, and its engine peer (held until connected, unless held is
+ * false: the loopback pair, connected already). */
+static int ep_make(struct mtl_tm_endpoint *ep, bool held)
+{
+	int rc = tm_dev_pair_create(mtl_tm.dev, &ep->qps);
+
+	if (rc != TM_OK) {
+		qp_pair_error(ep, rc, errno);
+		return OMPI_ERR_OUT_OF_RESOURCE;
+	}
+	if (!held) {
+		struct tm_dev_pair_addr self;
+
+		tm_dev_pair_addr(mtl_tm.dev, &ep->qps, &self);
+		rc = tm_dev_pair_connect(mtl_tm.dev, &ep->qps, &self);
+		if (rc != TM_OK) {
+			opal_output(0, "mtl tm: cannot connect the loopback QPs: %s",
+				    tm_status_str(rc));
+			tm_dev_pair_destroy(mtl_tm.dev, &ep->qps);
+			return OMPI_ERR_UNREACH;
+		}
+	}
+	rc = held ? tm_engine_add_peer_held(mtl_tm.eng, &ep->qps, &ep->peer)
+		  : tm_engine_add_peer(mtl_tm.eng, &ep->qps, &ep->peer);
+	if (rc != TM_OK) {
+		opal_output(0, "mtl tm: cannot add rank %u to the engine: %s",
+			    ep->vpid, tm_status_str(rc));
+		tm_dev_pair_destroy(mtl_tm.dev, &ep->qps);
+		return OMPI_ERR_OUT_OF_RESOURCE;
+	}
+	ep->connected = true;
+	ep->state = held ? MTL_TM_EP_CONNECTING : MTL_TM_EP_UP;
+	return OMPI_SUCCESS;
+}
+
+/* The connection manager: a request from rank id (its CM at *from). */
+static int cm_request(void *arg, uint64_t id, const struct tm_cm_addr *from,
+		      struct tm_dev_pair **pair)
+{
+	struct mtl_tm_endpoint *ep;
+	struct mtl_tm_modex *m;
+	bool same;
+
+	(void)arg;
+	if (id >= mtl_tm.nprocs || id == mtl_tm.my_vpid)
+		return TM_ERR_INVALID;
+	ep = &mtl_tm.eps[id];
+	if (ep->state != MTL_TM_EP_NONE)
+		return TM_ERR_BUSY;
+	/* only the address rank id published may speak for it */
+	m = modex_of((uint32_t)id);
+	if (!m)
+		return TM_ERR_INVALID;
+	same = !memcmp(&m->cm, from, sizeof(*from));
+	free(m);
+	if (!same || ep_make(ep, true) != OMPI_SUCCESS)
+		return TM_ERR_INVALID;
+	*pair = &ep->qps;
+	return TM_OK;
+}
+
+/* The connection manager: rank id's connection is up, or failed. */
+static void cm_done(void *arg, uint64_t id, int status, int err)
+{
+	struct mtl_tm_endpoint *ep = &mtl_tm.eps[id];
+
+	(void)arg;
+	if (status == TM_OK) {
+		ep->state = MTL_TM_EP_UP;
+		mtl_tm.nconnected++;
+		tm_engine_peer_release(mtl_tm.eng, ep->peer);
+		opal_output_verbose(20, mtl_tm_output,
+				    "mtl tm: rank %u: connected to rank %u (QPs %u/%u)",
+				    mtl_tm.my_vpid, ep->vpid,
+				    (ep->qps.rx ? ep->qps.rx : ep->qps.tx)->qp_num,
+				    ep->qps.tx->qp_num);
+		return;
+	}
+	ep->state = MTL_TM_EP_FAILED;
+	if (err == ETIMEDOUT)
+		opal_output(0, "mtl tm: rank %u cannot connect to rank %u: no answer within mtl_tm_connect_timeout (%u ms): it is gone, or has made no MPI call for that long; its requests fail",
+			    mtl_tm.my_vpid, ep->vpid, mtl_tm.connect_timeout_ms);
+	else
+		opal_output(0, "mtl tm: rank %u cannot connect to rank %u: %s (%s); its requests fail",
+			    mtl_tm.my_vpid, ep->vpid, tm_status_str(status),
+			    strerror(err));
+	tm_engine_peer_fail(mtl_tm.eng, ep->peer);
+}
+
+/* The job's key in CM datagrams: a datagram of another job is refused. */
+static uint64_t job_key(void)
+{
+	const opal_process_name_t *me = OMPI_PROC_MY_NAME;
+
+	return (uint64_t)me->jobid << 32 ^ 0x746d636dull;
+}
+
+/* The connection manager and this rank's one address in the modex. */
 int mtl_tm_qps_publish(void)
 {
-	struct mtl_tm_modex *m;
-	struct tm_dev_pair_addr a;
-	size_t size;
+	static const struct tm_cm_ops ops = { .request = cm_request,
+					      .done = cm_done };
+	struct tm_cm_config cc = { .my_id = mtl_tm.my_vpid,
+				   .job = job_key(),
+				   .timeout_ms = mtl_tm.connect_timeout_ms };
+	struct mtl_tm_modex m;
 	uint32_t r;
 	int rc;
 
 	mtl_tm.eps = calloc(mtl_tm.nprocs, sizeof(*mtl_tm.eps));
-	size = sizeof(*m) + mtl_tm.nprocs * sizeof(m->qpn[0]);
-	m = calloc(1, size);
-	if (!mtl_tm.eps || !m) {
-		free(m);
+	if (!mtl_tm.eps)
+		return OMPI_ERR_OUT_OF_RESOURCE;
+	for (r = 0; r < mtl_tm.nprocs; r++)
+		mtl_tm.eps[r].vpid = r;
+	rc = tm_cm_create(mtl_tm.dev, &cc, &ops, &mtl_tm.cm);
+	if (rc != TM_OK) {
+		opal_output(0, "mtl tm: %s: cannot create the connection manager's UD QP: %s (%s)",
+			    mtl_tm.dev->name, tm_status_str(rc),
+			    strerror(errno));
 		return OMPI_ERR_OUT_OF_RESOURCE;
 	}
-	mtl_tm_modex_fill(m, mtl_tm.can, mtl_tm.use);
-	m->nqp = mtl_tm.nprocs;
-	strncpy(m->provider, tm_dev_provider_name(mtl_tm.dev),
-		sizeof(m->provider) - 1);
-	for (r = 0; r < mtl_tm.nprocs; r++) {
-		rc = tm_dev_pair_create(mtl_tm.dev, &mtl_tm.eps[r].qps);
-		if (rc != TM_OK) {
-			qp_pair_error(r, rc, errno);
-			free(m);
-			return OMPI_ERR_OUT_OF_RESOURCE;
-		}
-		mtl_tm.eps[r].vpid = r;
-		tm_dev_pair_addr(mtl_tm.dev, &mtl_tm.eps[r].qps, &a);
-		m->qpn[r].rx = a.rx_qpn;
-		m->qpn[r].tx = a.tx_qpn;
-	}
-	m->addr = a;
-	m->addr.rx_qpn = m->addr.tx_qpn = 0;
+	memset(&m, 0, sizeof(m));
+	mtl_tm_modex_fill(&m, mtl_tm.can, mtl_tm.use);
+	strncpy(m.provider, tm_dev_provider_name(mtl_tm.dev),
+		sizeof(m.provider) - 1);
+	tm_cm_get_addr(mtl_tm.cm, &m.cm);
 	if (mtl_tm.again) {
 		OPAL_MODEX_SEND_STRING(rc, MTL_TM_MODEX_GLOBAL, MTL_TM_KEY_AGAIN,
-				       m, size);
+				       &m, sizeof(m));
 	} else {
 		OPAL_MODEX_SEND(rc, MTL_TM_MODEX_GLOBAL,
-				&mca_mtl_tm_component.mtl_version, m, size);
+				&mca_mtl_tm_component.mtl_version, &m,
+				sizeof(m));
 	}
-	free(m);
 	if (rc != OPAL_SUCCESS) {
 		opal_output(0, "mtl tm: modex send failed: %d", rc);
 		return rc;
@@ -101,71 +234,48 @@ int mtl_tm_qps_publish(void)
 	return OMPI_SUCCESS;
 }
 
-/* Connects our QP for rank vpid to that rank's QP for us. */
-int mtl_tm_connect(struct mtl_tm_endpoint *ep, const opal_process_name_t *name)
+/*
+ * Starts ep's connection (the first use of its rank): the loopback pair
+ * at once, any other through the connection manager, the engine peer
+ * held until it is up.  With the lock held.
+ */
+int mtl_tm_connect(struct mtl_tm_endpoint *ep)
 {
-	struct mtl_tm_modex *m = NULL;
-	struct tm_dev_pair_addr addr;
-	int32_t size = 0;
+	struct mtl_tm_modex *m;
 	int rc;
 
-	if (ep->vpid == mtl_tm.my_vpid) {
-		/* loopback: our pair for ourselves talks to itself */
-		tm_dev_pair_addr(mtl_tm.dev, &ep->qps, &addr);
-	} else {
-		if (mtl_tm.again) {
-			OPAL_MODEX_RECV_STRING(rc, MTL_TM_KEY_AGAIN, name,
-					       (void **)&m, &size);
-		} else {
-			OPAL_MODEX_RECV(rc, &mca_mtl_tm_component.mtl_version,
-					name, (void **)&m, &size);
-		}
-		if (rc != OPAL_SUCCESS || !m) {
-			opal_output(0, "mtl tm: no modex data from rank %u: %d",
-				    ep->vpid, rc);
-			return OMPI_ERR_UNREACH;
-		}
-		if ((size_t)size < sizeof(*m) || m->magic != MTL_TM_MODEX_MAGIC ||
-		    m->nqp != mtl_tm.nprocs ||
-		    (size_t)size < sizeof(*m) + m->nqp * sizeof(m->qpn[0])) {
-			opal_output(0, "mtl tm: bad modex data from rank %u (size %d)",
-				    ep->vpid, (int)size);
-			free(m);
-			return OMPI_ERR_UNREACH;
-		}
-		if (strncmp(m->provider, tm_dev_provider_name(mtl_tm.dev),
-			    sizeof(m->provider))) {
-			opal_output(0, "mtl tm: rank %u uses provider %.8s, this rank %s: they cannot talk (set mtl_tm_provider alike everywhere)",
-				    ep->vpid, m->provider,
-				    tm_dev_provider_name(mtl_tm.dev));
-			free(m);
-			return OMPI_ERR_UNREACH;
-		}
-		addr = m->addr;
-		addr.rx_qpn = m->qpn[mtl_tm.my_vpid].rx;
-		addr.tx_qpn = m->qpn[mtl_tm.my_vpid].tx;
-		free(m);
-	}
-	rc = tm_dev_pair_connect(mtl_tm.dev, &ep->qps, &addr);
-	if (rc != TM_OK) {
-		opal_output(0, "mtl tm: cannot connect to rank %u (QPs %u/%u): %s",
-			    ep->vpid, addr.rx_qpn, addr.tx_qpn,
-			    tm_status_str(rc));
+	if (ep->state != MTL_TM_EP_NONE)
+		return ep->connected ? OMPI_SUCCESS : OMPI_ERR_UNREACH;
+	if (ep->vpid == mtl_tm.my_vpid)
+		return ep_make(ep, false);
+	m = modex_of(ep->vpid);
+	if (!m) {
+		ep->state = MTL_TM_EP_FAILED;
 		return OMPI_ERR_UNREACH;
 	}
-	rc = tm_engine_add_peer(mtl_tm.eng, &ep->qps, &ep->peer);
-	if (rc != TM_OK) {
-		opal_output(0, "mtl tm: cannot add rank %u to the engine: %s",
-			    ep->vpid, tm_status_str(rc));
-		return OMPI_ERR_OUT_OF_RESOURCE;
+	rc = ep_make(ep, true);
+	if (rc == OMPI_SUCCESS &&
+	    tm_cm_connect(mtl_tm.cm, ep->vpid, &m->cm, &ep->qps) != TM_OK) {
+		opal_output(0, "mtl tm: rank %u cannot start connecting to rank %u",
+			    mtl_tm.my_vpid, ep->vpid);
+		tm_engine_peer_fail(mtl_tm.eng, ep->peer);
+		rc = OMPI_ERR_UNREACH;
 	}
-	ep->connected = true;
-	opal_output_verbose(20, mtl_tm_output,
-			    "mtl tm: rank %u: QPs %u/%u connected to rank %u QPs %u/%u",
-			    mtl_tm.my_vpid,
-			    (ep->qps.rx ? ep->qps.rx : ep->qps.tx)->qp_num,
-			    ep->qps.tx->qp_num, ep->vpid, addr.rx_qpn,
-			    addr.tx_qpn);
-	return OMPI_SUCCESS;
+	if (rc != OMPI_SUCCESS && !ep->connected)
+		ep->state = MTL_TM_EP_FAILED;
+	free(m);
+	return rc;
 }
 
+/* The connection manager's turn in progress: every call while a
+ * connection is under way, else every MTL_TM_CM_EVERY-th (requests from
+ * peers wait that long). */
+#define MTL_TM_CM_EVERY 64
+int mtl_tm_cm_progress(void)
+{
+	if (!mtl_tm.cm || (!tm_cm_pending(mtl_tm.cm) &&
+			   ++mtl_tm.cm_skip < MTL_TM_CM_EVERY))
+		return 0;
+	mtl_tm.cm_skip = 0;
+	return tm_cm_progress(mtl_tm.cm) > 0;
+}

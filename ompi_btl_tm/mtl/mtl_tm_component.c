@@ -246,6 +246,11 @@ static int mtl_tm_component_register(void)
 	    "Deprecated: use mtl_tm_eager_limit. If set, messages of at least this many bytes use rendezvous (eager_limit = rndv_threshold - 1).",
 	    MCA_BASE_VAR_TYPE_SIZE_T, NULL, MCA_BASE_VAR_FLAG_DEPRECATED,
 	    OPAL_INFO_LVL_9, &p->rndv_threshold);
+	mtl_tm.connect_timeout_ms = 60000;
+	reg("connect_timeout",
+	    "Milliseconds a connection to a peer may take, from its first use (mtl tm connects on first use); past that, the requests naming that peer fail. A peer answers only while it is in an MPI call, so this covers a peer busy outside MPI.",
+	    MCA_BASE_VAR_TYPE_UNSIGNED_INT, NULL, 0, OPAL_INFO_LVL_5,
+	    &mtl_tm.connect_timeout_ms);
 	register_settings();
 	mtl_tm_pvar_register();
 	return OMPI_SUCCESS;

@@ -98,6 +98,7 @@ static int drain(void)
 			return 0;
 		}
 		tm_engine_progress(mtl_tm.eng);
+		mtl_tm_cm_progress();
 		mtl_tm_unlock_and_complete();
 	}
 }

@@ -186,6 +186,22 @@ static void reg(const char *name, const char *help, int var_class, int bind,
 			    name, rc);
 }
 
+/* Connections made through the connection manager (loopback not
+ * counted): a rank holds what it talks to. */
+static int get_connected(const struct mca_base_pvar_t *pvar, void *value,
+			 void *obj)
+{
+	(void)pvar;
+	(void)obj;
+	*(unsigned long long *)value = 0;
+	if (!mtl_tm.eng)
+		return OPAL_SUCCESS;
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	*(unsigned long long *)value = mtl_tm.nconnected;
+	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+	return OPAL_SUCCESS;
+}
+
 void mtl_tm_pvar_register(void)
 {
 	int i;
@@ -193,6 +209,10 @@ void mtl_tm_pvar_register(void)
 	for (i = 0; i < MTL_TM_PV_N; i++)
 		reg(pv[i].name, pv[i].help, pv[i].var_class,
 		    MCA_BASE_VAR_BIND_NO_OBJECT, get_stat, NULL, &pv[i]);
+	reg("connected_peers",
+	    "Peers this rank is connected to (connections made on first use, by either side; the loopback not counted)",
+	    MCA_BASE_PVAR_CLASS_LEVEL, MCA_BASE_VAR_BIND_NO_OBJECT,
+	    get_connected, NULL, NULL);
 	reg("posted_recvq_length",
 	    "Receives posted on a communicator and not yet matched",
 	    MCA_BASE_PVAR_CLASS_SIZE, MCA_BASE_VAR_BIND_MPI_COMM,
