@@ -14,28 +14,19 @@
 #include "dev/tm_dev_cm.h"
 #include "verbs/tm_verbs.h"
 
-#define CM_MAGIC 0x746d636du /* "tmcm" */
-#define CM_VERSION 1
-#define CM_QKEY 0x746d0001u
 #define CM_NRECV 32
 #define CM_NSEND 16
 #define CM_GRH 40
 #define CM_BUF 512           /* per buffer: GRH + message, with room */
 #define CM_RETRY_MAX_MS 1000
 #define CM_HOP_LIMIT 64
-
-enum { MSG_REQ = 1, MSG_REP, MSG_RTU };
-
-struct cm_msg {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t type;
-	uint64_t job;
-	uint64_t src_id, dst_id;
-	uint64_t src_nonce, dst_nonce;
-	struct tm_cm_addr src;          /* the sender's CM */
-	struct tm_dev_pair_addr pair;   /* the sender's pair (REQ, REP) */
-};
+#define CM_MAGIC TM_CM_MAGIC
+#define CM_VERSION TM_CM_VERSION
+#define CM_QKEY TM_CM_QKEY
+#define MSG_REQ TM_CM_REQ
+#define MSG_REP TM_CM_REP
+#define MSG_RTU TM_CM_RTU
+#define cm_msg tm_cm_msg
 
 enum rec_state {
 	REC_ACTIVE,      /* REQ sent, waiting for the REP */

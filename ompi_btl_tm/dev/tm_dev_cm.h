@@ -61,6 +61,28 @@ struct tm_cm_addr {
 	uint8_t pad[2];
 };
 
+/*
+ * Wire format: one datagram, exactly this size after the 40-byte GRH, in
+ * host order (one architecture), to the peer's UD QP with qkey
+ * TM_CM_QKEY.  REQ and REP carry the sender's pair; REP and RTU echo the
+ * receiver's nonce.
+ */
+#define TM_CM_MAGIC 0x746d636du /* "tmcm" */
+#define TM_CM_VERSION 1
+#define TM_CM_QKEY 0x746d0001u
+enum { TM_CM_REQ = 1, TM_CM_REP, TM_CM_RTU };
+
+struct tm_cm_msg {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t type;
+	uint64_t job;
+	uint64_t src_id, dst_id;
+	uint64_t src_nonce, dst_nonce;
+	struct tm_cm_addr src;          /* the sender's CM */
+	struct tm_dev_pair_addr pair;   /* the sender's pair (REQ, REP) */
+};
+
 struct tm_cm_ops {
 	void *arg;
 	/* A request from id (its CM at *from, as the datagram says): TM_OK

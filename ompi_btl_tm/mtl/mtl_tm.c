@@ -162,11 +162,13 @@ static int dev_config(struct tm_dev_config *cfg)
 	}
 	tm_dev_config_default(cfg);
 	cfg->srq_max_wr = (uint32_t)mtl_tm_setting_value(TM_SETTING_N_PLAIN);
-	/* a QP pair (two QPs) per rank of the job, our own included, unless
-	 * the user set the limit (then a job it cannot hold fails naming
-	 * it: mtl_tm_addr.c) */
+	/* room for a QP pair (two QPs) per rank of the job, our own
+	 * included, and the connection manager's UD QP, unless the user set
+	 * the limit (then a peer past it fails naming it: mtl_tm_addr.c);
+	 * pairs are made only for the peers used, and an unused QP slot
+	 * costs the soft HCA no memory */
 	min_qp = mtl_tm_var_set(p->var[MTL_TM_DEV0 + TM_DEV_P_SOFT_MAX_QP]) ?
-		 0 : 2 * mtl_tm.nprocs;
+		 0 : 2 * mtl_tm.nprocs + 1;
 	if (tm_dev_config_set_params(cfg, v, min_qp, &bad) != TM_OK) {
 		show_setting_error(MTL_TM_DEV0 + bad, v[bad],
 				   "is out of range (see mtl_tm(7) and softhca(7))");

@@ -63,7 +63,7 @@ static const char *seen[64];
 static int nseen;
 
 static MPI_T_pvar_session ses;
-static MPI_T_pvar_handle hc[NC], h_level, h_hwm;
+static MPI_T_pvar_handle hc[NC], h_level, h_hwm, h_conn;
 static MPI_T_pvar_handle h_posted[2], h_unexp[2]; /* [0] dup, [1] world */
 static int rank, checks, failed;
 
@@ -383,6 +383,8 @@ int main(int argc, char **argv)
 			MPI_T_BIND_NO_OBJECT, NULL);
 	h_hwm = alloc("card_entries_hwm", MPI_T_PVAR_CLASS_HIGHWATERMARK,
 		      MPI_T_BIND_NO_OBJECT, NULL);
+	h_conn = alloc("connected_peers", MPI_T_PVAR_CLASS_LEVEL,
+		       MPI_T_BIND_NO_OBJECT, NULL);
 	/* the counters count from here: the job's first MTL traffic */
 	MPI_Comm_dup(MPI_COMM_WORLD, &c);
 	MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
@@ -404,6 +406,9 @@ int main(int argc, char **argv)
 	phase_truncate(c, s);
 
 	MPI_Barrier(MPI_COMM_WORLD);
+	/* connect on first use: the other rank, once, whoever started it */
+	check(rd(h_conn) == 1, "mtl_tm_connected_peers %llu after traffic with the one other rank (want 1)",
+	      rd(h_conn));
 	if (rank == 1) {
 		print_totals();
 		printf("pvar: %d checks, %d failed\n", checks, failed);
