@@ -17,10 +17,10 @@
 # over the ranks: MPI_Init time (s), open descriptors and mappings after
 # MPI_Init and after the traffic, VmRSS after MPI_Init and after, VmHWM
 # (kB); and the modex bytes each rank publishes:
-#   tm   computed from mtl_tm_addr.c's formula, sizeof(struct
-#        mtl_tm_modex) + np * sizeof(qpn[0]), both sizes taken by
-#        compiling mtl/mtl_tm.h with BUILD_DIR's compiler and flags
-#        (116 + 8 np on x86-64 today); "?" if that fails
+#   tm   sizeof(struct mtl_tm_modex), what mtl_tm_addr.c publishes
+#        whatever the job's size (connect on first use), taken by
+#        compiling mtl/mtl_tm.h with BUILD_DIR's compiler and flags;
+#        "?" if that fails
 #   ucx  measured: the sizes pml ucx logs at pml_ucx_verbose 2 ("Pack
 #        remote/local worker address, size N", summed), from a separate
 #        2-rank job (the address does not depend on the job's size)
@@ -94,8 +94,8 @@ if [[ " $transports " == *" ucx "* ]]; then
 	[ -n "$ucx_modex" ] || ucx_modex=-
 fi
 
-# "HEADER ENTRY": sizeof(struct mtl_tm_modex) and of one qpn[] entry, as
-# BUILD_DIR compiles mtl/mtl_tm.h (printed by a program built for it).
+# sizeof(struct mtl_tm_modex) as BUILD_DIR compiles mtl/mtl_tm.h (printed
+# by a program built for it).
 tm_modex_sizes() {
 	local mk=$build/Makefile cc cppflags
 	cc=$(sed -n 's/^CC = //p' "$mk")
@@ -106,8 +106,7 @@ tm_modex_sizes() {
 	#include <stdio.h>
 	int main(void)
 	{
-		printf("%zu %zu\n", sizeof(struct mtl_tm_modex),
-		       sizeof(((struct mtl_tm_modex *)0)->qpn[0]));
+		printf("%zu\n", sizeof(struct mtl_tm_modex));
 		return 0;
 	}
 	EOF
@@ -126,7 +125,7 @@ fi
 # Modex bytes per rank of transport $1 at $2 ranks ("-" if unknown).
 modex_bytes() {
 	case $1 in
-	tm) [ -n "$tm_modex" ] && echo $((${tm_modex% *} + $2 * ${tm_modex#* })) || echo "?" ;;
+	tm) echo "${tm_modex:-?}" ;;
 	ucx) echo "$ucx_modex" ;;
 	*) echo - ;;
 	esac

@@ -32,8 +32,8 @@
  * ----------------------------------
  * Each rank publishes one fixed-size blob, whatever the job's size:
  *
- *     struct mtl_tm_modex { header, can, use, node, the pair's gid/lid/mtu,
- *                           the connection manager's address }
+ *     struct mtl_tm_modex { header, can, use, node, the connection
+ *                           manager's address (GID, LID, UD QP) }
  *
  * and makes no QP for a peer until the peer is first used
  * (mtl_tm_addr.c; doc/DESIGN.md, "Connecting on first use").  The first

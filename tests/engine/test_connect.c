@@ -415,6 +415,17 @@ static int evil_open(struct evil *e, const struct tm_cm_addr *to)
 	return 0;
 }
 
+static void evil_close(struct evil *e)
+{
+	const struct tm_verbs *v = e->dev->verbs;
+
+	tm_dev_dereg(e->dev, e->mr);
+	v->destroy_ah(e->ah);
+	v->destroy_qp(e->qp);
+	v->destroy_cq(e->cq);
+	tm_dev_close(e->dev);
+}
+
 /* One datagram of len bytes from e->buf to qpn with qkey: post's result. */
 static int evil_send(struct evil *e, uint32_t qpn, uint32_t qkey,
 		     uint32_t len)
@@ -559,6 +570,7 @@ static void test_hostile(void)
 	tap_check(r.done == 1 && A(1, 21)[0] == 0x66,
 		  "node 4 and node 1 still talk after all that");
 	tap_diag("last refusal: %s", tm_cm_bad_str(cms(4).last_bad));
+	evil_close(&e);
 }
 
 int main(void)
