@@ -74,7 +74,7 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	for (i = 0; i < cfg->max_qp && ctx->qps[i]; i++)
 		;
 	if (i == cfg->max_qp ||
-	    (attr->qp_type == IBV_QPT_UD && ctx->ud_qp)) { /* one UD QP */
+	    (attr->qp_type == IBV_QPT_UD && ctx->ud.qp)) { /* one UD QP */
 		pthread_mutex_unlock(&ctx->lock);
 		free(qp);
 		errno = ENOMEM;
@@ -111,7 +111,7 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	qp->lockfree = sh_obj_attach(ctx, pd, -1);
 	if (attr->qp_type == IBV_QPT_UD) {
 		qp->ud = true;
-		ctx->ud_qp = qp;
+		ctx->ud.qp = qp;
 		qp->rcq->ud = qp;
 	}
 	pthread_mutex_unlock(&ctx->lock);
@@ -308,7 +308,7 @@ int sh_destroy_qp(struct ibv_qp *ibqp)
 		qp->srq->users--;
 	ctx->qps[qp->index] = NULL;
 	if (qp->ud) {
-		ctx->ud_qp = NULL;
+		ctx->ud.qp = NULL;
 		qp->rcq->ud = NULL;
 	}
 	sh_obj_detach(ctx, qp->lockfree);

@@ -575,8 +575,8 @@ int softhca_query_stats(struct ibv_context *c, struct softhca_stats *st)
 	st->cma_reads = ctx->cma_reads;
 	st->copy_reads = ctx->copy_reads;
 	st->bad_packets = ctx->bad_packets;
-	st->ud_bad = ctx->ud_bad;
-	st->ud_dropped = ctx->ud_dropped;
+	st->ud_bad = ctx->ud.bad;
+	st->ud_dropped = ctx->ud.dropped;
 	st->lock_free = !ctx->locking;
 	for (srq = ctx->srqs; srq && !srq->tm; srq = srq->next)
 		;

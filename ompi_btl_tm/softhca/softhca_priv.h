@@ -41,6 +41,7 @@
 #include "softhca.h"
 #include "softhca_shm.h"
 #include "softhca_cq.h"
+#include "softhca_ud.h"
 
 #define SH_QPN_BASE      0x100u
 #define SH_MAX_SGE       16u     /* SGEs accepted in any WR */
@@ -422,14 +423,7 @@ struct sh_context {
 	pthread_t srv_thread;        /* ... and its thread (shm.c) */
 	pid_t srv_pid;               /* the process that runs it */
 	uint64_t bad_packets;        /* malformed arrivals dropped */
-	/* the UD QP (one per context) and its mailbox's reader (ud.c) */
-	struct sh_qp *ud_qp;
-	uint32_t ud_claim;           /* our claims in peers' mailboxes */
-	uint32_t ud_posted_seen;     /* our mailbox's posted, last look */
-	uint32_t ud_polls;           /* looks skipped since the last scan */
-	uint32_t ud_seen[SH_UD_SLOTS]; /* a claimed slot's state ... */
-	uint64_t ud_since[SH_UD_SLOTS]; /* ... and since when */
-	uint64_t ud_bad, ud_dropped;
+	struct sh_ud ud;             /* the UD QP and its mailbox (ud.c) */
 	struct sh_qp **qps;          /* by index */
 	struct sh_rx_watch *rxw;     /* max_qp entries, rxw_n in use */
 	struct sh_qp **rxw_qp;       /* the QP of each entry */
@@ -655,15 +649,6 @@ bool sh_qp_out_read_req(struct sh_qp *qp, uint32_t len, uint64_t va,
 void sh_qp_sq_complete(struct sh_qp *qp, enum ibv_wc_status status);
 void sh_qp_sq_flush(struct sh_qp *qp, enum ibv_wc_status why);
 void sh_qp_sq_pop(struct sh_qp *qp);
-
-/* ud.c: UD QPs, address handles and the datagram mailbox */
-struct ibv_ah *sh_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
-int sh_destroy_ah(struct ibv_ah *ah);
-int sh_ud_post_send(struct sh_qp *qp, struct ibv_send_wr *wr,
-		    struct ibv_send_wr **bad);
-/* Delivers what waits in the mailbox to the UD QP's receives (cq: its
- * receive CQ, being polled). */
-void sh_ud_pull(struct sh_cq *cq);
 
 /* qperr.c: a step fails a QP (the scheduler flushes it after the step) */
 void sh_qp_error(struct sh_qp *qp, enum ibv_wc_status why);

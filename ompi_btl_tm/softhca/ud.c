@@ -76,7 +76,7 @@ static void own_gid(struct sh_context *ctx, union ibv_gid *gid)
 static bool box_put(struct sh_context *ctx, struct sh_ud_box *box,
 		    const struct ibv_send_wr *wr, uint32_t len)
 {
-	uint32_t claim = (++ctx->ud_claim & 0x3fffffffu) ?: ++ctx->ud_claim;
+	uint32_t claim = (++ctx->ud.claim & 0x3fffffffu) ?: ++ctx->ud.claim;
 	uint32_t mine = claim << 2 | SH_UD_CLAIMED;
 	union ibv_gid gid;
 
@@ -89,7 +89,7 @@ static bool box_put(struct sh_context *ctx, struct sh_ud_box *box,
 			continue;
 		own_gid(ctx, &gid);
 		s->len = len;
-		s->src_qpn = ctx->ud_qp ? ctx->ud_qp->qp.qp_num : 0;
+		s->src_qpn = ctx->ud.qp ? ctx->ud.qp->qp.qp_num : 0;
 		s->dst_qpn = wr->wr.ud.remote_qpn;
 		s->qkey = wr->wr.ud.remote_qkey;
 		memcpy(s->sgid, gid.raw, sizeof(s->sgid));
@@ -123,7 +123,7 @@ static void ud_send_one(struct sh_qp *qp, const struct ibv_send_wr *wr,
 		sh_peer_put(ctx, peer);
 	}
 	if (!put)
-		ctx->ud_dropped++;
+		ctx->ud.dropped++;
 }
 
 int sh_ud_post_send(struct sh_qp *qp, struct ibv_send_wr *wr,
@@ -180,7 +180,7 @@ static void ud_deliver(struct sh_qp *qp, const struct sh_ud_slot *s)
 	uint32_t room;
 
 	if (!qp->rq.count) {
-		ctx->ud_dropped++;
+		ctx->ud.dropped++;
 		return;
 	}
 	b = &qp->rq.buf[qp->rq.first];
@@ -222,7 +222,7 @@ static void ud_visit(struct sh_qp *qp, struct sh_ud_slot *slot, uint32_t i,
 	case SH_UD_FREE:
 		if (st) { /* a free slot with a claim in it: forged */
 			atomic_compare_exchange_strong(&slot->state, &st, 0);
-			ctx->ud_bad++;
+			ctx->ud.bad++;
 		}
 		return;
 	case SH_UD_READY:
@@ -231,7 +231,7 @@ static void ud_visit(struct sh_qp *qp, struct sh_ud_slot *slot, uint32_t i,
 			return; /* changed under us: its writer's or a liar's */
 		if (copy.len > SH_UD_PAYLOAD ||
 		    copy.dst_qpn != qp->qp.qp_num || copy.qkey != qp->qkey) {
-			ctx->ud_bad++;
+			ctx->ud.bad++;
 			return;
 		}
 		ud_deliver(qp, &copy);
@@ -239,18 +239,18 @@ static void ud_visit(struct sh_qp *qp, struct sh_ud_slot *slot, uint32_t i,
 	case SH_UD_CLAIMED:
 		if (!*now)
 			*now = sh_now_ns();
-		if (ctx->ud_seen[i] != st) {
-			ctx->ud_seen[i] = st;
-			ctx->ud_since[i] = *now;
-		} else if (*now - ctx->ud_since[i] > SH_UD_STALE_NS &&
+		if (ctx->ud.seen[i] != st) {
+			ctx->ud.seen[i] = st;
+			ctx->ud.since[i] = *now;
+		} else if (*now - ctx->ud.since[i] > SH_UD_STALE_NS &&
 			   atomic_compare_exchange_strong(&slot->state, &st, 0)) {
-			ctx->ud_seen[i] = 0;
-			ctx->ud_dropped++;
+			ctx->ud.seen[i] = 0;
+			ctx->ud.dropped++;
 		}
 		return;
 	default: /* no writer leaves 3 */
 		atomic_compare_exchange_strong(&slot->state, &st, 0);
-		ctx->ud_bad++;
+		ctx->ud.bad++;
 	}
 }
 
@@ -267,11 +267,11 @@ void sh_ud_pull(struct sh_cq *cq)
 		return;
 	box = box_at(&ctx->lay, ctx->rings);
 	posted = atomic_load_explicit(&box->posted, memory_order_acquire);
-	if (posted == ctx->ud_posted_seen &&
-	    ++ctx->ud_polls < SH_UD_SCAN_EVERY)
+	if (posted == ctx->ud.posted_seen &&
+	    ++ctx->ud.polls < SH_UD_SCAN_EVERY)
 		return;
-	ctx->ud_posted_seen = posted;
-	ctx->ud_polls = 0;
+	ctx->ud.posted_seen = posted;
+	ctx->ud.polls = 0;
 	for (uint32_t i = 0; i < SH_UD_SLOTS; i++)
 		ud_visit(qp, &box->slot[i], i, &now);
 }
