@@ -5,7 +5,10 @@
  *
  * A probe reports by return value only; a probe of a specific rank fails
  * when that process dies (TM_ERR_PEER_DEAD from the engine), an
- * MPI_ANY_SOURCE one does not.
+ * MPI_ANY_SOURCE one does not.  pml cm's probes call no progress, and a
+ * program may spin on MPI_Iprobe alone: a probe that finds nothing gives
+ * the connection manager its turn, so a peer connecting to this rank (or
+ * the connection the probe itself started) is answered.
  */
 #include "mtl_tm.h"
 
@@ -42,6 +45,8 @@ int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,
 	mtl_tm_recv_env(comm, src, tag, &info.tag, &info.mask);
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_probe(mtl_tm.eng, &info, NULL);
+	if (rc == TM_ERR_NOT_FOUND)
+		mtl_tm_cm_progress();
 	mtl_tm_unlock_and_complete();
 	*flag = rc == TM_OK;
 	if (rc == TM_OK)
@@ -70,6 +75,8 @@ int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
 	mtl_tm_recv_env(comm, src, tag, &info.tag, &info.mask);
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_probe(mtl_tm.eng, &info, &msg);
+	if (rc == TM_ERR_NOT_FOUND)
+		mtl_tm_cm_progress();
 	mtl_tm_unlock_and_complete();
 	if (rc != TM_OK) {
 		ompi_message_return(m);

@@ -74,15 +74,18 @@ boundary() {
 
 # qp_limit: a limit set too small fails naming the parameter; the same
 # value as the soft HCA's default (environment) is raised to two per rank
+# and one more (the connection manager's UD QP)
 qp_limit() {
 	local log=$tmp/qp_set.log rc
-	run "$log" --mca mtl_tm_softhca_max_qp 3 "$prog/mpi_hello"
+	# pairs are made at a peer's first use: 2 QPs leave no room for one
+	# beside the connection manager's UD QP
+	run "$log" --mca mtl_tm_softhca_max_qp 2 "$prog/mpi_pingpong"
 	rc=$?
 	if clean_failure "$rc" "$log" &&
-	   grep -q "cannot create QP pair 1 of 2: .*mtl_tm_softhca_max_qp (3): raise it to at least 4" "$log"; then
-		ok "softhca_max_qp 3 set for 2 ranks: MPI_Init fails naming mtl_tm_softhca_max_qp and the value needed (mpirun status $rc)"
+	   grep -q "cannot create a QP pair for rank [01]: .*mtl_tm_softhca_max_qp (2): two QPs per peer" "$log"; then
+		ok "softhca_max_qp 2 set for 2 ranks: the first message fails naming mtl_tm_softhca_max_qp and what it must hold (mpirun status $rc)"
 	else
-		notok "softhca_max_qp 3 set for 2 ranks: MPI_Init fails naming mtl_tm_softhca_max_qp (mpirun status $rc)"
+		notok "softhca_max_qp 2 set for 2 ranks: the first message fails naming mtl_tm_softhca_max_qp (mpirun status $rc)"
 		sed 's/^/# /' "$log" | head -n 20
 	fi
 	log=$tmp/qp_env.log
