@@ -23,9 +23,11 @@
  * every collective then open: a rank that starts its next session while a
  * peer still finalises the last sees its init fence complete without that
  * peer, and Open MPI's own fences drift apart (MPI_Session_init fails or
- * hangs, with pml ob1 too: 3 runs in 60 of "mpi_sessions 3" on Debian
- * 13's PMIx 5.0.7).  With it, every session's fences wait for every rank,
- * and what is left to fail is the MTL's initialising again.
+ * hangs, with pml ob1 too: 3 jobs in 60 of "mpi_sessions 3" on Debian
+ * 13's Open MPI 5.0.7 and PMIx 5.0.7).  The wait keeps a rank from
+ * starting a session while a peer still finalises; it does not cure the
+ * server, which may see a disconnect late (pml ob1 still failed 4 jobs in
+ * 100 of "mpi_sessions 3 DIR"; mtl tm none in 200).
  *
  *
  * "mpi_sessions world" runs the MPI-4 calls that need the world model
