@@ -36,7 +36,7 @@ refusal='is not in this job: processes from MPI_Comm_spawn or connect/accept are
 check() {
 	local what=$1 mode=$2 log=$tmp/$3 kind=$4 rc
 	shift 4
-	timeout -k 10 180 "$MPIRUN" --oversubscribe -np 2 \
+	timeout -k 10 90 "$MPIRUN" --oversubscribe -np 2 \
 		-x OMPI_MCA_mca_base_component_path "$@" "$prog" "$mode" \
 		> "$log" 2>&1
 	rc=$?
@@ -46,10 +46,12 @@ check() {
 		echo "ok $n - $what"
 		return
 	fi
-	# the known refusal, and no other complaint of this MTL
-	if [ "$kind" = tm ] && [ $rc != 124 ] && [ $rc != 137 ] &&
-	   grep -q "mtl tm: .*$refusal" "$log" &&
-	   ! grep 'mtl tm:' "$log" | grep -qv "$refusal"; then
+	# the known refusal, and no other complaint of this MTL than the
+	# sends to the refused process failing (Open MPI 5.0 goes on after
+	# add_procs' refusal; its mpirun may then hang after MPI_Abort)
+	if [ "$kind" = tm ] && grep -q "mtl tm: .*$refusal" "$log" &&
+	   ! grep 'mtl tm:' "$log" | grep -v "$refusal" |
+		grep -qv 'mtl tm: rank [0-9]*: no connection to rank'; then
 		echo "ok $n - $what # SKIP mtl tm refuses processes of another job until connect on first use (issue 24 items 1-2): $(grep -m1 -o "mtl tm: .*$refusal" "$log")"
 		return
 	fi
@@ -60,8 +62,9 @@ check() {
 
 tm=(--mca pml cm --mca mtl tm)
 for mode in spawn accept join; do
+	# (loopback allowed: between two jobs ob1 goes over tcp)
 	check "MPI_Comm_$mode over pml ob1 (the reference)" $mode ob1-$mode ob1 \
-		--mca pml ob1
+		--mca pml ob1 --mca btl_tcp_if_include lo
 	check "MPI_Comm_$mode over mtl tm: 400 B and 1 MiB both ways, MPI_ANY_SOURCE" \
 		$mode tm-$mode tm "${tm[@]}"
 done
