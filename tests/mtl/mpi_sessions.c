@@ -27,7 +27,8 @@
  * 13's Open MPI 5.0.7 and PMIx 5.0.7).  The wait keeps a rank from
  * starting a session while a peer still finalises; it does not cure the
  * server, which may see a disconnect late (pml ob1 still failed 4 jobs in
- * 100 of "mpi_sessions 3 DIR"; mtl tm none in 200).
+ * 100 of "mpi_sessions 3 DIR"; mtl tm 1 in 200, a hang in Open MPI's
+ * fences with nothing from the MTL).
  *
  *
  * "mpi_sessions world" runs the MPI-4 calls that need the world model
