@@ -50,9 +50,9 @@ check() {
 	# sends to the refused process failing (Open MPI 5.0 goes on after
 	# add_procs' refusal; its mpirun may then hang after MPI_Abort)
 	if [ "$kind" = tm ] && grep -q "mtl tm: .*$refusal" "$log" &&
-	   ! grep 'mtl tm:' "$log" | grep -v "$refusal" |
+	   ! grep -a 'mtl tm:' "$log" | grep -v "$refusal" |
 		grep -qv 'mtl tm: rank [0-9]*: no connection to rank'; then
-		echo "ok $n - $what # SKIP mtl tm refuses processes of another job until connect on first use (issue 24 items 1-2): $(grep -m1 -o "mtl tm: .*$refusal" "$log")"
+		echo "ok $n - $what # SKIP mtl tm refuses processes of another job until connect on first use (issue 24 items 1-2): $(grep -a -m1 -o "mtl tm: .*$refusal" "$log")"
 		return
 	fi
 	echo "not ok $n - $what (mpirun status $rc)"
