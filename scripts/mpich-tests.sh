@@ -96,15 +96,14 @@ done
 suite=$prefix/src/test/mpi
 stamp=$prefix/src/.built-from
 
-# src_kind: bare (a bare git directory), work (the top of a git work
-# tree), dir (other directory), tarball
+# src_kind: work (the top of a git work tree), bare (a git directory), dir (other directory), tarball
 src_kind() {
 	if [ -d "$src" ] &&
-	   [ "$(git --git-dir="$src" rev-parse --is-bare-repository 2>/dev/null)" = true ]; then
-		echo bare
-	elif [ -d "$src" ] &&
-	     [ "$(git -C "$src" rev-parse --show-toplevel 2>/dev/null)" = "$(realpath "$src")" ]; then
+	   [ "$(git -C "$src" rev-parse --show-toplevel 2>/dev/null)" = "$(realpath "$src")" ]; then
 		echo work
+	elif [ -f "$src/HEAD" ] && [ -d "$src/objects" ] &&
+	     git --git-dir="$src" rev-parse --git-dir >/dev/null 2>&1; then
+		echo bare
 	elif [ -d "$src" ]; then
 		echo dir
 	elif [ -f "$src" ]; then
@@ -298,6 +297,10 @@ run_test() {
 	local args=() envs=() mpiargs=()
 	shift 4
 	result=fail why=
+	if [ ! -x "$d/$name" ]; then
+		why="did not build (see $log)"
+		return
+	fi
 	for f in "$@"; do
 		case $f in
 		arg=*) args+=("${f#arg=}") ;;
@@ -314,10 +317,6 @@ run_test() {
 		*) why="testlist field '$f' not understood by this script"; return ;;
 		esac
 	done
-	if [ ! -x "$d/$name" ]; then
-		why="did not build (see $log)"
-		return
-	fi
 	out=$(cd "$d" && env ${envs[@]+"${envs[@]}"} MPIEXEC_TIMEOUT="$t" \
 		timeout -k 10 $((t + 30)) "${launch[@]}" -np "$np" ${MCA[$c]} \
 		${mpiargs[@]+"${mpiargs[@]}"} "./$name" ${args[@]+"${args[@]}"} 2>&1)
