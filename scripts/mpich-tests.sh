@@ -22,7 +22,15 @@
 #                   as root, else ~/.cache/ompi-mtl-tm/mpich-tests); never
 #                   inside this tree.  A build of the same git commit or
 #                   tarball is reused.
-#   --configs LIST  among tm ob1 ucx (default "tm ob1 ucx")
+#   --configs LIST  among tm ob1 ucx tm-card tm-small tm-notm (default
+#                   "tm ob1 ucx"); the last three are mtl tm too:
+#                   tm-card   every receive offered to the card
+#                             (mtl_tm_offload_thresh 0; by default one
+#                             under 8 KiB is matched in software)
+#                   tm-small  tm-card with the soft HCA squeezed: one tag
+#                             entry, one list op, 2-packet rings, 256 B MTU
+#                   tm-notm   the soft HCA without tag matching
+#                             (mtl_tm_softhca_no_tm 1)
 #   --timeout S     seconds per test at least (default 180; a testlist's
 #                   timeLimit=, if longer, wins)
 #   --mem GB        run tests annotated mem=X only if X <= GB (default:
@@ -70,7 +78,8 @@ done
 [ -n "$src" ] || { usage >&2; exit 2; }
 case $timeout_s in ''|*[!0-9]*) die "--timeout wants seconds, not '$timeout_s'" ;; esac
 for c in $configs; do
-	case $c in tm|ob1|ucx) ;; *) die "unknown configuration $c (tm ob1 ucx)" ;; esac
+	case $c in tm|ob1|ucx|tm-card|tm-small|tm-notm) ;;
+	*) die "unknown configuration $c (tm ob1 ucx tm-card tm-small tm-notm)" ;; esac
 done
 if [ -z "$prefix" ]; then
 	if [ "$(id -u)" = 0 ]; then
@@ -179,6 +188,9 @@ kind=$(src_kind) || exit 2
 id=$(source_id) || exit 2
 log=$prefix/build.log
 mkdir -p "$prefix" || die "cannot create $prefix"
+# Two runs in one PREFIX would rebuild and clear each other's files.
+exec 9>"$prefix/.lock"
+flock -n 9 || die "another mpich-tests.sh is using $prefix (--prefix DIR for another one)"
 
 build_suite() {
 	unpack
@@ -220,6 +232,9 @@ pkglib=$(ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkg
 [ -n "$pkglib" ] || pkglib=$(ompi_info --path pkglibdir 2>/dev/null | sed 's/.*: *//')
 declare -A MCA
 MCA[tm]="--mca pml cm --mca mtl tm --mca mca_base_component_path $build/.libs:$pkglib"
+MCA[tm-card]="${MCA[tm]} --mca mtl_tm_offload_thresh 0"
+MCA[tm-small]="${MCA[tm-card]} --mca mtl_tm_softhca_max_num_tags 1 --mca mtl_tm_softhca_max_ops 1 --mca mtl_tm_softhca_ring_depth 2 --mca mtl_tm_softhca_mtu 256"
+MCA[tm-notm]="${MCA[tm]} --mca mtl_tm_softhca_no_tm 1"
 MCA[ob1]="--mca pml ob1 --mca btl self,vader"
 # Debian's openmpi-mca-params.conf says "pml = ^ucx"; --mca pml beats it.
 # pml ucx's default transports are InfiniBand ones: "any" takes shared memory.
