@@ -168,9 +168,12 @@ unpack() {
 		die "$src has no test/mpi/pt2pt and test/mpi/errors/pt2pt"
 }
 
+mkdir -p "$prefix" || die "cannot create $prefix"
+# Two runs in one PREFIX would rebuild and clear each other's files.
+exec 9>"$prefix/.lock"
+flock -n 9 || die "another mpich-tests.sh is using $prefix (--prefix DIR for another one)"
 case $src in
 http://*|https://*)
-	mkdir -p "$prefix" || die "cannot create $prefix"
 	dl=$prefix/$(basename "${src%%\?*}")
 	if [ ! -s "$dl" ]; then
 		echo "mpich-tests: downloading $src"
@@ -187,10 +190,6 @@ esac
 kind=$(src_kind) || exit 2
 id=$(source_id) || exit 2
 log=$prefix/build.log
-mkdir -p "$prefix" || die "cannot create $prefix"
-# Two runs in one PREFIX would rebuild and clear each other's files.
-exec 9>"$prefix/.lock"
-flock -n 9 || die "another mpich-tests.sh is using $prefix (--prefix DIR for another one)"
 
 build_suite() {
 	unpack
