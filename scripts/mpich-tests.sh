@@ -385,12 +385,13 @@ for c in $configs; do
 	echo "== $c: ${MCA[$c]}"
 	pass=0 fail=0 skip=0 failed=() skipped=()
 	for t in "${tests[@]}"; do
+		t0=$SECONDS
 		# shellcheck disable=SC2086
 		run_test "$c" $t
 		set -- $t
 		label="$1/${*:2}"
 		case $result in
-		pass) pass=$((pass + 1)); echo "  ok    $label" ;;
+		pass) pass=$((pass + 1)); echo "  ok    $label ($((SECONDS - t0)) s)" ;;
 		skip) skip=$((skip + 1)); skipped+=("$label"); echo "  skip  $label: $why" ;;
 		*) fail=$((fail + 1)); failed+=("$label"); echo "  FAIL  $label: $why" ;;
 		esac
