@@ -31,7 +31,7 @@
 #                             entry, one list op, 2-packet rings, 256 B MTU
 #                   tm-notm   the soft HCA without tag matching
 #                             (mtl_tm_softhca_no_tm 1)
-#   --timeout S     seconds per test at least (default 180; a testlist's
+#   --timeout S     seconds per test at least (default 300; a testlist's
 #                   timeLimit=, if longer, wins)
 #   --mem GB        run tests annotated mem=X only if X <= GB (default:
 #                   half of MemAvailable); the others are listed as skipped
@@ -56,7 +56,7 @@ ref=$DEFAULT_REF
 build=$top/build/normal
 prefix=${MPICH_TESTS_PREFIX:-}
 configs="tm ob1 ucx"
-timeout_s=180
+timeout_s=300
 mem_gb=
 only=
 src=
