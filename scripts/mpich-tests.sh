@@ -142,30 +142,39 @@ source_id() {
 	esac
 }
 
+# unpack: the sources into PREFIX/src, through PREFIX/src.new so that a
+# SRC that turns out not to be MPICH leaves the last build in place
 unpack() {
-	rm -rf "$prefix/src"
-	mkdir -p "$prefix/src" || die "cannot create $prefix/src"
+	local new=$prefix/src.new
+	rm -rf "$new"
+	mkdir -p "$new" || die "cannot create $new"
 	case $kind in
 	bare|work)
 		git_cmd archive "$ref" test/mpi confdb maint/version.m4 |
-			tar -x -C "$prefix/src" || die "git archive of $ref failed"
+			tar -x -C "$new" || die "git archive of $ref failed"
 		;;
 	dir)
 		[ -d "$src/test/mpi/pt2pt" ] ||
 			die "$src does not look like MPICH's sources (no test/mpi/pt2pt)"
-		mkdir -p "$prefix/src/test" "$prefix/src/maint"
-		cp -a "$src/test/mpi" "$prefix/src/test/" || die "cannot copy $src/test/mpi"
-		[ -d "$src/confdb" ] && cp -a "$src/confdb" "$prefix/src/"
-		[ -f "$src/maint/version.m4" ] && cp -a "$src/maint/version.m4" "$prefix/src/maint/"
+		mkdir -p "$new/test" "$new/maint"
+		cp -a "$src/test/mpi" "$new/test/" || die "cannot copy $src/test/mpi"
+		[ -d "$src/confdb" ] && cp -a "$src/confdb" "$new/"
+		[ -f "$src/maint/version.m4" ] && cp -a "$src/maint/version.m4" "$new/maint/"
 		;;
 	tarball)
-		tar -xf "$src" -C "$prefix/src" --strip-components=1 \
-			--wildcards '*/test/mpi/*' '*/confdb/*' '*/maint/version.m4' ||
-			die "$src is not an MPICH tarball tar can unpack (test/mpi, confdb, maint/version.m4)"
+		tar -xf "$src" -C "$new" --strip-components=1 --wildcards '*/test/mpi/*' ||
+			die "$src is not an MPICH tarball tar can unpack (with test/mpi)"
+		# (only a tree without configure needs them, for autogen.sh)
+		tar -xf "$src" -C "$new" --strip-components=1 --wildcards \
+			'*/confdb/*' '*/maint/version.m4' 2>/dev/null
 		;;
 	esac
-	[ -d "$suite/pt2pt" ] && [ -d "$suite/errors/pt2pt" ] ||
+	if ! [ -d "$new/test/mpi/pt2pt" ] || ! [ -d "$new/test/mpi/errors/pt2pt" ]; then
+		rm -rf "$new"
 		die "$src has no test/mpi/pt2pt and test/mpi/errors/pt2pt"
+	fi
+	rm -rf "$prefix/src"
+	mv "$new" "$prefix/src" || die "cannot move $new to $prefix/src"
 }
 
 mkdir -p "$prefix" || die "cannot create $prefix"
