@@ -257,6 +257,10 @@ fi
 # ranks; prints why not
 probe() {
 	local c=$1 out pml mtl
+	if [[ $c == tm* ]] && [ ! -f "$build/.libs/mca_mtl_tm.so" ]; then
+		echo "no $build/.libs/mca_mtl_tm.so (build the tree, or --build DIR)"
+		return 1
+	fi
 	# shellcheck disable=SC2086
 	out=$(timeout -k 10 120 "${launch[@]}" -np 2 --mca pml_base_verbose 10 \
 		--mca mtl_base_verbose 10 ${MCA[$c]} pt2pt/sendrecv2 2>&1)
