@@ -89,6 +89,7 @@ if [ -z "$prefix" ]; then
 	fi
 fi
 prefix=$(realpath -m "$prefix")
+build=$(realpath -m "$build")   # (the tests run from the suite's directories)
 case $prefix/ in
 "$top"/*) die "PREFIX $prefix is inside the project tree; third-party suites are built outside it" ;;
 esac
