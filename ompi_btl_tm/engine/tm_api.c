@@ -212,6 +212,11 @@ int tm_engine_progress(struct tm_engine *eng)
 
 	if (eng->x.fatal)
 		return eng->x.fatal;
+	/* the ADDs of the receives posted since the last call, in one
+	 * chain, before the poll lets the card look at arrivals */
+	tmx_add_flush(&eng->x);
+	if (eng->x.fatal)
+		return eng->x.fatal;
 	n = tmx_drain(&eng->x);
 	if (!eng->x.pending)
 		return n;

@@ -618,7 +618,10 @@ int tm_engine_post_recv(struct tm_engine *eng, struct tm_recv *r)
 		return TM_ERR_RANGE;
 	if (eng->x.fatal)
 		return eng->x.fatal;
-	tmx_drain(&eng->x);
+	/* not while ADDs wait in the chain: a poll would let the card look
+	 * at arrivals before it has them (tm_ops.h) */
+	if (!eng->x.ops.chain_n)
+		tmx_drain(&eng->x);
 	rc = recv_post(eng, r);
 	if (rc != TM_OK)
 		return rc;
