@@ -266,7 +266,7 @@ void tmx_add_flush_slow(struct tm_xport *x)
 int tmx_report_add_failures(struct tm_xport *x)
 {
 	struct tm_cqe ok = { .status = IBV_WC_SUCCESS };
-	struct tm_cqe failed = { .status = IBV_WC_TM_ERR };
+	struct tm_cqe failed = { .status = TM_WC_REFUSED };
 	struct tm_tctx *t, *rev = NULL;
 	int n = 0;
 

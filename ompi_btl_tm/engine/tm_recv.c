@@ -474,8 +474,13 @@ void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
 	}
 	q->ops_pending--;
 	if (type == WR_ADD && c->status != IBV_WC_SUCCESS) {
-		/* never on the list: behave as software-held from now on */
-		eng->x.st.errors++;
+		/* never on the list: behave as software-held from now on; a
+		 * chained ADD refused at post found the list full, as one
+		 * posted alone would (tm_ops.h) */
+		if (c->status == TM_WC_REFUSED)
+			eng->x.st.sw_list_full++;
+		else
+			eng->x.st.errors++;
 		tmx_entry_gone(&eng->x, &q->t);
 		if (q->state == R_CARD)
 			tme_recv_back_to_sw(eng, r);

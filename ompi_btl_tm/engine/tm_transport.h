@@ -74,9 +74,13 @@ enum {
 	TM_PEND_HELD = 1 << 3, /* unexpected messages hold plain buffers */
 };
 
+/* tm_cqe.status of an op the card refused at post (tmx_cb.op_done): no
+ * ibv_wc_status has this value */
+#define TM_WC_REFUSED (-1)
+
 struct tm_cqe {
 	uint64_t wr_id;
-	int status;
+	int status;          /* enum ibv_wc_status, or TM_WC_REFUSED */
 	int opcode;
 	uint32_t flags;
 	uint32_t byte_len;
