@@ -225,6 +225,9 @@ int tm_engine_progress(struct tm_engine *eng)
 	if (eng->x.pending & TM_PEND_HELD)
 		n += tme_umem_spill(eng);
 	n += tme_flush_work(eng);
+	/* what the work promoted goes to the card with this call, not
+	 * with the next one */
+	tmx_add_flush(&eng->x);
 	tme_fire_done(eng);
 	return n;
 }
