@@ -53,6 +53,7 @@ int tm_mq_init(struct tm_mq *mq)
 	mq->free_buckets = NULL;
 	mq->nrecvs = mq->nmsgs = mq->nsw_held = mq->nempty = 0;
 	memset(mq->nindexed, 0, sizeof(mq->nindexed));
+	mq->nbucketed = 0;
 	ucs_list_head_init(&mq->lazy);
 	ucs_list_head_init(&mq->uncounted);
 	for (k = 0; k < TM_MQ_NKINDS; k++) {
@@ -259,6 +260,7 @@ static int lazy_index(struct tm_mq *mq)
 		r->bucket = b;
 		ucs_list_add_tail(&b->recvs, &r->link);
 		mq->nindexed[r->kind]++;
+		mq->nbucketed++;
 	}
 	return TM_OK;
 }
@@ -290,6 +292,7 @@ int tm_mq_post_held(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
 	r->bucket = b;
 	ucs_list_add_tail(&b->recvs, &r->link);
 	mq->nindexed[kind]++;
+	mq->nbucketed++;
 	mq->nrecvs++;
 	return TM_OK;
 }
@@ -305,6 +308,7 @@ void tm_mq_recv_remove_indexed(struct tm_mq *mq, struct tm_mq_recv *r)
 	bucket_put(mq, r->bucket);
 	r->bucket = NULL;
 	mq->nindexed[r->kind]--;
+	mq->nbucketed--;
 	mq->nrecvs--;
 }
 

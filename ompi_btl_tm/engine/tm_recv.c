@@ -243,29 +243,22 @@ static int deliver_plain(struct tm_engine *eng, struct tm_recv *r,
 }
 
 /*
- * An unexpected tagged message in a plain buffer: keep a copy, match it.
- * An eager one that a software-held receive takes is delivered from where
- * it landed (deliver_plain), as one the engine has no memory to copy
- * keeps its buffer until received.
+ * An unexpected message that no software-held receive takes at once: a
+ * copy (or its plain buffer) on the unexpected queue, or a claim on the
+ * card-held receive that wants it, or a rendezvous.  Out of line: the
+ * common arrival (deliver_plain) keeps a small frame.
  */
-int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
-		      const struct tm_cqe *c)
+static __attribute__((noinline)) int
+unexpected_keep(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
+		const struct tm_cqe *c, uint64_t tag, struct tm_mq_recv *want)
 {
 	const struct ibv_tmh *tmh = (const void *)buf;
-	uint64_t tag = be64toh(tmh->tag);
-	struct tm_mq_recv *want = tm_mq_find_recv(&eng->mq, tag);
+	int rndv = tmh->opcode == IBV_TMH_RNDV, held;
 	uint32_t plen = 0;
 	struct tm_msg *m = NULL;
-	int rndv = tmh->opcode == IBV_TMH_RNDV, held;
 
-	tmx_count_unexpected(&eng->x);
 	if (!rndv && c->byte_len >= TMH_LEN)
 		plen = c->byte_len - TMH_LEN;
-	if (!rndv && want &&
-	    ucs_container_of(want, struct tme_recv, mq)->state == R_SW)
-		return deliver_plain(eng, rpub(ucs_container_of(
-				     want, struct tme_recv, mq)), buf, tag,
-				     plen, c);
 	if (!tmx_fault(&eng->x, TM_SITE_ALLOC_MSG))
 		m = tme_msg_alloc(eng, plen);
 	if (m) {
@@ -293,6 +286,29 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	held = m->plain >= 0; /* m may be gone after the next line */
 	handle_unexpected_msg(eng, m, want);
 	return held;
+}
+
+/*
+ * An unexpected tagged message in a plain buffer: matched at once by the
+ * software-held receive that wants it (deliver_plain: from where it
+ * landed), else kept (unexpected_keep).  1: the message holds on to its
+ * plain buffer.
+ */
+int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
+		      const struct tm_cqe *c)
+{
+	const struct ibv_tmh *tmh = (const void *)buf;
+	uint64_t tag = be64toh(tmh->tag);
+	struct tm_mq_recv *want;
+
+	tmx_count_unexpected(&eng->x);
+	want = tm_mq_find_recv(&eng->mq, tag);
+	if (want && tmh->opcode != IBV_TMH_RNDV && c->byte_len >= TMH_LEN &&
+	    ucs_container_of(want, struct tme_recv, mq)->state == R_SW)
+		return deliver_plain(eng, rpub(ucs_container_of(
+				     want, struct tme_recv, mq)), buf, tag,
+				     c->byte_len - TMH_LEN, c);
+	return unexpected_keep(eng, buf, idx, c, tag, want);
 }
 
 /* ---- the card's completions ------------------------------------------ */
@@ -623,9 +639,14 @@ int tm_engine_post_recv(struct tm_engine *eng, struct tm_recv *r)
 		return TM_ERR_RANGE;
 	if (eng->x.fatal)
 		return eng->x.fatal;
-	/* not while ADDs wait in the chain: a poll would let the card look
-	 * at arrivals before it has them (tm_ops.h) */
-	if (!eng->x.ops.chain_n)
+	/* Only a receive bound for the card needs what the CQs hold first
+	 * (the count its ADD carries).  One that stays in software cannot be
+	 * passed: a message still in a CQ arrives after it, and its
+	 * completion finds it in the shadow queue like any earlier one.  Not
+	 * while ADDs wait in the chain either: a poll would let the card look
+	 * at arrivals before it has them (tm_ops.h); the ADD then carries an
+	 * older count, which the sync rule covers. */
+	if (!tme_len_stays_sw(eng, r->len) && !eng->x.ops.chain_n)
 		tmx_drain(&eng->x);
 	rc = recv_post(eng, r);
 	if (rc != TM_OK)

@@ -264,6 +264,21 @@ eager_now(struct tm_engine *eng, struct tm_send *s)
 	return 1;
 }
 
+/*
+ * A standard eager send that goes out now with nothing else pending
+ * (tme_fire_now_ok): eager_now's first step, done at post, and nothing
+ * of s kept but what a later cancel reads (send_start set it).  The
+ * fields eager_now fills are for a send that waits; this one does not.
+ */
+static inline __attribute__((always_inline)) int
+eager_done_now(struct tm_engine *eng, struct tm_send *s)
+{
+	return s->len <= eng->x.cfg.eager_limit &&
+	       !(s->flags & TM_SEND_SYNC) && tme_fire_now_ok(eng) &&
+	       tmx_eager_post(&eng->x, s->peer, s->tag, s->seq, s->buf,
+			      s->len);
+}
+
 /* s's header (and data) into its item: TMH, or TMH+RVH+length. */
 static void send_fill(struct tm_tx *tx, struct tm_send *s)
 {
@@ -302,21 +317,24 @@ static int send_start(struct tm_engine *eng, struct tm_send *s)
 	struct tm_tx *tx;
 	int ret, reply;
 
+	s->status = TM_REQ_OK;
+	s->seq = eng->peers[peer]->next_seq++ & TM_APP_SEQ_MASK;
+	q->own_mr = 0;
+	q->cflags = 0;
+	q->waiting = 0;
+	if (eager_done_now(eng, s))
+		return SEND_FIRE;
 	/* A send takes no stamp: the completions in the CQs may wait for the
 	 * next call.  An eager one drains only if the fast path found the
 	 * send queue or the slots full, which retiring WRs may cure. */
 	if (len > eng->x.cfg.eager_limit)
 		tmx_drain(&eng->x);
-	s->status = TM_REQ_OK;
-	s->seq = eng->peers[peer]->next_seq++ & TM_APP_SEQ_MASK;
 	q->tag = s->tag;
 	q->buf = s->buf;
 	q->len = len;
 	q->mr = s->mr;
-	q->own_mr = 0;
 	q->app_ctx = s->seq;
 	q->waiting = S_WAIT_CQE;
-	q->cflags = 0;
 	q->kind = len <= eng->x.cfg.eager_limit ? TX_EAGER : TX_RNDV;
 	reply = q->kind == TX_RNDV || (s->flags & TM_SEND_SYNC);
 	if (q->kind == TX_EAGER && (s->flags & TM_SEND_SYNC))
