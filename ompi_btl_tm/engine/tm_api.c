@@ -212,13 +212,13 @@ int tm_engine_progress(struct tm_engine *eng)
 {
 	int n;
 
-	if (eng->x.fatal)
-		return eng->x.fatal;
-	/* the ADDs of the receives posted since the last call, in one
-	 * chain, before the poll lets the card look at arrivals */
-	tmx_add_flush(&eng->x);
-	if (eng->x.fatal)
-		return eng->x.fatal;
+	/* one test for both: stopped, or ADDs chained since the last call
+	 * (posted before the poll lets the card look at arrivals) */
+	if (eng->x.fatal | (int)eng->x.ops.chain_n) {
+		tmx_add_flush(&eng->x);
+		if (eng->x.fatal)
+			return eng->x.fatal;
+	}
 	n = tmx_drain(&eng->x);
 	if (!eng->x.pending)
 		return n;
@@ -227,9 +227,6 @@ int tm_engine_progress(struct tm_engine *eng)
 	if (eng->x.pending & TM_PEND_HELD)
 		n += tme_umem_spill(eng);
 	n += tme_flush_work(eng);
-	/* what the work promoted goes to the card with this call, not
-	 * with the next one */
-	tmx_add_flush(&eng->x);
 	tme_fire_done(eng);
 	return n;
 }

@@ -21,8 +21,11 @@ int tme_flush_work_slow(struct tm_engine *eng)
 	if (!ucs_list_is_empty(&x->ops.opq))
 		n += tmx_flush_ops(x);
 	/* before maybe_sync: an ADD carries the count */
-	if (!ucs_list_is_empty(&eng->offload.promo_ready))
+	if (!ucs_list_is_empty(&eng->offload.promo_ready)) {
 		n += tme_promote(eng);
+		/* promoted receives go to the card now: they waited already */
+		tmx_add_flush(x);
+	}
 	if (tmx_count_now(x) != x->ops.reported)
 		tmx_maybe_sync(x);
 	if (!ucs_list_is_empty(&eng->reply.owed))
