@@ -10,8 +10,9 @@
  *  - ADDs decided before the next progress call are posted as one chain
  *    (one ibv_post_srq_ops, one doorbell, at most TM_ADD_CHAIN_MAX): by
  *    tmx_add_flush at the top of tm_engine_progress and of every drain
- *    (tm_engine_post_recv skips its drain while a chain waits), before
- *    any DEL or SYNC is posted, and when the chain is full.  They count as posted
+ *    (tm_engine_post_recv skips its drain while a chain waits), after a
+ *    work flush's promotions, before any DEL or SYNC is posted, and when
+ *    the chain is full.  They count as posted
  *    from the moment they are decided (op slots, signalling, order).  An
  *    ADD the card refuses (ENOMEM, EAGAIN; the ops before it stay posted)
  *    reaches the protocol from the next work flush as a failed ADD
