@@ -103,22 +103,25 @@ else
 fi
 check_src "$stage"
 version=$(imb_version "$stage")
-rm -rf "${prefix:?}/src" "${prefix:?}/bin" "${prefix:?}/VERSION"
-mv "$stage" "$prefix/src" || die "cannot move $stage to $prefix/src"
-mkdir -p "$prefix/bin"
 
+# Built where it was unpacked; the last build is replaced only by one
+# that worked.
 log=$prefix/build.log
 echo "imb-build: IMB $version with $(command -v mpicxx) ($(mpicc --showme:version 2>&1 | head -n 1)); log $log"
 # IMB-MPI1 only.  Its C++ front end builds with -Wall -Wextra -Werror, and
 # g++ 12 warns (-Wcast-function-type) on the function-pointer casts in
 # Open MPI 4.1's mpi.h C++ bindings: that warning, and only it, is off.
-if ! make -C "$prefix/src/src_cpp" -f Makefile TARGET=MPI1 CC=mpicc CXX=mpicxx \
+if ! make -C "$stage/src_cpp" -f Makefile TARGET=MPI1 CC=mpicc CXX=mpicxx \
 	CXXFLAGS=-Wno-cast-function-type -j2 >"$log" 2>&1; then
 	tail -n 20 "$log" >&2
-	die "make failed; the whole log is $log"
+	die "make failed; the whole log is $log (the last build, if any, is kept)"
 fi
-[ -x "$prefix/src/src_cpp/IMB-MPI1" ] || die "IMB-MPI1 was not built (see $log)"
-cp "$prefix/src/src_cpp/IMB-MPI1" "$prefix/bin/" || die "cannot copy IMB-MPI1 to $prefix/bin"
+[ -x "$stage/src_cpp/IMB-MPI1" ] || die "IMB-MPI1 was not built (see $log)"
+rm -rf "${prefix:?}/src" "${prefix:?}/bin" "${prefix:?}/VERSION"
+mv "$stage" "$prefix/src" || die "cannot move $stage to $prefix/src"
+mkdir -p "$prefix/bin" &&
+	cp "$prefix/src/src_cpp/IMB-MPI1" "$prefix/bin/" ||
+	die "cannot copy IMB-MPI1 to $prefix/bin"
 echo "$version" >"$prefix/VERSION"
 echo "imb-build: installed $prefix/bin/IMB-MPI1"
 if [ "$prefix" = "$(realpath -m "$(default_prefix)")" ]; then
