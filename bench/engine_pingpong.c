@@ -42,9 +42,11 @@ static int one_way(struct eu_world *w, int from, int to, uint8_t *sbuf,
 		   uint8_t *rbuf, size_t len)
 {
 	struct eu_node *a = &w->node[from], *b = &w->node[to];
+	/* naming its sender's peer, as the MTL posts a receive with a
+	 * source (the peer watch is part of the path) */
 	struct eu_recv fr = {
 		.r = { .cb = eu_recv_cb, .buf = rbuf, .len = len,
-		       .from = TM_PEER_ANY },
+		       .from = b->peer[from] },
 	};
 	struct eu_send fs = {
 		.s = { .cb = eu_send_cb, .buf = sbuf, .len = len,

@@ -123,6 +123,8 @@ static int xport_setup(struct tm_xport *x, struct tm_dev *dev,
 	} else if (!x->ops.max_ops) {
 		return TM_ERR_INVALID;
 	}
+	/* neither changes after this: asked on every receive, kept */
+	x->has_card = x->cfg.offload && x->ops.max_entries;
 	/* Below 2^32 - 1, so that the saturated RVH length of a longer
 	 * message exceeds every card buffer (doc/DESIGN.md, "Long messages");
 	 * a device that reports nothing gets a ConnectX's 1 GiB. */

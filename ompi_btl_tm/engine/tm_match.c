@@ -53,6 +53,7 @@ int tm_mq_init(struct tm_mq *mq)
 	mq->free_buckets = NULL;
 	mq->nrecvs = mq->nmsgs = mq->nsw_held = mq->nempty = 0;
 	memset(mq->nindexed, 0, sizeof(mq->nindexed));
+	mq->nbucketed = 0;
 	ucs_list_head_init(&mq->lazy);
 	ucs_list_head_init(&mq->uncounted);
 	for (k = 0; k < TM_MQ_NKINDS; k++) {
@@ -259,6 +260,7 @@ static int lazy_index(struct tm_mq *mq)
 		r->bucket = b;
 		ucs_list_add_tail(&b->recvs, &r->link);
 		mq->nindexed[r->kind]++;
+		mq->nbucketed++;
 	}
 	return TM_OK;
 }
@@ -290,6 +292,7 @@ int tm_mq_post_held(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
 	r->bucket = b;
 	ucs_list_add_tail(&b->recvs, &r->link);
 	mq->nindexed[kind]++;
+	mq->nbucketed++;
 	mq->nrecvs++;
 	return TM_OK;
 }
@@ -305,6 +308,7 @@ void tm_mq_recv_remove_indexed(struct tm_mq *mq, struct tm_mq_recv *r)
 	bucket_put(mq, r->bucket);
 	r->bucket = NULL;
 	mq->nindexed[r->kind]--;
+	mq->nbucketed--;
 	mq->nrecvs--;
 }
 
@@ -516,6 +520,26 @@ int tm_mq_sw_conflict_slow(struct tm_mq *mq, uint64_t tag, uint64_t mask)
 		       sw_count(mq, TM_MQ_ANYANY, ctx, 0);
 	default:
 		return sw_count(mq, TM_MQ_ANYANY, ctx, 1);
+	}
+}
+
+void tm_mq_for_each_recv(struct tm_mq *mq,
+			 void (*fn)(struct tm_mq_recv *r, void *arg),
+			 void *arg)
+{
+	struct tm_mq_bucket *b;
+	struct tm_mq_recv *r;
+	int k;
+
+	ucs_list_for_each(r, &mq->lazy, link)
+		fn(r, arg);
+	for (k = 0; k < TM_MQ_NKINDS; k++) {
+		if (!mq->nindexed[k])
+			continue;
+		kh_foreach_value(table(mq, k), b, {
+			ucs_list_for_each(r, &b->recvs, link)
+				fn(r, arg);
+		});
 	}
 }
 

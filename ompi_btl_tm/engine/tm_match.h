@@ -33,13 +33,20 @@
  * Removal is O(1) (doubly linked lists); empty buckets are swept in bulk
  * (amortised O(1)) once they outnumber the queued entries.
  *
+ * Sequence numbers rise with post order (a receive's is above every
+ * receive's posted before it): the FIFOs below rely on it.
+ *
  * Lazy indexing: a receive posted not software-held waits in one FIFO
  * (mq->lazy) and is put in its bucket only when something needs the
- * buckets of receives: an arrival looking for one (tm_mq_find_recv), a
- * software-held post, or tm_mq_set_held.  All of them index every waiting
- * receive first, in post order, so each bucket stays in post order.  A
- * receive the card matches before any of that is never hashed, nor is
- * the only posted receive when an arrival looks for it.  If a
+ * buckets of receives: an arrival that the FIFO's first receive does not
+ * answer (tm_mq_find_recv), a software-held post, or tm_mq_set_held.  All
+ * of them index every waiting receive first, in post order, so each
+ * bucket stays in post order, and every receive in a bucket is older
+ * than every one in the FIFO.  While no receive is in a bucket, the
+ * FIFO's first receive is the earliest posted, so an arrival it accepts
+ * hashes nothing: a receive the card matches, or one matched by an
+ * arrival in post order (a window of receives for one sender and tag),
+ * is never hashed.  If a
  * bucket cannot be allocated the receive stays in the FIFO, which
  * tm_mq_find_recv also searches.
  *
@@ -109,6 +116,11 @@ static inline int tm_tag_recv_ok(uint64_t rtag, uint64_t mask)
 {
 	uint64_t src = mask & TM_MASK_SRC, tag = mask & TM_MASK_TAG;
 
+	/* the common one (no wildcard) in one test: it keeps every bit */
+	_Static_assert((TM_MASK_CTX | TM_MASK_SRC | TM_MASK_TAG) == UINT64_MAX,
+		       "context, source and tag fill the tag");
+	if (mask == UINT64_MAX)
+		return 1;
 	return (mask & ~(TM_MASK_SRC | TM_MASK_TAG)) == TM_MASK_CTX &&
 	       (src == 0 || src == TM_MASK_SRC) &&
 	       (tag == TM_MASK_TAG ||
@@ -186,6 +198,7 @@ struct tm_mq {
 	/* receives in buckets, per kind: an arrival skips the lookup of a
 	 * kind nobody posts (most programs post no wildcards) */
 	uint32_t nindexed[TM_MQ_NKINDS];
+	uint32_t nbucketed; /* their sum: 0 while every receive is lazy */
 };
 
 int tm_mq_init(struct tm_mq *mq);
@@ -265,9 +278,13 @@ int tm_mq_set_held(struct tm_mq *mq, struct tm_mq_recv *r, int held);
 
 struct tm_mq_recv *tm_mq_find_recv_slow(struct tm_mq *mq, uint64_t mtag);
 
-/* The earliest posted receive accepting mtag, or NULL; not removed.
- * Inline for none, or the only one, not yet indexed (a receive matched
- * by the first arrival after its post): no bucket for it. */
+/*
+ * The earliest posted receive accepting mtag, or NULL; not removed.
+ * Inline while no receive is in a bucket and the lazy FIFO's first one
+ * accepts mtag: the FIFO is in post order, so that one is the earliest
+ * (arrivals in the order of their receives, window after window, never
+ * hash one); or it is the only one and does not.
+ */
 static inline struct tm_mq_recv *tm_mq_find_recv(struct tm_mq *mq,
 						 uint64_t mtag)
 {
@@ -275,9 +292,12 @@ static inline struct tm_mq_recv *tm_mq_find_recv(struct tm_mq *mq,
 
 	if (!mq->nrecvs)
 		return NULL;
-	if (mq->nrecvs == 1 && !ucs_list_is_empty(&mq->lazy)) {
+	if (!mq->nbucketed) {
 		q = ucs_list_head(&mq->lazy, struct tm_mq_recv, link);
-		return tm_tag_accepts(q->tag, q->mask, mtag) ? q : NULL;
+		if (tm_tag_accepts(q->tag, q->mask, mtag))
+			return q;
+		if (mq->nrecvs == 1)
+			return NULL;
 	}
 	return tm_mq_find_recv_slow(mq, mtag);
 }
@@ -309,6 +329,12 @@ static inline int tm_mq_sw_conflict(struct tm_mq *mq, uint64_t tag,
 {
 	return mq->nsw_held && tm_mq_sw_conflict_slow(mq, tag, mask);
 }
+
+/* Calls fn on every posted receive, in no particular order; fn must not
+ * change the queues (for the keepalive scan and a dead peer: not O(1)). */
+void tm_mq_for_each_recv(struct tm_mq *mq,
+			 void (*fn)(struct tm_mq_recv *r, void *arg),
+			 void *arg);
 
 /*
  * The posted receives and unexpected messages of context ctx, counted by

@@ -42,11 +42,17 @@ void tme_offload_cleanup(struct tm_engine *eng);
 int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		   uint64_t rtag, uint64_t mask);
 
-/* Check 1 of the checklist: r never goes to the card. */
+/* Check 1 of the checklist: a receive of len bytes never goes to the
+ * card. */
+static inline int tme_len_stays_sw(struct tm_engine *eng, size_t len)
+{
+	return len < eng->x.cfg.offload_thresh || !tmx_has_card(&eng->x);
+}
+
+/* Check 1 for a receive (its buffer set by recv_init). */
 static inline int tme_recv_stays_sw(struct tm_engine *eng, struct tm_recv *r)
 {
-	return rp(r)->b.len < eng->x.cfg.offload_thresh ||
-	       !tmx_has_card(&eng->x);
+	return tme_len_stays_sw(eng, rp(r)->b.len);
 }
 
 /*

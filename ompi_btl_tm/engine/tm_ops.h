@@ -34,7 +34,7 @@ void tmx_ops_cleanup(struct tm_xport *x);
  */
 static inline int tmx_has_card(const struct tm_xport *x)
 {
-	return x->cfg.offload && x->ops.max_entries;
+	return x->has_card;
 }
 
 static inline void tmx_tctx_init(struct tm_tctx *t)

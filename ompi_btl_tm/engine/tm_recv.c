@@ -116,19 +116,16 @@ static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
 	tme_recv_finish(eng, r, status);
 }
 
-/* r names a peer: waits on it, oldest first (see tme_keepalive_scan,
- * which stamps it when it first sees it oldest: no clock read here). */
-static void recv_watch(struct tm_engine *eng, struct tm_recv *r)
+/* r names a peer: the keepalive watches it (tme_keepalive_scan finds it
+ * among the posted receives and stamps it: no clock read, no list here). */
+static inline void recv_watch(struct tm_engine *eng, struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
-	struct tme_peer *p = eng->peers[q->want_peer];
 
 	q->wait_ns = 0;
-	if (ucs_list_is_empty(&p->recvq))
-		ucs_list_add_tail(&eng->send.rwait_peers, &p->rwait_link);
-	tme_pend(eng, TM_PEND_WAIT);
-	ucs_list_add_tail(&p->recvq, &q->peer_link);
 	q->flags |= RF_WATCHED;
+	eng->send.nwatched++;
+	tme_pend(eng, TM_PEND_WAIT);
 }
 
 /* Inline: a step of the fast path (recv_leave_queues) for a receive
@@ -137,15 +134,11 @@ static inline __attribute__((always_inline)) void
 recv_unwatch(struct tm_engine *eng, struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
-	struct tme_peer *p;
 
 	if (!(q->flags & RF_WATCHED))
 		return;
-	p = eng->peers[q->want_peer];
 	q->flags &= ~RF_WATCHED;
-	ucs_list_del(&q->peer_link);
-	if (ucs_list_is_empty(&p->recvq))
-		ucs_list_del(&p->rwait_link);
+	eng->send.nwatched--;
 }
 
 /* Inline: a step of the fast path (recv_fast) as of the slow one. */
@@ -243,29 +236,22 @@ static int deliver_plain(struct tm_engine *eng, struct tm_recv *r,
 }
 
 /*
- * An unexpected tagged message in a plain buffer: keep a copy, match it.
- * An eager one that a software-held receive takes is delivered from where
- * it landed (deliver_plain), as one the engine has no memory to copy
- * keeps its buffer until received.
+ * An unexpected message that no software-held receive takes at once: a
+ * copy (or its plain buffer) on the unexpected queue, or a claim on the
+ * card-held receive that wants it, or a rendezvous.  Out of line: the
+ * common arrival (deliver_plain) keeps a small frame.
  */
-int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
-		      const struct tm_cqe *c)
+static __attribute__((noinline)) int
+unexpected_keep(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
+		const struct tm_cqe *c, uint64_t tag, struct tm_mq_recv *want)
 {
 	const struct ibv_tmh *tmh = (const void *)buf;
-	uint64_t tag = be64toh(tmh->tag);
-	struct tm_mq_recv *want = tm_mq_find_recv(&eng->mq, tag);
+	int rndv = tmh->opcode == IBV_TMH_RNDV, held;
 	uint32_t plen = 0;
 	struct tm_msg *m = NULL;
-	int rndv = tmh->opcode == IBV_TMH_RNDV, held;
 
-	tmx_count_unexpected(&eng->x);
 	if (!rndv && c->byte_len >= TMH_LEN)
 		plen = c->byte_len - TMH_LEN;
-	if (!rndv && want &&
-	    ucs_container_of(want, struct tme_recv, mq)->state == R_SW)
-		return deliver_plain(eng, rpub(ucs_container_of(
-				     want, struct tme_recv, mq)), buf, tag,
-				     plen, c);
 	if (!tmx_fault(&eng->x, TM_SITE_ALLOC_MSG))
 		m = tme_msg_alloc(eng, plen);
 	if (m) {
@@ -293,6 +279,29 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	held = m->plain >= 0; /* m may be gone after the next line */
 	handle_unexpected_msg(eng, m, want);
 	return held;
+}
+
+/*
+ * An unexpected tagged message in a plain buffer: matched at once by the
+ * software-held receive that wants it (deliver_plain: from where it
+ * landed), else kept (unexpected_keep).  1: the message holds on to its
+ * plain buffer.
+ */
+int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
+		      const struct tm_cqe *c)
+{
+	const struct ibv_tmh *tmh = (const void *)buf;
+	uint64_t tag = be64toh(tmh->tag);
+	struct tm_mq_recv *want;
+
+	tmx_count_unexpected(&eng->x);
+	want = tm_mq_find_recv(&eng->mq, tag);
+	if (want && tmh->opcode != IBV_TMH_RNDV && c->byte_len >= TMH_LEN &&
+	    ucs_container_of(want, struct tme_recv, mq)->state == R_SW)
+		return deliver_plain(eng, rpub(ucs_container_of(
+				     want, struct tme_recv, mq)), buf, tag,
+				     c->byte_len - TMH_LEN, c);
+	return unexpected_keep(eng, buf, idx, c, tag, want);
 }
 
 /* ---- the card's completions ------------------------------------------ */
@@ -531,13 +540,41 @@ static void recv_init(struct tm_recv *r)
  * software-held receive fails at once; a card-held one once the card
  * confirms its DEL (a message that took the entry first is delivered).
  */
+struct dead_look {
+	uint32_t peer;
+	ucs_list_link_t list; /* tme_recv.peer_link, oldest first */
+};
+
+/* tme_recv_peer_dead's look at one posted receive: those naming the dead
+ * peer join a list in post order, inserted from its tail (the queues are
+ * walked FIFO by FIFO, each in post order, so most go last). */
+static void dead_recv(struct tm_mq_recv *m, void *arg)
+{
+	struct tme_recv *q = ucs_container_of(m, struct tme_recv, mq);
+	struct dead_look *l = arg;
+	ucs_list_link_t *at = l->list.prev;
+
+	if (!(q->flags & RF_WATCHED) || q->want_peer != l->peer)
+		return;
+	while (at != &l->list &&
+	       ucs_container_of(at, struct tme_recv, peer_link)->mq.seq >
+	       q->mq.seq)
+		at = at->prev;
+	ucs_list_insert_after(at, &q->peer_link);
+}
+
 void tme_recv_peer_dead(struct tm_engine *eng, uint32_t peer)
 {
-	struct tme_peer *p = eng->peers[peer];
+	struct dead_look look = { .peer = peer };
 	struct tm_recv *r;
 
-	while (!ucs_list_is_empty(&p->recvq)) {
-		r = recv_head(&p->recvq, peer_link);
+	if (!eng->send.nwatched)
+		return;
+	ucs_list_head_init(&look.list);
+	tm_mq_for_each_recv(&eng->mq, dead_recv, &look);
+	while (!ucs_list_is_empty(&look.list)) {
+		r = recv_head(&look.list, peer_link);
+		ucs_list_del(&rp(r)->peer_link);
 		recv_unwatch(eng, r);
 		if (rp(r)->state == R_SW) {
 			recv_leave_queues(eng, r);
@@ -618,7 +655,12 @@ int tm_engine_post_recv(struct tm_engine *eng, struct tm_recv *r)
 		return TM_ERR_RANGE;
 	if (eng->x.fatal)
 		return eng->x.fatal;
-	tmx_drain(&eng->x);
+	/* Only a receive bound for the card needs what the CQs hold first
+	 * (the count its ADD carries).  One that stays in software cannot be
+	 * passed: a message still in a CQ arrives after it, and its
+	 * completion finds it in the shadow queue like any earlier one. */
+	if (!tme_len_stays_sw(eng, r->len))
+		tmx_drain(&eng->x);
 	rc = recv_post(eng, r);
 	if (rc != TM_OK)
 		return rc;

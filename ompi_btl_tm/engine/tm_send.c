@@ -18,7 +18,6 @@ static uint64_t send_key(uint32_t peer, uint32_t seq)
 int tme_send_init(struct tm_engine *eng)
 {
 	ucs_list_head_init(&eng->send.wait_peers);
-	ucs_list_head_init(&eng->send.rwait_peers);
 	eng->send.ka_ns = (uint64_t)(eng->x.cfg.keepalive_ms ?
 				     eng->x.cfg.keepalive_ms :
 				     TM_KEEPALIVE_MS_DEFAULT) * 1000000ULL;
@@ -51,7 +50,6 @@ int tme_send_add_peer(struct tm_engine *eng, uint32_t id)
 		return TM_ERR_NO_MEMORY;
 	p->id = id;
 	ucs_list_head_init(&p->waitq);
-	ucs_list_head_init(&p->recvq);
 	np[id] = p;
 	return TM_OK;
 }
@@ -128,28 +126,52 @@ void tme_send_peer_dead(struct tm_engine *eng, uint32_t peer)
 	}
 }
 
+struct ka_look {
+	struct tm_engine *eng;
+	uint64_t now;
+};
+
+/* tme_keepalive_scan's look at one posted receive. */
+static void ka_recv(struct tm_mq_recv *m, void *arg)
+{
+	struct tme_recv *q = ucs_container_of(m, struct tme_recv, mq);
+	struct ka_look *l = arg;
+	uint64_t ka = l->eng->send.ka_ns;
+	struct tmx_peer *xp;
+
+	if (!(q->flags & RF_WATCHED))
+		return;
+	if (!q->wait_ns) {
+		q->wait_ns = l->now;
+		return;
+	}
+	xp = l->eng->x.peers[q->want_peer];
+	if (l->now - q->wait_ns >= ka && l->now - xp->ka_last_ns >= ka)
+		tmx_keepalive(&l->eng->x, xp, l->now);
+}
+
 /*
  * Probes each peer whose oldest send has waited ka_ns for its reply, or
- * whose oldest receive naming it has waited ka_ns, at most once per ka_ns
- * per peer.  Looks at most every ka_ns / 4, and runs only every
+ * that a posted receive naming it has waited ka_ns for, at most once per
+ * ka_ns per peer.  Looks at most every ka_ns / 4, and runs only every
  * TM_KA_SCAN_CALLS-th progress call (tme_keepalive_tick), so an engine
  * with receives naming their peers (every MPI receive with a source) pays
- * a counter per progress call, not a clock read.  A receive is stamped
- * when a look first finds it oldest on its peer (posting it reads no
- * clock): it is probed between ka_ns and ka_ns * 1.5 (plus
- * TM_KA_SCAN_CALLS calls) after it became the oldest, i.e. after the last
- * receive naming that peer before it completed, or after its post.
+ * a counter per progress call, not a clock read, and a receive costs its
+ * post a count, no list: the look walks the posted receives (O(posted)
+ * per ka_ns / 4).  A receive is stamped when a look first sees it
+ * (posting it reads no clock): its peer is probed between ka_ns and
+ * ka_ns * 1.5 (plus TM_KA_SCAN_CALLS calls) after its post.
  */
 void tme_keepalive_scan(struct tm_engine *eng)
 {
 	uint64_t now, ka = eng->send.ka_ns;
-	struct tme_recv *q;
+	struct ka_look look;
 	struct tmx_peer *xp;
 	struct tme_peer *p;
 
 	eng->send.ka_calls = TM_KA_SCAN_CALLS - 1;
 	if (ucs_list_is_empty(&eng->send.wait_peers) &&
-	    ucs_list_is_empty(&eng->send.rwait_peers)) {
+	    !eng->send.nwatched) {
 		eng->x.pending &= ~TM_PEND_WAIT;
 		return;
 	}
@@ -163,13 +185,10 @@ void tme_keepalive_scan(struct tm_engine *eng)
 		    now - xp->ka_last_ns >= ka)
 			tmx_keepalive(&eng->x, xp, now);
 	}
-	ucs_list_for_each(p, &eng->send.rwait_peers, rwait_link) {
-		xp = eng->x.peers[p->id];
-		q = rp(recv_head(&p->recvq, peer_link));
-		if (!q->wait_ns)
-			q->wait_ns = now;
-		else if (now - q->wait_ns >= ka && now - xp->ka_last_ns >= ka)
-			tmx_keepalive(&eng->x, xp, now);
+	if (eng->send.nwatched) {
+		look.eng = eng;
+		look.now = now;
+		tm_mq_for_each_recv(&eng->mq, ka_recv, &look);
 	}
 }
 
@@ -264,6 +283,21 @@ eager_now(struct tm_engine *eng, struct tm_send *s)
 	return 1;
 }
 
+/*
+ * A standard eager send that goes out now with nothing else pending
+ * (tme_fire_now_ok): eager_now's first step, done at post, and nothing
+ * of s kept but what a later cancel reads (send_start set it).  The
+ * fields eager_now fills are for a send that waits; this one does not.
+ */
+static inline __attribute__((always_inline)) int
+eager_done_now(struct tm_engine *eng, struct tm_send *s)
+{
+	return s->len <= eng->x.cfg.eager_limit &&
+	       !(s->flags & TM_SEND_SYNC) && tme_fire_now_ok(eng) &&
+	       tmx_eager_post(&eng->x, s->peer, s->tag, s->seq, s->buf,
+			      s->len);
+}
+
 /* s's header (and data) into its item: TMH, or TMH+RVH+length. */
 static void send_fill(struct tm_tx *tx, struct tm_send *s)
 {
@@ -302,21 +336,24 @@ static int send_start(struct tm_engine *eng, struct tm_send *s)
 	struct tm_tx *tx;
 	int ret, reply;
 
+	s->status = TM_REQ_OK;
+	s->seq = eng->peers[peer]->next_seq++ & TM_APP_SEQ_MASK;
+	q->own_mr = 0;
+	q->cflags = 0;
+	q->waiting = 0;
+	if (eager_done_now(eng, s))
+		return SEND_FIRE;
 	/* A send takes no stamp: the completions in the CQs may wait for the
 	 * next call.  An eager one drains only if the fast path found the
 	 * send queue or the slots full, which retiring WRs may cure. */
 	if (len > eng->x.cfg.eager_limit)
 		tmx_drain(&eng->x);
-	s->status = TM_REQ_OK;
-	s->seq = eng->peers[peer]->next_seq++ & TM_APP_SEQ_MASK;
 	q->tag = s->tag;
 	q->buf = s->buf;
 	q->len = len;
 	q->mr = s->mr;
-	q->own_mr = 0;
 	q->app_ctx = s->seq;
 	q->waiting = S_WAIT_CQE;
-	q->cflags = 0;
 	q->kind = len <= eng->x.cfg.eager_limit ? TX_EAGER : TX_RNDV;
 	reply = q->kind == TX_RNDV || (s->flags & TM_SEND_SYNC);
 	if (q->kind == TX_EAGER && (s->flags & TM_SEND_SYNC))

@@ -225,6 +225,7 @@ struct tm_xport {
 	uint32_t pending;    /* TM_PEND_* */
 	int fatal;           /* 0, or the TM_ERR_* that stopped the engine */
 	uint64_t max_read;   /* longest read the device does at once */
+	int has_card;        /* tmx_has_card(): fixed at create */
 	int no_card;         /* the device has no tag matching (dev->tm 0):
 			      * no list, no list op, no count to report */
 	int cq_batch;        /* completions one TM-CQ poll takes: CQE_BATCH,

@@ -91,26 +91,67 @@ static void test_post_order(void)
 	tm_mq_recv_remove(&mq, &r[1].q);
 	tap_check(tm_mq_find_recv(&mq, m12) == &r[2].q,
 		  "then the later wildcard");
-	/* a wildcard posted before an exact receive comes first */
-	post(&mq, &r[3], 1, 1, 2, 13, 0);
-	post(&mq, &r[4], 1, 1, TM_ANY_TAG, 9, 0);   /* earlier seq */
-	post(&mq, &r[5], 1, TM_ANY_SRC, TM_ANY_TAG, 8, 0);
+	/* receives of all four kinds in their buckets (a message the FIFO's
+	 * first refuses indexes them): the earliest posted wins, whatever
+	 * its kind (sequence numbers rise with post order: the contract) */
+	post(&mq, &r[5], 1, TM_ANY_SRC, TM_ANY_TAG, 13, 0);
+	post(&mq, &r[4], 1, 1, TM_ANY_TAG, 14, 0);
+	post(&mq, &r[3], 1, 1, 2, 15, 0);
+	tap_check(tm_mq_find_recv(&mq, tm_tag_make(1, 1, 3)) == &r[5].q &&
+		  mq.nbucketed == 4,
+		  "a message the FIFO's first refuses: the buckets answer");
+	tap_check(tm_mq_find_recv(&mq, m12) == &r[2].q,
+		  "the lowest sequence among all four kinds wins (ANY_SRC, 12)");
+	tm_mq_recv_remove(&mq, &r[2].q);
 	tap_check(tm_mq_find_recv(&mq, m12) == &r[5].q,
-		  "the lowest sequence among all four kinds wins (ANY/ANY)");
+		  "... then ANY/ANY (13) before ANY_TAG (14) and exact (15)");
 	tm_mq_recv_remove(&mq, &r[5].q);
 	tap_check(tm_mq_find_recv(&mq, m12) == &r[4].q,
-		  "... then ANY_TAG (seq 9) before ANY_SRC (12) and exact (13)");
+		  "... then ANY_TAG (14) before exact (15)");
 	tap_check(tm_mq_find_recv(&mq, tm_tag_make(2, 1, 2)) == NULL,
 		  "another context matches none of them");
 	tap_check(tm_mq_find_recv(&mq, tm_tag_make(1, 3, 5)) == NULL,
 		  "a message no receive accepts finds none");
-	tap_check(mq.nrecvs == 3, "nrecvs counts posted receives (%lu)",
+	tap_check(mq.nrecvs == 2, "nrecvs counts posted receives (%lu)",
 		  (unsigned long)mq.nrecvs);
-	tm_mq_recv_remove(&mq, &r[2].q);
 	tm_mq_recv_remove(&mq, &r[3].q);
 	tm_mq_recv_remove(&mq, &r[4].q);
 	tap_check(mq.nrecvs == 0 && !tm_mq_find_recv(&mq, m12),
 		  "all removed: empty");
+	tm_mq_fini(&mq);
+}
+
+/* The lazy FIFO's first receive answers an arrival only while no
+ * receive is in a bucket (those are older); else the buckets decide. */
+static void test_lazy_head(void)
+{
+	uint64_t m5 = tm_tag_make(1, 1, 5), m7 = tm_tag_make(1, 1, 7);
+	struct tm_mq mq;
+	struct rv r[4];
+
+	memset(r, 0, sizeof(r));
+	tm_mq_init(&mq);
+	post(&mq, &r[0], 1, 1, 5, 1, 0);
+	post(&mq, &r[1], 1, 1, 7, 2, 0);
+	tap_check(tm_mq_find_recv(&mq, m5) == &r[0].q && !mq.nbucketed,
+		  "all lazy: the first receive takes its message, no bucket");
+	tap_check(tm_mq_find_recv(&mq, m7) == &r[1].q,
+		  "all lazy: a message the first refuses finds the later one");
+	tm_mq_recv_remove(&mq, &r[0].q);
+	tm_mq_recv_remove(&mq, &r[1].q);
+	/* an older wildcard in a bucket, a younger exact one lazy */
+	post(&mq, &r[2], 1, 1, TM_ANY_TAG, 3, 0);
+	post(&mq, &r[3], 1, 9, 9, 4, 0);
+	tap_check(tm_mq_find_recv(&mq, tm_tag_make(1, 9, 9)) == &r[3].q &&
+		  mq.nbucketed == 2,
+		  "an arrival the first refuses indexes the FIFO");
+	post(&mq, &r[0], 1, 1, 5, 5, 0);
+	tap_check(tm_mq_find_recv(&mq, m5) == &r[2].q,
+		  "a bucketed earlier receive beats the FIFO's first that accepts");
+	tm_mq_recv_remove(&mq, &r[0].q);
+	tm_mq_recv_remove(&mq, &r[2].q);
+	tm_mq_recv_remove(&mq, &r[3].q);
+	tap_check(!mq.nrecvs && !mq.nbucketed, "all removed: nothing bucketed");
 	tm_mq_fini(&mq);
 }
 
@@ -436,6 +477,7 @@ static void test_sweep_cache(void)
 int main(void)
 {
 	test_post_order();
+	test_lazy_head();
 	test_negative_tags();
 	test_unexpected_order();
 	test_conflict_cases();
