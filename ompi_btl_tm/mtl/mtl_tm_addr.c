@@ -1,8 +1,7 @@
 /*
  * mtl_tm_addr.c - addresses and connections (mtl_tm.h, "Addressing"):
  * the constant-size address this rank publishes in the modex (under the
- * component's key, or MTL_TM_KEY_AGAIN in the second round of "One
- * provider for the job"), and a peer's QP pair, made and connected by the
+ * key of mtl_tm_modex.c), and a peer's QP pair, made and connected by the
  * connection manager (dev/tm_dev_cm.h) when the peer is first used, as
  * the active side (mtl_tm_connect) or the passive one (cm_request).
  */
@@ -13,10 +12,6 @@
 #include <string.h>
 
 #include "opal/util/output.h"
-
-/* The key of the second round of addresses (mtl_tm.h, "One provider
- * for the job"); the first is the component's own. */
-#define MTL_TM_KEY_AGAIN "mtl.tm.again"
 
 void mtl_tm_qps_destroy(void)
 {
@@ -42,13 +37,7 @@ static struct mtl_tm_modex *modex_of(uint32_t vpid)
 	int rc;
 
 	name.vpid = vpid;
-	if (mtl_tm.again) {
-		OPAL_MODEX_RECV_STRING(rc, MTL_TM_KEY_AGAIN, &name,
-				       (void **)&m, &size);
-	} else {
-		OPAL_MODEX_RECV(rc, &mca_mtl_tm_component.mtl_version, &name,
-				(void **)&m, &size);
-	}
+	rc = mtl_tm_modex_recv(&name, mtl_tm.again, (void **)&m, &size);
 	if (rc != OPAL_SUCCESS || !m) {
 		opal_output(0, "mtl tm: no modex data from rank %u: %d", vpid,
 			    rc);
@@ -219,14 +208,7 @@ int mtl_tm_qps_publish(void)
 	strncpy(m.provider, tm_dev_provider_name(mtl_tm.dev),
 		sizeof(m.provider) - 1);
 	tm_cm_get_addr(mtl_tm.cm, &m.cm);
-	if (mtl_tm.again) {
-		OPAL_MODEX_SEND_STRING(rc, MTL_TM_MODEX_GLOBAL, MTL_TM_KEY_AGAIN,
-				       &m, sizeof(m));
-	} else {
-		OPAL_MODEX_SEND(rc, MTL_TM_MODEX_GLOBAL,
-				&mca_mtl_tm_component.mtl_version, &m,
-				sizeof(m));
-	}
+	rc = mtl_tm_modex_send(&m, sizeof(m));
 	if (rc != OPAL_SUCCESS) {
 		opal_output(0, "mtl tm: modex send failed: %d", rc);
 		return rc;
