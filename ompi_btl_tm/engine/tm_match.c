@@ -523,6 +523,26 @@ int tm_mq_sw_conflict_slow(struct tm_mq *mq, uint64_t tag, uint64_t mask)
 	}
 }
 
+void tm_mq_for_each_recv(struct tm_mq *mq,
+			 void (*fn)(struct tm_mq_recv *r, void *arg),
+			 void *arg)
+{
+	struct tm_mq_bucket *b;
+	struct tm_mq_recv *r;
+	int k;
+
+	ucs_list_for_each(r, &mq->lazy, link)
+		fn(r, arg);
+	for (k = 0; k < TM_MQ_NKINDS; k++) {
+		if (!mq->nindexed[k])
+			continue;
+		kh_foreach_value(table(mq, k), b, {
+			ucs_list_for_each(r, &b->recvs, link)
+				fn(r, arg);
+		});
+	}
+}
+
 /*
  * Walks every bucket: O(queues + tables), for tools (MPI_T), never on the
  * data path.  A message is in exactly one EXACT bucket, a receive in one

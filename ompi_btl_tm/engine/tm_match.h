@@ -330,6 +330,12 @@ static inline int tm_mq_sw_conflict(struct tm_mq *mq, uint64_t tag,
 	return mq->nsw_held && tm_mq_sw_conflict_slow(mq, tag, mask);
 }
 
+/* Calls fn on every posted receive, in no particular order; fn must not
+ * change the queues (for the keepalive scan and a dead peer: not O(1)). */
+void tm_mq_for_each_recv(struct tm_mq *mq,
+			 void (*fn)(struct tm_mq_recv *r, void *arg),
+			 void *arg);
+
 /*
  * The posted receives and unexpected messages of context ctx, counted by
  * walking the queues (for tools: not O(1)).

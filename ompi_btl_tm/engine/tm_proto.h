@@ -61,7 +61,7 @@ enum {
 	RF_OWE_FIN = 1 << 8, /* on reply.owed: its FIN waits for memory */
 	RF_SW_RNDV = 1 << 9, /* the card handed its rendezvous to software:
 			      * TMH+RVH are in the buffer */
-	RF_WATCHED = 1 << 10, /* on its named peer's recvq */
+	RF_WATCHED = 1 << 10, /* names a peer, counted in send.nwatched */
 	RF_PEER_DEAD = 1 << 11, /* its DEL is because its peer died */
 	RF_SMALL = 1 << 12, /* software-held below offload_thresh: on
 			     * offload.small, in no FIFO */
@@ -85,13 +85,13 @@ struct tme_recv {
 	struct tm_tctx t;          /* its entry on the card (tm_ops.h) */
 	ucs_list_link_t done_link;
 	ucs_list_link_t sw_link;   /* its context's software-held FIFO */
-	ucs_list_link_t peer_link; /* its named peer's posted receives */
+	ucs_list_link_t peer_link; /* while its peer dies (tm_recv.c) */
 	ucs_list_link_t owed_link; /* its ACK/FIN waits for memory */
 	uint32_t want_peer;        /* the peer its source names, or
 				    * TM_PEER_ANY */
 	uint64_t wait_ns;          /* when the keepalive scan first saw it
-				    * oldest on want_peer's recvq (0: not
-				    * yet; posting reads no clock) */
+				    * posted (0: not yet; posting reads no
+				    * clock) */
 	struct tm_rbuf b;          /* the caller's buffer */
 	int own_mr;                /* b.mr is ours (tm_dev_mem_get) */
 	int state;                 /* R_* */
@@ -198,10 +198,6 @@ struct tme_peer {
 				     * first */
 	ucs_list_link_t wait_link;  /* in send.wait_peers while waitq is not
 				     * empty */
-	ucs_list_link_t recvq;      /* posted receives naming it, oldest
-				     * first */
-	ucs_list_link_t rwait_link; /* in send.rwait_peers while recvq is
-				     * not empty */
 	uint64_t probe_since_ns;    /* probes naming it have found nothing */
 	uint64_t probe_last_ns;     /* ... since then, the last one */
 };
@@ -245,8 +241,8 @@ struct tm_engine {
 		khash_t(tm_sends) *sends; /* (peer, seq) -> waiting send */
 		uint64_t sends_waiting;
 		ucs_list_link_t wait_peers; /* peers with sends waiting */
-		ucs_list_link_t rwait_peers; /* peers with receives naming
-					      * them (tm_recv.c adds) */
+		uint64_t nwatched;    /* posted receives naming a peer
+				       * (RF_WATCHED; tm_recv.c counts) */
 		uint64_t ka_ns;       /* cfg.keepalive_ms */
 		uint64_t ka_next_ns;  /* next look at wait_peers */
 		uint32_t ka_calls;    /* progress calls until the scan next

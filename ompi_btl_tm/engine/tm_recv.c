@@ -116,19 +116,16 @@ static void deliver(struct tm_engine *eng, struct tm_recv *r, struct tm_msg *m)
 	tme_recv_finish(eng, r, status);
 }
 
-/* r names a peer: waits on it, oldest first (see tme_keepalive_scan,
- * which stamps it when it first sees it oldest: no clock read here). */
-static void recv_watch(struct tm_engine *eng, struct tm_recv *r)
+/* r names a peer: the keepalive watches it (tme_keepalive_scan finds it
+ * among the posted receives and stamps it: no clock read, no list here). */
+static inline void recv_watch(struct tm_engine *eng, struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
-	struct tme_peer *p = eng->peers[q->want_peer];
 
 	q->wait_ns = 0;
-	if (ucs_list_is_empty(&p->recvq))
-		ucs_list_add_tail(&eng->send.rwait_peers, &p->rwait_link);
-	tme_pend(eng, TM_PEND_WAIT);
-	ucs_list_add_tail(&p->recvq, &q->peer_link);
 	q->flags |= RF_WATCHED;
+	eng->send.nwatched++;
+	tme_pend(eng, TM_PEND_WAIT);
 }
 
 /* Inline: a step of the fast path (recv_leave_queues) for a receive
@@ -137,15 +134,11 @@ static inline __attribute__((always_inline)) void
 recv_unwatch(struct tm_engine *eng, struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
-	struct tme_peer *p;
 
 	if (!(q->flags & RF_WATCHED))
 		return;
-	p = eng->peers[q->want_peer];
 	q->flags &= ~RF_WATCHED;
-	ucs_list_del(&q->peer_link);
-	if (ucs_list_is_empty(&p->recvq))
-		ucs_list_del(&p->rwait_link);
+	eng->send.nwatched--;
 }
 
 /* Inline: a step of the fast path (recv_fast) as of the slow one. */
@@ -552,13 +545,41 @@ static void recv_init(struct tm_recv *r)
  * software-held receive fails at once; a card-held one once the card
  * confirms its DEL (a message that took the entry first is delivered).
  */
+struct dead_look {
+	uint32_t peer;
+	ucs_list_link_t list; /* tme_recv.peer_link, oldest first */
+};
+
+/* tme_recv_peer_dead's look at one posted receive: those naming the dead
+ * peer join a list in post order, inserted from its tail (the queues are
+ * walked FIFO by FIFO, each in post order, so most go last). */
+static void dead_recv(struct tm_mq_recv *m, void *arg)
+{
+	struct tme_recv *q = ucs_container_of(m, struct tme_recv, mq);
+	struct dead_look *l = arg;
+	ucs_list_link_t *at = l->list.prev;
+
+	if (!(q->flags & RF_WATCHED) || q->want_peer != l->peer)
+		return;
+	while (at != &l->list &&
+	       ucs_container_of(at, struct tme_recv, peer_link)->mq.seq >
+	       q->mq.seq)
+		at = at->prev;
+	ucs_list_insert_after(at, &q->peer_link);
+}
+
 void tme_recv_peer_dead(struct tm_engine *eng, uint32_t peer)
 {
-	struct tme_peer *p = eng->peers[peer];
+	struct dead_look look = { .peer = peer };
 	struct tm_recv *r;
 
-	while (!ucs_list_is_empty(&p->recvq)) {
-		r = recv_head(&p->recvq, peer_link);
+	if (!eng->send.nwatched)
+		return;
+	ucs_list_head_init(&look.list);
+	tm_mq_for_each_recv(&eng->mq, dead_recv, &look);
+	while (!ucs_list_is_empty(&look.list)) {
+		r = recv_head(&look.list, peer_link);
+		ucs_list_del(&rp(r)->peer_link);
 		recv_unwatch(eng, r);
 		if (rp(r)->state == R_SW) {
 			recv_leave_queues(eng, r);

@@ -303,7 +303,9 @@ tm_batch(struct tm_xport *x, struct ibv_cq_ex *cq)
 			e->opcode = IBV_WC_TM_RECV;
 		else
 			e->opcode = ibv_wc_read_opcode(cq);
-		if (e->opcode == IBV_WC_TM_RECV)
+		/* only a card-held receive's handlers read the tag and the
+		 * priv word; a plain buffer's message carries its TMH */
+		if (type == WR_RECV && e->opcode == IBV_WC_TM_RECV)
 			ibv_wc_read_tm_info(cq, &e->tm);
 		else
 			memset(&e->tm, 0, sizeof(e->tm));

@@ -18,7 +18,6 @@ static uint64_t send_key(uint32_t peer, uint32_t seq)
 int tme_send_init(struct tm_engine *eng)
 {
 	ucs_list_head_init(&eng->send.wait_peers);
-	ucs_list_head_init(&eng->send.rwait_peers);
 	eng->send.ka_ns = (uint64_t)(eng->x.cfg.keepalive_ms ?
 				     eng->x.cfg.keepalive_ms :
 				     TM_KEEPALIVE_MS_DEFAULT) * 1000000ULL;
@@ -51,7 +50,6 @@ int tme_send_add_peer(struct tm_engine *eng, uint32_t id)
 		return TM_ERR_NO_MEMORY;
 	p->id = id;
 	ucs_list_head_init(&p->waitq);
-	ucs_list_head_init(&p->recvq);
 	np[id] = p;
 	return TM_OK;
 }
@@ -128,28 +126,52 @@ void tme_send_peer_dead(struct tm_engine *eng, uint32_t peer)
 	}
 }
 
+struct ka_look {
+	struct tm_engine *eng;
+	uint64_t now;
+};
+
+/* tme_keepalive_scan's look at one posted receive. */
+static void ka_recv(struct tm_mq_recv *m, void *arg)
+{
+	struct tme_recv *q = ucs_container_of(m, struct tme_recv, mq);
+	struct ka_look *l = arg;
+	uint64_t ka = l->eng->send.ka_ns;
+	struct tmx_peer *xp;
+
+	if (!(q->flags & RF_WATCHED))
+		return;
+	if (!q->wait_ns) {
+		q->wait_ns = l->now;
+		return;
+	}
+	xp = l->eng->x.peers[q->want_peer];
+	if (l->now - q->wait_ns >= ka && l->now - xp->ka_last_ns >= ka)
+		tmx_keepalive(&l->eng->x, xp, l->now);
+}
+
 /*
  * Probes each peer whose oldest send has waited ka_ns for its reply, or
- * whose oldest receive naming it has waited ka_ns, at most once per ka_ns
- * per peer.  Looks at most every ka_ns / 4, and runs only every
+ * that a posted receive naming it has waited ka_ns for, at most once per
+ * ka_ns per peer.  Looks at most every ka_ns / 4, and runs only every
  * TM_KA_SCAN_CALLS-th progress call (tme_keepalive_tick), so an engine
  * with receives naming their peers (every MPI receive with a source) pays
- * a counter per progress call, not a clock read.  A receive is stamped
- * when a look first finds it oldest on its peer (posting it reads no
- * clock): it is probed between ka_ns and ka_ns * 1.5 (plus
- * TM_KA_SCAN_CALLS calls) after it became the oldest, i.e. after the last
- * receive naming that peer before it completed, or after its post.
+ * a counter per progress call, not a clock read, and a receive costs its
+ * post a count, no list: the look walks the posted receives (O(posted)
+ * per ka_ns / 4).  A receive is stamped when a look first sees it
+ * (posting it reads no clock): its peer is probed between ka_ns and
+ * ka_ns * 1.5 (plus TM_KA_SCAN_CALLS calls) after its post.
  */
 void tme_keepalive_scan(struct tm_engine *eng)
 {
 	uint64_t now, ka = eng->send.ka_ns;
-	struct tme_recv *q;
+	struct ka_look look;
 	struct tmx_peer *xp;
 	struct tme_peer *p;
 
 	eng->send.ka_calls = TM_KA_SCAN_CALLS - 1;
 	if (ucs_list_is_empty(&eng->send.wait_peers) &&
-	    ucs_list_is_empty(&eng->send.rwait_peers)) {
+	    !eng->send.nwatched) {
 		eng->x.pending &= ~TM_PEND_WAIT;
 		return;
 	}
@@ -163,13 +185,10 @@ void tme_keepalive_scan(struct tm_engine *eng)
 		    now - xp->ka_last_ns >= ka)
 			tmx_keepalive(&eng->x, xp, now);
 	}
-	ucs_list_for_each(p, &eng->send.rwait_peers, rwait_link) {
-		xp = eng->x.peers[p->id];
-		q = rp(recv_head(&p->recvq, peer_link));
-		if (!q->wait_ns)
-			q->wait_ns = now;
-		else if (now - q->wait_ns >= ka && now - xp->ka_last_ns >= ka)
-			tmx_keepalive(&eng->x, xp, now);
+	if (eng->send.nwatched) {
+		look.eng = eng;
+		look.now = now;
+		tm_mq_for_each_recv(&eng->mq, ka_recv, &look);
 	}
 }
 

@@ -14,7 +14,7 @@
  *    on it completes TM_REQ_ERROR (tme_send_peer_dead); what was queued
  *    for it the transport aborted already.
  * Owns: the send part of struct tm_engine, the protocol's peers (their
- * waitq, recvq heads and probe pacing), tme_send's fields but cflags.
+ * waitq and probe pacing), tme_send's fields but cflags.
  */
 #ifndef TM_SEND_H
 #define TM_SEND_H

@@ -640,52 +640,6 @@ static void test_sync_none_in_sync(void)
 	eu_world_fini(&W);
 }
 
-/*
- * A receive naming its peer (tm_engine_irecv_from) that the card matches
- * stops watching that peer, on the fast path as on the slow one: no
- * keepalive goes out for it afterwards.
- */
-static void test_named_peer_done(void)
-{
-	struct timespec nap = { 0, 2 * 1000 * 1000 };
-	struct eu_opts o;
-	struct eu_recv r;
-	struct eu_send s;
-	uint64_t ka0;
-	int i, k;
-
-	eu_opts_default(&o);
-	o.ecfg.eager_limit = 1024;
-	o.ecfg.keepalive_ms = 5;
-	if (eu_world_init(&W, 2, &o))
-		tap_bail("cannot open the soft HCA world");
-	memset(&r, 0, sizeof(r));
-	r.r.cb = eu_recv_cb;
-	tap_check(tm_engine_irecv_from(E(0), &r.r, 1, 1, 3, W.node[0].peer[1],
-				       A(0, 0), 1024, MR(0)) == TM_OK &&
-		  eu_node_stats(&W, 0).card_entries == 1,
-		  "named peer: the receive is card-held");
-	send_msg(&s, 1, 0, 1, 3, 4096, 8, 9, 0);
-	eu_pump(&W);
-	tap_check(r.done == 1 && r.r.status == TM_REQ_OK && r.r.on_card &&
-		  eu_check(A(0, 0), 8, 9),
-		  "named peer: matched on the card and delivered");
-	ka0 = eu_node_stats(&W, 0).keepalives_sent;
-	/* the keepalive looks every 64th progress call, at most every
-	 * keepalive_ms / 4, and probes a receive it has seen waiting for
-	 * keepalive_ms: 40 ms of 200 calls every 2 ms would see a leftover */
-	for (i = 0; i < 20; i++) {
-		nanosleep(&nap, NULL);
-		eu_pump(&W);
-		for (k = 0; k < 200; k++)
-			tm_engine_progress(E(0));
-	}
-	tap_check(eu_node_stats(&W, 0).keepalives_sent == ka0 && r.done == 1,
-		  "named peer: no keepalive for it once it completed (%lu)",
-		  (unsigned long)(eu_node_stats(&W, 0).keepalives_sent - ka0));
-	eu_world_fini(&W);
-}
-
 int main(void)
 {
 	test_eager_expected();
@@ -706,6 +660,5 @@ int main(void)
 	test_promote_conflict_gone();
 	test_promote_ops();
 	test_wrap();
-	test_named_peer_done();
 	return tap_done();
 }

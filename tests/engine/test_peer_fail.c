@@ -497,7 +497,7 @@ static void test_dies_mid_message(void)
 static void test_other_peer(void)
 {
 	struct eu_send sa, sb1, sb2;
-	struct eu_recv r3, r4;
+	struct eu_recv r3, r4, ra;
 	struct pnode nd;
 	int honest = 1, code;
 	pid_t pa, pb;
@@ -505,21 +505,31 @@ static void test_other_peer(void)
 	parent_open(&nd);
 	pa = spawn(&nd, 0, child_main, C_DIE_AFTER_ARRIVAL);
 	pb = spawn(&nd, 1, child_main, C_LIVE);
+	/* receives naming each peer, posted before A dies: a small one from
+	 * A (held in software), a large one from B (on the card) */
+	memset(&r3, 0, sizeof(r3));
+	memset(&ra, 0, sizeof(ra));
+	r3.r.cb = ra.r.cb = eu_recv_cb;
+	tm_engine_irecv_from(nd.eng, &ra.r, 1, 0, 9, nd.peer[0],
+			     nd.arena + 3 * BIG + 300000 + 256, 64, nd.mr);
+	tm_engine_irecv_from(nd.eng, &r3.r, 1, 1, 3, nd.peer[1],
+			     nd.arena + 3 * BIG, 300000, nd.mr);
 	isend(&nd, &sa, 0, 1, 0, BIG, 0);
 	isend(&nd, &sb1, 1, 1, BIG, BIG, 0);
 	isend(&nd, &sb2, 1, 2, 2 * BIG, 64, TM_SEND_SYNC);
 	wait_send(&nd, &sa, &honest);
 	tap_check(sa.s.status == TM_REQ_ERROR && eu_stats(nd.eng).peer_failures == 1,
 		  "two peers: the dead one's rendezvous send fails");
+	while (!ra.done)
+		tm_engine_progress(nd.eng);
+	tap_check(ra.r.status == TM_REQ_ERROR && !r3.done,
+		  "two peers: a receive naming the dead one fails, one naming the live one stays posted");
 	wait_send(&nd, &sb1, &honest);
 	wait_send(&nd, &sb2, &honest);
 	tap_check(sb1.s.status == TM_REQ_OK && sb2.s.status == TM_REQ_OK,
 		  "two peers: rendezvous and sync sends to the live one succeed");
-	memset(&r3, 0, sizeof(r3));
 	memset(&r4, 0, sizeof(r4));
-	r3.r.cb = r4.r.cb = eu_recv_cb;
-	tm_engine_irecv(nd.eng, &r3.r, 1, 1, 3, nd.arena + 3 * BIG, 300000,
-			nd.mr);
+	r4.r.cb = eu_recv_cb;
 	tm_engine_irecv(nd.eng, &r4.r, 1, TM_ANY_SRC, TM_ANY_TAG,
 			nd.arena + 3 * BIG + 300000, 200, nd.mr);
 	say(nd.sock[1], 'g'); /* after the failure: B sends to us now */
@@ -529,7 +539,7 @@ static void test_other_peer(void)
 		  eu_check(nd.arena + 3 * BIG, 200000, 3) &&
 		  r4.r.status == TM_REQ_OK && r4.r.env.src == 1 &&
 		  eu_check(nd.arena + 3 * BIG + 300000, 100, 4),
-		  "two peers: after the failure the live peer's rendezvous and sync messages arrive");
+		  "two peers: after the failure the live peer's rendezvous and sync messages arrive (the first into a receive posted before it)");
 	while (!tm_engine_idle(nd.eng))
 		tm_engine_progress(nd.eng);
 	say(nd.sock[1], 'q');
@@ -537,7 +547,8 @@ static void test_other_peer(void)
 	tap_check(code == 0, "two peers: the live peer saw all its data right and exited cleanly (%d)",
 		  code);
 	tap_check(sa.done == 1 && sb1.done == 1 && sb2.done == 1 &&
-		  r3.done == 1 && r4.done == 1 && eu_stats(nd.eng).peer_failures == 1,
+		  r3.done == 1 && r4.done == 1 && ra.done == 1 &&
+		  eu_stats(nd.eng).peer_failures == 1,
 		  "two peers: every request completed exactly once");
 	reap(pa);
 	parent_close(&nd);
