@@ -22,7 +22,8 @@
 #   .ci/deb.sh --in build|try DIR    one part, where it runs (the chroots
 #                                    call it so); DIR: where the .deb goes
 #                                    or comes from
-# CI_DEB_TRIXIE=0 leaves Debian 13 out on Debian 12.
+# CI_DEB_TRIXIE=0 leaves Debian 13 out on Debian 12; DEB_RELEASES="trixie"
+# (a list of suites) does only those.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -100,6 +101,12 @@ snapshot() { # file
 		sort >"$1.pkgs"
 }
 
+logged() { # log command...: its output to log, shown (the end) if it fails
+	local log=$1
+	shift
+	"$@" </dev/null >"$log" 2>&1 || { tail -n 20 "$log"; return 1; }
+}
+
 mpi_job() { # in
 	local log
 	log=$(mktemp)
@@ -136,8 +143,8 @@ in_try() {
 	snapshot "$s/before"
 	# openmpi-bin (mpirun) is only recommended: named here, purged below
 	check "$rel: apt-get install $(basename "$deb") resolves its dependencies" \
-		apt-get -q install -y --no-install-recommends "$deb" openmpi-bin \
-		</dev/null >"$s/install.log" 2>&1 || { tail -n 20 "$s/install.log"; return 1; }
+		logged "$s/install.log" apt-get -q install -y --no-install-recommends "$deb" openmpi-bin ||
+		return 1
 	local dir
 	dir=$(ompi_info --parsable --path pkglibdir | sed -n 's/^path:pkglibdir://p')
 	check "$rel: mca_mtl_tm.so is in Open MPI's component directory $dir" \
@@ -148,8 +155,21 @@ in_try() {
 		test -f /usr/share/man/man7/mtl_tm.7.gz -a -f /usr/share/man/man7/softhca.7.gz
 	check "$rel: mpirun -np 2 --mca pml cm --mca mtl tm mpi_ring" mpi_job "$in"
 	check "$rel: apt-get purge ompi-mtl-tm openmpi-bin && apt-get autoremove --purge" \
-		sh -c 'apt-get -q purge -y ompi-mtl-tm openmpi-bin && apt-get -q autoremove --purge -y' \
-		</dev/null >"$s/purge.log" 2>&1 || tail -n 20 "$s/purge.log"
+		logged "$s/purge.log" sh -c 'apt-get -q purge -y ompi-mtl-tm openmpi-bin &&
+					      apt-get -q autoremove --purge -y' || true
+	# autoremove keeps a package that satisfies an installed one's
+	# alternative (Debian 13: adduser, which libibverbs1 brought, for
+	# apt's "base-passwd | adduser"): what the install brought and is
+	# still there is named and purged (never the two purged above), so
+	# the check below sees this package's leftovers alone
+	local kept
+	kept=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' | awk '$1 == "ii" { print $2 }' |
+	       sort | comm -13 "$s/before.pkgs" - | grep -vx -e ompi-mtl-tm -e openmpi-bin || true)
+	if [ -n "$kept" ]; then
+		echo "    kept by autoremove, purged: $(tr "\n" " " <<<"$kept")"
+		# shellcheck disable=SC2086 # package names are words
+		logged "$s/purge-kept.log" apt-get -q purge -y $kept || true
+	fi
 	snapshot "$s/after"
 	check "$rel: nothing is left (files and packages as before the install)" \
 		nothing_left "$s/before" "$s/after"
@@ -203,6 +223,8 @@ release() { # suite: build, then try, logging to $work/suite.log
 
 releases=("$host")
 [ "$host" = bookworm ] && [ "${CI_DEB_TRIXIE:-1}" != 0 ] && releases+=(trixie)
+# shellcheck disable=SC2206 # a list of words
+[ -n "${DEB_RELEASES:-}" ] && releases=($DEB_RELEASES)
 for r in "${releases[@]}"; do
 	release "$r" &
 done

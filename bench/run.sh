@@ -14,7 +14,7 @@
 # Then it draws PNG plots with gnuplot.  If tm cannot be selected, it says
 # so in one line and compares ob1 with ucx.
 #
-# Usage: bench/run.sh [--quick] [--osu] [options]   (--help for all)
+# Usage: bench/run.sh [--quick] [--osu] [--imb] [options]   (--help for all)
 set -uo pipefail
 
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,6 +25,7 @@ BUDGET=
 BATCHES=5
 QUICK=0
 OSU=0
+IMB=0
 PLOTS=1
 BUILD_DIR=$TOP/build/normal
 RESULTS=
@@ -48,6 +49,12 @@ usage: bench/run.sh [options]
                    osu-micro-benchmarks and on PATH; without osu_latency
                    and osu_mbw_mr the run stops before measuring.  Extra
                    arguments for them in $OSU_ARGS (e.g. "-m 1:4096")
+  --imb            also run the Intel MPI Benchmarks' IMB-MPI1 PingPong,
+                   Uniband and Biband (one launch per transport and round)
+                   at 8 B, 1 KiB, 16 KiB, 1 MiB and 4 MiB ($IMB_ARGS
+                   replaces the default "-time 2"); the
+                   program is looked for in $IMB_DIR, in the cache that
+                   scripts/imb-build.sh fills and on PATH
   --max-time S     start no new round after S seconds of measuring
                    (default 240, --quick 50); at least one round runs
   --stat best|median
@@ -80,6 +87,7 @@ while [ $# -gt 0 ]; do
 	--rounds) ROUNDS=$2; shift ;;
 	--budget) BUDGET=$2; shift ;;
 	--osu) OSU=1 ;;
+	--imb) IMB=1 ;;
 	--transports) ONLY=$2; shift ;;
 	--benches) KINDS=$2; shift ;;
 	--max-time) MAX_TIME=$2; shift ;;
@@ -104,8 +112,8 @@ for g in $KINDS; do
 	*) echo "run.sh: unknown benchmark $g" >&2; exit 2 ;;
 	esac
 done
-[ -n "$KINDS" ] || [ "$OSU" = 1 ] ||
-	{ echo "run.sh: --benches none leaves nothing to run without --osu" >&2; exit 2; }
+[ -n "$KINDS" ] || [ "$OSU" = 1 ] || [ "$IMB" = 1 ] ||
+	{ echo "run.sh: --benches none leaves nothing to run without --osu or --imb" >&2; exit 2; }
 
 # ---- OSU micro-benchmarks (not shipped; scripts/osu-build.sh) ---------------
 
@@ -150,6 +158,35 @@ if [ "$OSU" = 1 ]; then
 	# The version is compiled into each program's header line.
 	OSU_VERSION=$(grep -a -o -m 1 'Test v[0-9][0-9.]*' "${OSU_PATH[osu_latency]}" |
 		head -n 1 | sed 's/^Test v//')
+fi
+# ---- Intel MPI Benchmarks (not shipped; scripts/imb-build.sh) --------------
+
+IMB_PROG=
+IMB_VERSION=
+# Sizes: the issue's 8 B and 1 KiB, one above mtl_tm_offload_thresh
+# (16 KiB), and the 1-4 MiB bandwidth points.
+IMB_SIZES="8 1024 16384 1048576 4194304"
+if [ "$IMB" = 1 ]; then
+	if [ -n "${IMB_DIR:-}" ]; then
+		IMB_SEARCHED="\$IMB_DIR ($IMB_DIR) only"
+		[ -x "$IMB_DIR/IMB-MPI1" ] && IMB_PROG=$IMB_DIR/IMB-MPI1
+	else
+		d=$("$TOP/scripts/imb-build.sh" --where 2>/dev/null)
+		IMB_SEARCHED="$d, PATH; or set \$IMB_DIR"
+		if [ -n "$d" ] && [ -x "$d/IMB-MPI1" ]; then
+			IMB_PROG=$d/IMB-MPI1
+		else
+			IMB_PROG=$(command -v IMB-MPI1)
+		fi
+	fi
+	if [ -z "$IMB_PROG" ]; then
+		echo "run.sh: --imb: IMB-MPI1 not found (looked in $IMB_SEARCHED)." >&2
+		echo "run.sh: build it first: scripts/imb-build.sh IMB-v2021.11.tar.gz" \
+			"(https://github.com/intel/mpi-benchmarks/releases); see bench/README.md" >&2
+		exit 1
+	fi
+	IMB_VERSION=$(grep -a -o -m 1 'Intel(R) MPI Benchmarks [0-9][0-9.]*' "$IMB_PROG" |
+		head -n 1 | sed 's/.* //')
 fi
 RESULTS=${RESULTS:-$TOP/build/bench-results/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$RESULTS" || exit 1
@@ -300,6 +337,11 @@ if [ -n "$OSU_GROUPS" ]; then
 		"from $(dirname "${OSU_PATH[osu_latency]}")${OSU_ARGS:+, arguments $OSU_ARGS}"
 	[ "$OSU_VERSION" = 7.4 ] || say "- WARNING: OSU is ${OSU_VERSION:-of unknown version}, not 7.4: its numbers are not the issue's"
 fi
+if [ -n "$IMB_PROG" ]; then
+	printf '%s\n' $IMB_SIZES >"$RESULTS/imb-msglen.txt"
+	say "- Intel MPI Benchmarks ${IMB_VERSION:-of unknown version}: $IMB_PROG PingPong Uniband Biband" \
+		"-msglen imb-msglen.txt ($IMB_SIZES) ${IMB_ARGS:--time 2}"
+fi
 say "- up to $ROUNDS rounds (--max-time $MAX_TIME s), each: every benchmark over $(echo "$TRANSPORTS" | sed 's/ /, /g') back to back;" \
 	"points of $BUDGET ms in $BATCHES batches, each launch counted by its $STAT batch"
 say ""
@@ -307,6 +349,7 @@ say ""
 # ---- rounds --------------------------------------------------------------------
 
 BENCHES="$KINDS$OSU_GROUPS"
+[ -n "$IMB_PROG" ] && BENCHES="$BENCHES imb"
 # The plots want every benchmark's data.
 [ "$KINDS" = "latency latency_mt bw rate depth" ] || PLOTS=0
 
@@ -320,6 +363,19 @@ osu_filter() {
 	}'
 }
 
+# Turns IMB-MPI1's tables ("#bytes #repetitions value...", one per
+# "# Benchmarking NAME" header) into our lines: PingPong's t[usec],
+# Uniband's and Biband's Msg/sec (below 64 KiB) or Mbytes/sec (IMB's
+# MB: 10^6 B).
+imb_filter() {
+	awk '/^# Benchmarking / { b = "imb_" tolower($3); next }
+	     b != "" && $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= 4 {
+		if (b == "imb_pingpong") printf "bench=%s size=%s usec=%s\n", b, $1, $3
+		else if ($1 < 65536) printf "bench=%s size=%s Mmsgs=%.6f\n", b, $1, $4 / 1e6
+		else printf "bench=%s size=%s MBps=%s\n", b, $1, $3
+	}'
+}
+
 declare -A HUNG
 run_one() {
 	local r=$1 g=$2 t=$3 cmd out rc t0=$SECONDS
@@ -328,6 +384,9 @@ run_one() {
 	if [ -n "${OSU_PATH[$g]+x}" ]; then
 		# shellcheck disable=SC2206
 		cmd=("${OSU_PATH[$g]}" ${OSU_ARGS:-})
+	elif [ "$g" = imb ]; then
+		# shellcheck disable=SC2206
+		cmd=("$IMB_PROG" PingPong Uniband Biband -msglen "$RESULTS/imb-msglen.txt" ${IMB_ARGS:--time 2})
 	else
 		cmd=("$BIN/bench_$g" -t "$BUDGET" -n "$BATCHES")
 	fi
@@ -342,6 +401,15 @@ run_one() {
 		if [ $rc -eq 0 ] && [ -z "$out" ]; then
 			echo "round $r: $g over $t printed no size lines" >&2
 			echo "== round $r: $g over $t: exit 0 but no \"size value\" lines" >>"$ERRLOG"
+		fi
+	elif [ "$g" = imb ]; then
+		# IMB stops a benchmark's remaining sizes after -time x sizes s.
+		grep -q 'time-out' <<<"$out" &&
+			echo "== round $r: IMB-MPI1 over $t: time-out (sizes left unmeasured; raise -time in \$IMB_ARGS)" >>"$ERRLOG"
+		out=$(imb_filter <<<"$out")
+		if [ $rc -eq 0 ] && [ "$(grep -c . <<<"$out")" -lt 3 ]; then
+			echo "round $r: IMB-MPI1 over $t printed no result lines" >&2
+			echo "== round $r: IMB-MPI1 over $t: exit 0 but no \"#bytes #repetitions\" lines" >>"$ERRLOG"
 		fi
 	fi
 	grep '^bench=' <<<"$out" | sed "s/^/round=$r transport=$t /" >>"$RAW"
@@ -414,7 +482,7 @@ summarize -v part=depth | tee -a "$RESULTS/summary.md"
 say ""
 say "Queue cost: latency at the deepest D over latency at D=0, per transport,"
 say "per round (same launch), median [IQR]."
-if [ "$BASE" = tm ]; then
+if [ "$BASE" = tm ] && { [ -n "$KINDS" ] || [ "$OSU" = 1 ]; }; then
 	say ""
 	summarize -v part=targets | tee -a "$RESULTS/summary.md"
 	say ""
@@ -422,6 +490,13 @@ if [ "$BASE" = tm ]; then
 	say "over the better peer's, tm's rate over the better peer's):"
 	say ""
 	summarize -v part=issue | tee -a "$RESULTS/summary.md"
+fi
+if [ -n "$IMB_PROG" ]; then
+	say ""
+	say "Intel MPI Benchmarks $IMB_VERSION (medians over rounds; the ratio is per"
+	say "round, tm against the better of ob1 and ucx: time over time, rate over rate):"
+	say ""
+	summarize -v part=imb | tee -a "$RESULTS/summary.md"
 fi
 say ""
 say "Every point: $RESULTS/table-all.md; raw lines: $RAW."
@@ -444,6 +519,10 @@ echo "Total $((SECONDS - start)) s of measurement." >&2
 # Asked for and never measured is a failure, not a table of dashes.
 if [ "$OSU" = 1 ] && ! grep -q ' bench=osu_' "$RAW"; then
 	echo "run.sh: --osu: no OSU program gave a result in any round; see $ERRLOG" >&2
+	exit 1
+fi
+if [ -n "$IMB_PROG" ] && ! grep -q ' bench=imb_' "$RAW"; then
+	echo "run.sh: --imb: IMB-MPI1 gave no result in any round; see $ERRLOG" >&2
 	exit 1
 fi
 exit 0

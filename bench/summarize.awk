@@ -9,7 +9,7 @@
 #               when tm is not available); empty: no ratios
 #   rows        "key" for the headline rows, "all" for every point
 #   datadir     if set, writes <bench>_<transport>.dat files for gnuplot
-#   part        "table", "targets", "depth" or "issue" (what to print)
+#   part        "table", "targets", "depth", "issue" or "imb" (what to print)
 #   stat        "best" (default): each launch's fastest batch (min usec,
 #               max MBps / Mmsgs); "median": its median batch
 #
@@ -325,6 +325,30 @@ function print_issue(    nt, tl, i, hdr, sep) {
 	issue_row("OSU 7.4 osu_mbw_mr 1 KiB (ns per message, window 64)", "osu_mbw_mr 1024", 1)
 }
 
+# The Intel MPI Benchmarks (run.sh --imb): each benchmark and size as
+# measured, medians over rounds, tm against the better peer per round.
+function print_imb(    nt, tl, i, j, k, p, hdr, sep, line, v, u) {
+	rfmt = "%.2fx [%.2f-%.2f]"
+	nt = split(transports, tl, " ")
+	hdr = "| IMB-MPI1 | unit |"
+	sep = "| --- | --- |"
+	for (i = 1; i <= nt; i++) { hdr = hdr " " tl[i] " |"; sep = sep " ---: |" }
+	print hdr " tm vs better of ob1,ucx [IQR] |"
+	print sep " ---: |"
+	for (j = 1; j <= nkeys; j++) {
+		k = order[j]
+		split(k, p, " ")
+		if (substr(p[1], 1, 4) != "imb_") continue
+		u = unit[k]
+		line = "| " substr(p[1], 5) " " human(p[2]) " | " u " |"
+		for (i = 1; i <= nt; i++) {
+			v = median_of(k, tl[i])
+			line = line " " fmt(v, u) " |"
+		}
+		print line " " best_ratio(k, u != "usec") " |"
+	}
+}
+
 # gnuplot data: x median q1 q3 over rounds, one file per benchmark and
 # transport (the interquartile range, as in the tables: the min-max range
 # of a run with a busy round would flatten every other line).
@@ -355,4 +379,5 @@ END {
 	else if (part == "depth") print_depth()
 	else if (part == "targets") print_targets()
 	else if (part == "issue") print_issue()
+	else if (part == "imb") print_imb()
 }

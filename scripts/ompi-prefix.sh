@@ -24,8 +24,10 @@
 # 4. Runs the MPI suite there (make check of tests/mpi and tests/mtl's MPI
 #    jobs) with the prefix's mpirun; a tm configuration that skips fails.
 # Prints "ok"/"not ok" per step and last "N passed, M failed".  Root
-# (apt-get for the source package); takes long: about 40 min on 2 busy
-# cores for the Open MPI build, then the suite.
+# (apt-get for the source package); takes long, so it is not part of CI
+# (30 min): on 2 cores shared with other jobs (load 10-170), the Open MPI
+# build took 77 min (autogen.pl 4, configure 11, make 62, install 4) and
+# the suite 9 min (207 checks passed, Debian 12's 4.1.4).
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)

@@ -212,8 +212,13 @@ int tm_engine_progress(struct tm_engine *eng)
 {
 	int n;
 
-	if (eng->x.fatal)
-		return eng->x.fatal;
+	/* one test for both: stopped, or ADDs chained since the last call
+	 * (posted before the poll lets the card look at arrivals) */
+	if (eng->x.fatal | (int)eng->x.ops.chain_n) {
+		tmx_add_flush(&eng->x);
+		if (eng->x.fatal)
+			return eng->x.fatal;
+	}
 	n = tmx_drain(&eng->x);
 	if (!eng->x.pending)
 		return n;

@@ -116,12 +116,17 @@ static inline void op_account(struct tm_xport *x, uint32_t count, int sig)
 	}
 }
 
-/* A DEL or a SYNC (always signalled); 0 if the card took it. */
+/* A DEL or a SYNC (always signalled); 0 if the card took it.  The ADDs
+ * decided before it go first. */
 static int op_post(struct tm_xport *x, int type, struct tm_tctx *t,
 		   uint32_t count)
 {
 	struct ibv_ops_wr wr, *bad;
 	int ret;
+
+	tmx_add_flush(x);
+	if (x->fatal)
+		return EIO;
 
 	memset(&wr, 0, sizeof(wr));
 	wr.flags = IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC;
@@ -145,51 +150,145 @@ static int op_post(struct tm_xport *x, int type, struct tm_tctx *t,
 }
 
 /*
- * An ADD, the op of every receive posted to the card: its own function,
- * since it is on the path of every such receive.  Every field of the WR
- * is stored once (no memset first); the SGE is the staging buffer or the
- * receive's own.
+ * An ADD, the op of every receive posted to the card: written into the
+ * chain (tmx_add_flush posts it) and accounted as posted at once, so that
+ * the op-slot, signalling and order rules see it where it was decided.
+ * Every field of the WR is stored once (no memset first); the SGE is the
+ * staging buffer or the receive's own.
  */
-static int op_post_add(struct tm_xport *x, struct tm_tctx *t, uint64_t tag,
-		       uint64_t mask, const struct tm_rbuf *b, uint32_t count)
+static void chain_add(struct tm_xport *x, struct tm_tctx *t, uint64_t tag,
+		      uint64_t mask, const struct tm_rbuf *b, uint32_t count)
 {
-	struct ibv_ops_wr wr, *bad;
-	struct ibv_sge sge;
-	int ret, sig = x->ops.ops_unsig + 1 >= TM_ADD_SIG_EVERY ||
-		       x->ops.ops_out + 1 >= x->ops.max_ops;
+	uint32_t i = x->ops.chain_n++;
+	struct ibv_ops_wr *wr = &x->ops.chain_wr[i];
+	struct ibv_sge *sge = &x->ops.chain_sge[i];
+	int sig = x->ops.ops_unsig + 1 >= TM_ADD_SIG_EVERY ||
+		  x->ops.ops_out + 1 >= x->ops.max_ops;
 
 	if (t->stage >= 0) {
-		sge.addr = (uintptr_t)x->ops.stage +
-			   (size_t)t->stage * x->ops.stage_size;
-		sge.length = x->ops.stage_size;
-		sge.lkey = x->ops.stage_mr->lkey;
+		sge->addr = (uintptr_t)x->ops.stage +
+			    (size_t)t->stage * x->ops.stage_size;
+		sge->length = x->ops.stage_size;
+		sge->lkey = x->ops.stage_mr->lkey;
 	} else {
-		sge.addr = (uintptr_t)b->buf;
-		sge.length = (uint32_t)b->len;
-		sge.lkey = b->mr->lkey;
+		sge->addr = (uintptr_t)b->buf;
+		sge->length = (uint32_t)b->len;
+		sge->lkey = b->mr->lkey;
 	}
-	wr.wr_id = (uintptr_t)t | WR_ADD;
-	wr.next = NULL;
-	wr.opcode = IBV_WR_TAG_ADD;
-	wr.flags = (sig ? IBV_OPS_SIGNALED : 0) | IBV_OPS_TM_SYNC;
-	wr.tm.unexpected_cnt = count;
-	wr.tm.handle = 0;
-	wr.tm.add.recv_wr_id = (uintptr_t)t | WR_RECV;
-	wr.tm.add.sg_list = &sge;
-	wr.tm.add.num_sge = 1;
-	wr.tm.add.tag = tag;
-	wr.tm.add.mask = mask;
-	ret = tmx_fault(x, TM_SITE_POST_OPS);
-	if (!ret)
-		ret = ibv_post_srq_ops(x->dev->srq, &wr, &bad);
-	if (ret)
-		return op_refused(x, ret);
-	t->handle = wr.tm.handle;
+	wr->wr_id = (uintptr_t)t | WR_ADD;
+	wr->next = NULL;
+	if (i)
+		x->ops.chain_wr[i - 1].next = wr;
+	wr->opcode = IBV_WR_TAG_ADD;
+	wr->flags = (sig ? IBV_OPS_SIGNALED : 0) | IBV_OPS_TM_SYNC;
+	wr->tm.unexpected_cnt = count;
+	wr->tm.handle = 0;
+	wr->tm.add.recv_wr_id = (uintptr_t)t | WR_RECV;
+	wr->tm.add.sg_list = sge;
+	wr->tm.add.num_sge = 1;
+	wr->tm.add.tag = tag;
+	wr->tm.add.mask = mask;
+	x->ops.chain_unsig[i] = x->ops.ops_unsig;
 	op_account(x, count, sig);
 	t->add_seq = x->ops.op_seq;
 	if (!sig)
 		t->flags |= TC_ADD_UNSIG;
-	return 0;
+}
+
+static inline struct tm_tctx *chain_tctx(const struct ibv_ops_wr *wr)
+{
+	return (struct tm_tctx *)(uintptr_t)(wr->wr_id & ~WR_TYPE_MASK);
+}
+
+/*
+ * The card refused the chain from op k on (ENOMEM or EAGAIN; whatever it
+ * took before k stays posted, doc/mlx5-rules.md rule 23): those ops were
+ * never posted, so their accounting is taken back, newest first, and
+ * their receives hear it from the next work flush, as from a failed ADD
+ * completion (tmx_report_add_failures).
+ */
+static void chain_refused(struct tm_xport *x, uint32_t k)
+{
+	uint32_t i, n = x->ops.chain_n;
+	struct tm_tctx *t;
+
+	for (i = n; i-- > k;) {
+		t = chain_tctx(&x->ops.chain_wr[i]);
+		if (x->ops.chain_wr[i].flags & IBV_OPS_SIGNALED) {
+			x->ops.op_unsig_head--;
+			x->ops.ops_sig_out--;
+		}
+		t->flags |= TC_ADD_FAILED;
+		t->fail_next = x->ops.add_failed;
+		x->ops.add_failed = t;
+	}
+	x->ops.ops_unsig = x->ops.chain_unsig[k];
+	x->ops.op_seq -= n - k;
+	x->ops.ops_out -= n - k;
+	x->st.ops_posted -= n - k;
+	tmx_pend(x, TM_PEND_WORK);
+}
+
+void tmx_add_flush_slow(struct tm_xport *x)
+{
+	struct ibv_ops_wr *bad = NULL;
+	uint32_t i, k, n = x->ops.chain_n;
+	int ret;
+
+	if (x->fatal) {
+		x->ops.chain_n = 0; /* stopped: no more posts */
+		return;
+	}
+	ret = tmx_fault(x, TM_SITE_POST_OPS);
+	if (ret)
+		bad = &x->ops.chain_wr[0];
+	else
+		ret = ibv_post_srq_ops(x->dev->srq, x->ops.chain_wr, &bad);
+	k = ret ? (uint32_t)(bad - x->ops.chain_wr) : n;
+	if (ret && k >= n)
+		k = 0; /* a provider that names no op: none was taken */
+	for (i = 0; i < k; i++)
+		chain_tctx(&x->ops.chain_wr[i])->handle =
+			x->ops.chain_wr[i].tm.handle;
+	if (ret) {
+		op_refused(x, ret);
+		chain_refused(x, k);
+	}
+	x->ops.chain_n = 0;
+}
+
+/*
+ * The receives whose chained ADD the card refused, in decided order: each
+ * behaves as after a failed ADD completion (software-held from now on),
+ * except one whose DEL was decided meanwhile: its entry never reached the
+ * card, so the DEL wins, as if it had removed it.
+ */
+int tmx_report_add_failures(struct tm_xport *x)
+{
+	struct tm_cqe ok = { .status = IBV_WC_SUCCESS };
+	struct tm_cqe failed = { .status = TM_WC_REFUSED };
+	struct tm_tctx *t, *rev = NULL;
+	int n = 0;
+
+	/* the list was built newest first */
+	while ((t = x->ops.add_failed)) {
+		x->ops.add_failed = t->fail_next;
+		t->fail_next = rev;
+		rev = t;
+	}
+	while ((t = rev)) {
+		rev = t->fail_next;
+		t->flags &= ~TC_ADD_FAILED;
+		if (t->flags & TC_DEL_WANTED) {
+			t->flags &= ~TC_DEL_WANTED;
+			x->cb->op_done(x->cb_arg, WR_ADD, t, &ok);
+			x->cb->op_done(x->cb_arg, WR_DEL, t, &ok);
+		} else {
+			x->cb->op_done(x->cb_arg, WR_ADD, t, &failed);
+		}
+		n++;
+	}
+	return n;
 }
 
 void tmx_op_decide(struct tm_xport *x, int type, struct tm_tctx *t)
@@ -199,6 +298,13 @@ void tmx_op_decide(struct tm_xport *x, int type, struct tm_tctx *t)
 	x->ops.reported = tmx_count_now(x);
 	if (type == WR_SYNC)
 		x->ops.sync_out = 1;
+	tmx_add_flush(x);
+	if (t && (t->flags & TC_ADD_FAILED)) {
+		/* its ADD never reached the card: nothing to delete, and
+		 * tmx_report_add_failures says so */
+		t->flags |= TC_DEL_WANTED;
+		return;
+	}
 	if (ucs_list_is_empty(&x->ops.opq) && x->ops.ops_out < x->ops.max_ops &&
 	    op_post(x, type, t, x->ops.reported) == 0)
 		return;
@@ -284,8 +390,12 @@ int tmx_card_add(struct tm_xport *x, struct tm_tctx *t, uint64_t tag,
 		 uint64_t mask, const struct tm_rbuf *b)
 {
 	x->ops.reported = tmx_count_now(x);
-	if (op_post_add(x, t, tag, mask, b, x->ops.reported))
-		return -1;
+	if (x->ops.chain_n == TM_ADD_CHAIN_MAX) {
+		tmx_add_flush(x);
+		if (x->fatal || !tmx_card_has_room(x))
+			return -1;
+	}
+	chain_add(x, t, tag, mask, b, x->ops.reported);
 	t->flags |= TC_ENTRY_LIVE | TC_UNCONF;
 	ucs_list_add_tail(&x->ops.unconf, &t->card_link);
 	if (++x->ops.card_entries > x->ops.card_entries_max)

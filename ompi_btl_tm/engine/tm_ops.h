@@ -7,6 +7,17 @@
  *    the moment it was decided (ops.reported), and ops reach the card in
  *    the order decided: a FIFO (ops.opq) once max_ops are outstanding, and
  *    an ADD only when that FIFO is empty (tmx_card_has_room);
+ *  - ADDs decided before the next progress call are posted as one chain
+ *    (one ibv_post_srq_ops, one doorbell, at most TM_ADD_CHAIN_MAX): by
+ *    tmx_add_flush at the top of tm_engine_progress and of every drain
+ *    (tm_engine_post_recv skips its drain while a chain waits), after a
+ *    work flush's promotions, before any DEL or SYNC is posted, and when
+ *    the chain is full.  They count as posted
+ *    from the moment they are decided (op slots, signalling, order).  An
+ *    ADD the card refuses (ENOMEM, EAGAIN; the ops before it stay posted)
+ *    reaches the protocol from the next work flush as a failed ADD
+ *    (tmx_report_add_failures), or, if the receive's DEL was decided
+ *    meanwhile, as a DEL that succeeded;
  *  - ADDs go unsignalled except every TM_ADD_SIG_EVERY-th and the one that
  *    takes the last op slot; DELs and SYNCs are always signalled; a
  *    signalled completion retires the unsignalled ops before it;
@@ -127,8 +138,9 @@ static inline int tmx_sync_wanted(struct tm_xport *x)
 	       (!ucs_list_is_empty(&x->ops.unconf) || lag >= TM_SYNC_LAG_MAX);
 }
 
-/* Posts t's ADD (tag, mask; its staging buffer or b) with the current
- * count; 0 if the card took it (TC_ADD_UNSIG: no completion comes). */
+/* Decides t's ADD (tag, mask; its staging buffer or b) with the current
+ * count, into the chain; 0 if it went in (TC_ADD_UNSIG: no completion
+ * comes), -1 if a full chain could not be posted to make room. */
 int tmx_card_add(struct tm_xport *x, struct tm_tctx *t, uint64_t tag,
 		 uint64_t mask, const struct tm_rbuf *b);
 /* Decides t's DEL (or, t NULL, a SYNC) now: posted, or queued in order. */
@@ -153,6 +165,14 @@ static inline void tmx_entry_gone(struct tm_xport *x, struct tm_tctx *t)
 	}
 	tmx_unconf_del(t);
 }
+void tmx_add_flush_slow(struct tm_xport *x);
+/* Posts the chained ADDs, if any (inline: progress asks every call). */
+static inline void tmx_add_flush(struct tm_xport *x)
+{
+	if (x->ops.chain_n)
+		tmx_add_flush_slow(x);
+}
+int tmx_report_add_failures(struct tm_xport *x);
 int tmx_flush_ops(struct tm_xport *x);
 void tmx_maybe_sync(struct tm_xport *x);
 void tmx_on_op_cqe(struct tm_xport *x, int type, struct tm_tctx *t,

@@ -483,8 +483,13 @@ void tme_on_op_result(struct tm_engine *eng, int type, struct tm_recv *r,
 	}
 	q->ops_pending--;
 	if (type == WR_ADD && c->status != IBV_WC_SUCCESS) {
-		/* never on the list: behave as software-held from now on */
-		eng->x.st.errors++;
+		/* never on the list: behave as software-held from now on; a
+		 * chained ADD refused at post found the list full, as one
+		 * posted alone would (tm_ops.h) */
+		if (c->status == TM_WC_REFUSED)
+			eng->x.st.sw_list_full++;
+		else
+			eng->x.st.errors++;
 		tmx_entry_gone(&eng->x, &q->t);
 		if (q->state == R_CARD)
 			tme_recv_back_to_sw(eng, r);
@@ -658,8 +663,11 @@ int tm_engine_post_recv(struct tm_engine *eng, struct tm_recv *r)
 	/* Only a receive bound for the card needs what the CQs hold first
 	 * (the count its ADD carries).  One that stays in software cannot be
 	 * passed: a message still in a CQ arrives after it, and its
-	 * completion finds it in the shadow queue like any earlier one. */
-	if (!tme_len_stays_sw(eng, r->len))
+	 * completion finds it in the shadow queue like any earlier one.  Not
+	 * while ADDs wait in the chain either: a poll would let the card look
+	 * at arrivals before it has them (tm_ops.h); the ADD then carries an
+	 * older count, which the sync rule covers. */
+	if (!tme_len_stays_sw(eng, r->len) && !eng->x.ops.chain_n)
 		tmx_drain(&eng->x);
 	rc = recv_post(eng, r);
 	if (rc != TM_OK)

@@ -12,12 +12,14 @@
  * callback may post.  A plain buffer is reposted after its callback,
  * unless unexpected() kept it (then tmx_post_plain, later); reposts go
  * to the SRQ in chains of up to PLAIN_BATCH_MAX, while at least half the
- * buffers (and 33) are posted.
+ * buffers (and 33) are posted.  A drain posts the chained ADDs first
+ * (tm_ops.h): the card gets them before it looks at arrivals.
  */
 #ifndef TM_RX_H
 #define TM_RX_H
 
 #include "dev/tm_dev.h"
+#include "engine/tm_ops.h"
 #include "engine/tm_transport.h"
 #include "engine/tm_tx.h"
 
@@ -40,9 +42,11 @@ int tmx_drain_from(struct tm_xport *x, int rc, int want_send);
  */
 static inline int tmx_drain(struct tm_xport *x)
 {
-	int rc = tm_dev_start_poll(x->dev->tm_cq);
-	int want_send = tmx_want_poll_send(x);
+	int rc, want_send;
 
+	tmx_add_flush(x);
+	rc = tm_dev_start_poll(x->dev->tm_cq);
+	want_send = tmx_want_poll_send(x);
 	if (rc == TM_ERR_NOT_FOUND && !want_send)
 		return 0;
 	return tmx_drain_from(x, rc, want_send);

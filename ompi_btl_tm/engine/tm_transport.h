@@ -33,8 +33,11 @@
 /* wr_id low bits: what a TM-CQ completion is about. */
 enum { WR_RECV = 0, WR_PLAIN = 1, WR_ADD = 2, WR_DEL = 3, WR_SYNC = 4 };
 #define WR_TYPE_MASK 7ULL
-/* signal at least every TM_ADD_SIG_EVERY-th ADD (see op_post_add) */
+/* signal at least every TM_ADD_SIG_EVERY-th ADD (see chain_add) */
 #define TM_ADD_SIG_EVERY 64
+/* ADDs decided before the next progress call go to the card as one
+ * chain (one ibv_post_srq_ops, one doorbell) of at most this many */
+#define TM_ADD_CHAIN_MAX 64
 /*
  * Report the count at least every TM_SYNC_LAG_MAX unexpected arrivals,
  * entries or not: a ConnectX drops tagged messages (RNR) once the count
@@ -71,9 +74,13 @@ enum {
 	TM_PEND_HELD = 1 << 3, /* unexpected messages hold plain buffers */
 };
 
+/* tm_cqe.status of an op the card refused at post (tmx_cb.op_done): no
+ * ibv_wc_status has this value */
+#define TM_WC_REFUSED (-1)
+
 struct tm_cqe {
 	uint64_t wr_id;
-	int status;
+	int status;          /* enum ibv_wc_status, or TM_WC_REFUSED */
 	int opcode;
 	uint32_t flags;
 	uint32_t byte_len;
@@ -105,6 +112,9 @@ enum {
 	TC_ENTRY_LIVE = 1 << 0, /* counts against the card's list */
 	TC_ADD_UNSIG = 1 << 1,  /* its ADD went unsignalled */
 	TC_UNCONF = 1 << 2,     /* on ops.unconf (may be inactive) */
+	TC_ADD_FAILED = 1 << 3, /* its chained ADD was refused: on
+				 * ops.add_failed until reported */
+	TC_DEL_WANTED = 1 << 4, /* ... and its DEL was decided meanwhile */
 };
 
 /*
@@ -118,6 +128,7 @@ struct tm_tctx {
 	uint32_t handle;
 	uint32_t flags;            /* TC_* */
 	int32_t stage;             /* staging buffer on the card, or -1 */
+	struct tm_tctx *fail_next; /* ops.add_failed while TC_ADD_FAILED */
 	struct tm_op del;          /* its DEL while queued */
 };
 
@@ -286,6 +297,16 @@ struct tm_xport {
 		/* someone waits for an entry, op slot or staging buffer:
 		 * the next one freed sets TM_PEND_WORK */
 		uint8_t want_room;
+		/* ADDs decided since the last flush, accounted as posted,
+		 * in decided order (tmx_add_flush posts them as one list):
+		 * the WRs, their SGEs, and ops_unsig before each */
+		uint32_t chain_n;
+		struct ibv_ops_wr chain_wr[TM_ADD_CHAIN_MAX];
+		struct ibv_sge chain_sge[TM_ADD_CHAIN_MAX];
+		uint32_t chain_unsig[TM_ADD_CHAIN_MAX];
+		/* tag contexts whose chained ADD the card refused: the
+		 * protocol hears it from the next work flush */
+		struct tm_tctx *add_failed;
 		/* staging buffers, so that a receive smaller than the
 		 * largest eager message can go to the card (mlx5 rule 17) */
 		uint8_t *stage;

@@ -16,11 +16,16 @@ int tme_flush_work_slow(struct tm_engine *eng)
 		return 0; /* stopped: no more posts */
 	/* Each test below is the first test of the function it guards, so
 	 * the common nothing-to-do case costs no call into another module. */
+	if (x->ops.add_failed)
+		n += tmx_report_add_failures(x);
 	if (!ucs_list_is_empty(&x->ops.opq))
 		n += tmx_flush_ops(x);
 	/* before maybe_sync: an ADD carries the count */
-	if (!ucs_list_is_empty(&eng->offload.promo_ready))
+	if (!ucs_list_is_empty(&eng->offload.promo_ready)) {
 		n += tme_promote(eng);
+		/* promoted receives go to the card now: they waited already */
+		tmx_add_flush(x);
+	}
 	if (tmx_count_now(x) != x->ops.reported)
 		tmx_maybe_sync(x);
 	if (!ucs_list_is_empty(&eng->reply.owed))
@@ -31,7 +36,8 @@ int tme_flush_work_slow(struct tm_engine *eng)
 		n += tmx_flush_tx(x);
 	/* the handlers above may have queued more, or left some: look at
 	 * what is really there */
-	if (ucs_list_is_empty(&x->ops.opq) && !tme_promo_due(eng) &&
+	if (ucs_list_is_empty(&x->ops.opq) && !x->ops.add_failed &&
+	    !tme_promo_due(eng) &&
 	    !tmx_sync_wanted(x) && ucs_list_is_empty(&eng->reply.owed) &&
 	    !tme_reply_owes_rep(eng) && !x->tx.tx_queued)
 		x->pending &= ~TM_PEND_WORK;

@@ -231,6 +231,11 @@ int mtl_tm_module_init(void)
 	char offer[MTL_TM_CAN_STR_LEN];
 	int rc;
 
+	/* a new initialisation (MPI sessions: another after a finalize):
+	 * its own modex key, and the job's choice made anew */
+	mtl_tm.inits++;
+	mtl_tm.agreed = false;
+	mtl_tm.again = false;
 	mtl_tm.nprocs = ompi_process_info.num_procs;
 	mtl_tm.my_vpid = OMPI_PROC_MY_NAME->vpid;
 	if (mtl_tm.nprocs == 0 || mtl_tm.my_vpid >= mtl_tm.nprocs) {

@@ -15,6 +15,7 @@
  *   mtl_tm_select.c     one provider for the job: each rank's offer, the
  *                       rule, the refusal
  *   mtl_tm_addr.c       the QPs, their addresses in the modex, connecting
+ *   mtl_tm_modex.c      the modex key of each initialisation
  *   mtl_tm_pvar.c       MPI_T performance variables (mtl_tm_pvar.h)
  *   mtl_tm_compat.h     the differences between Open MPI 4.1 and 5.0
  *
@@ -25,8 +26,18 @@
  * knows at init (itself, and whether all ranks share its node).  At the
  * first add_procs every rank reads every offer and applies the same rule
  * (mtl_tm_select.c); if some rank guessed otherwise, every rank opens the
- * chosen device, and the addresses go round once more (a PMIx fence, key
- * MTL_TM_KEY_AGAIN), so no job mixes providers or modes.
+ * chosen device, and the addresses go round once more (a PMIx fence,
+ * under the ".again" key of "Modex keys"), so no job mixes providers or
+ * modes.
+ *
+ * Modex keys
+ * ----------
+ * A process initialises the MTL once per MPI_Init, and with MPI-4
+ * sessions once more each time it starts a session after finalising its
+ * last one.  Each initialisation publishes under a key of its own,
+ * "mtl.tm.addr.<n>" (n: mtl_tm.inits, the same on every rank), because
+ * PMIx's client answers a key it has read before from what it kept:
+ * a reused key gave a peer's previous address (mtl_tm_modex.c).
  *
  * Addressing (one RC QP per peer)
  * -------------------------------
@@ -37,7 +48,7 @@
  *
  *     struct mtl_tm_modex { header, gid, lid, mtu, qpn[world size] }
  *
- * through the modex under the component's key (mtl.tm.<version>).  Each
+ * through the modex under this initialisation's key ("Modex keys").  Each
  * entry is a QP pair in the hardware's layout (tm_dev.h): an rx QP with no
  * send queue and a tx QP.  At add_procs, rank a connects its pair for rank
  * b to rank b's qpn[a] (tx to rx, rx to tx); rank b does the mirror
@@ -193,6 +204,8 @@ struct mtl_tm_module {
 	int use;                 /* MTL_TM_USE_* it opened */
 	bool agreed;             /* the job's choice is known (add_procs) */
 	bool again;              /* ... and needed a second exchange */
+	uint32_t inits;          /* initialisations in this process so far,
+				  * this one included: the modex key's n */
 	uint32_t my_vpid;
 	struct mtl_tm_endpoint *eps; /* [nprocs], indexed by rank in the job */
 	/* The engine is single threaded: every engine call holds this. */
@@ -320,6 +333,14 @@ void mtl_tm_show_no_local(uint32_t can);
  * OMPI_ERR_UNREACH: nothing fits (the message is out). */
 int mtl_tm_agree(int mine, int *use);
 void mtl_tm_modex_fill(struct mtl_tm_modex *m, uint32_t can, int use);
+
+/* mtl_tm_modex.c: this process's blob under this initialisation's key,
+ * and rank name's blob (again: of the second exchange; free *m).  OPAL
+ * statuses. */
+#define MTL_TM_MODEX_KEY_LEN 32
+int mtl_tm_modex_send(const void *m, size_t size);
+int mtl_tm_modex_recv(const opal_process_name_t *name, bool again,
+		      void **m, int32_t *size);
 
 /* mtl_tm_addr.c */
 /* One QP pair per rank (mtl_tm.eps), their numbers in the modex. */

@@ -1,8 +1,7 @@
 /*
  * mtl_tm_addr.c - the QPs and their addresses (mtl_tm.h, "Addressing"):
- * one pair per rank of the job, published in the modex (under the
- * component's key, or MTL_TM_KEY_AGAIN in the second round of "One
- * provider for the job"), and connected to a rank's pair at add_procs.
+ * one pair per rank of the job, published in the modex (under the key of
+ * mtl_tm_modex.c), and connected to a rank's pair at add_procs.
  */
 #include "mtl_tm.h"
 
@@ -23,10 +22,6 @@ void mtl_tm_qps_destroy(void)
 	free(mtl_tm.eps);
 	mtl_tm.eps = NULL;
 }
-
-/* The key of the second round of addresses (mtl_tm.h, "One provider
- * for the job"); the first is the component's own. */
-#define MTL_TM_KEY_AGAIN "mtl.tm.again"
 
 /* Why pair r could not be made, and, for a QP limit, which one to raise. */
 static void qp_pair_error(uint32_t r, int rc, int err)
@@ -86,13 +81,7 @@ int mtl_tm_qps_publish(void)
 	}
 	m->addr = a;
 	m->addr.rx_qpn = m->addr.tx_qpn = 0;
-	if (mtl_tm.again) {
-		OPAL_MODEX_SEND_STRING(rc, MTL_TM_MODEX_GLOBAL, MTL_TM_KEY_AGAIN,
-				       m, size);
-	} else {
-		OPAL_MODEX_SEND(rc, MTL_TM_MODEX_GLOBAL,
-				&mca_mtl_tm_component.mtl_version, m, size);
-	}
+	rc = mtl_tm_modex_send(m, size);
 	free(m);
 	if (rc != OPAL_SUCCESS) {
 		opal_output(0, "mtl tm: modex send failed: %d", rc);
@@ -113,13 +102,8 @@ int mtl_tm_connect(struct mtl_tm_endpoint *ep, const opal_process_name_t *name)
 		/* loopback: our pair for ourselves talks to itself */
 		tm_dev_pair_addr(mtl_tm.dev, &ep->qps, &addr);
 	} else {
-		if (mtl_tm.again) {
-			OPAL_MODEX_RECV_STRING(rc, MTL_TM_KEY_AGAIN, name,
-					       (void **)&m, &size);
-		} else {
-			OPAL_MODEX_RECV(rc, &mca_mtl_tm_component.mtl_version,
-					name, (void **)&m, &size);
-		}
+		rc = mtl_tm_modex_recv(name, mtl_tm.again, (void **)&m,
+				       &size);
 		if (rc != OPAL_SUCCESS || !m) {
 			opal_output(0, "mtl tm: no modex data from rank %u: %d",
 				    ep->vpid, rc);

@@ -183,6 +183,12 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 	mtl_tm_qps_destroy();
 	tm_dev_close(mtl_tm.dev);
 	mtl_tm.dev = NULL;
+	/* for the next initialisation (MPI sessions): Open MPI frees the
+	 * keyval with the rest of its attributes when the last session or
+	 * MPI_Finalize ends */
+	fence_drain = fence_gave_up = false;
+	errors_run = 0;
+	self_keyval = -1;
 	return OMPI_SUCCESS;
 }
 

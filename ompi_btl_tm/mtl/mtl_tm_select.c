@@ -187,8 +187,7 @@ static int64_t offer_of(uint32_t vpid, char *node, size_t len, int *use)
 	int rc;
 
 	name.vpid = vpid;
-	OPAL_MODEX_RECV(rc, &mca_mtl_tm_component.mtl_version, &name,
-			(void **)&m, &size);
+	rc = mtl_tm_modex_recv(&name, false, (void **)&m, &size);
 	if (rc != OPAL_SUCCESS || !m || (size_t)size < sizeof(*m) ||
 	    m->magic != MTL_TM_MODEX_MAGIC) {
 		free(m);

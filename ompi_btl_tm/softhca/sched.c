@@ -585,6 +585,8 @@ int softhca_query_stats(struct ibv_context *c, struct softhca_stats *st)
 		st->list_inactive = srq->list_inactive;
 		st->ops_outstanding = (uint32_t)(srq->ops_posted -
 						 srq->ops_retired);
+		st->ops_doorbells = srq->ops_doorbells;
+		st->adds_posted = srq->adds_posted;
 		st->matched = srq->matched;
 		st->unexpected = srq->unexpected;
 		st->rnr_waits = srq->rnr_waits;

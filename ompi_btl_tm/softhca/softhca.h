@@ -244,6 +244,8 @@ struct softhca_stats {
 	uint32_t list_entries;      /* entries on the TM list */
 	uint32_t list_inactive;     /* of which inactive */
 	uint32_t ops_outstanding;
+	uint64_t ops_doorbells;     /* ibv_post_srq_ops calls that took an op */
+	uint64_t adds_posted;       /* ADDs taken by those calls */
 	uint64_t matched;           /* messages matched by the card */
 	uint64_t unexpected;        /* tagged messages delivered unexpected */
 	uint64_t rnr_waits;         /* times an arrival waited for a buffer */

@@ -210,6 +210,9 @@ struct sh_srq {
 	struct sh_op *ops;           /* FIFO of posted, unprocessed ops */
 	uint32_t ops_first, ops_count;
 	uint64_t ops_posted, ops_retired;
+	/* ibv_post_srq_ops calls that took at least one op (mlx5 rings the
+	 * command QP's doorbell once for each), and ADDs taken */
+	uint64_t ops_doorbells, adds_posted;
 	uint16_t hw_cnt, sw_cnt;
 	/*
 	 * The count software last reported, as of posting (mlx5's unexp_out,

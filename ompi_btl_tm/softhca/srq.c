@@ -387,6 +387,7 @@ int sh_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
 {
 	struct sh_srq *srq = to_sh_srq(ibsrq);
 	struct sh_context *ctx = srq->ctx;
+	struct ibv_ops_wr *first = wr;
 	bool now;
 	int err = 0;
 
@@ -413,11 +414,17 @@ int sh_post_srq_ops(struct ibv_srq *ibsrq, struct ibv_ops_wr *wr,
 			*bad = wr;
 			break;
 		}
+		if (wr->opcode == IBV_WR_TAG_ADD)
+			srq->adds_posted++;
 		if (now && wr->opcode == IBV_WR_TAG_ADD)
 			add_now(srq, wr);
 		else
 			op_post(srq, wr, now);
 	}
+	/* as mlx5: the ops before a refused one stay posted, under one
+	 * doorbell (doc/mlx5-rules.md rule 23) */
+	if (wr != first)
+		srq->ops_doorbells++;
 	/* (ops run at once leave the card nothing: only counted) */
 	sh_doorbell(ctx, now ? SH_BELL_POSTED : SH_BELL_OPS, NULL);
 	sh_unlock(ctx);

@@ -124,9 +124,12 @@ void eu_pump(struct eu_world *w)
 	 * checks eu_quiet) */
 	while (idle < 50) {
 		moved = 0;
+		/* progress first: it posts the ADDs chained since the
+		 * last call before the card looks at arrivals, as in an
+		 * MPI process, where the card runs inside its verbs calls */
 		for (i = 0; i < w->n; i++) {
-			moved += softhca_drain(w->node[i].dev->ctx);
 			moved += tm_engine_progress(w->node[i].eng);
+			moved += softhca_drain(w->node[i].dev->ctx);
 		}
 		idle = moved ? 0 : idle + 1;
 		if (!moved && eu_quiet(w))

@@ -319,6 +319,7 @@ static void test_cancel_race(void)
 	open_world(2, 0, 0, SOFTHCA_SCHED_MANUAL);
 	c0 = W.node[0].dev->ctx;
 	post_recv(&r, 0, 1, 1, 3, 0, 100);
+	tm_engine_progress(E(0));                     /* the chained ADD */
 	softhca_step(c0, SOFTHCA_WORK_OP, SOFTHCA_ANY_QP); /* ADD */
 	send_msg(&s, 1, 0, 1, 3, 0, 50, 1, 0);
 	softhca_drain(W.node[1].dev->ctx);            /* to the wire */
@@ -582,7 +583,8 @@ static void test_sync_stale(void)
 
 	open_world(2, 0, 0, SOFTHCA_SCHED_MANUAL);
 	c0 = W.node[0].dev->ctx;
-	post_recv(&r1, 0, 1, 1, 4, 0, 100);            /* ADD not processed */
+	post_recv(&r1, 0, 1, 1, 4, 0, 100);
+	tm_engine_progress(E(0));                  /* ADD posted, not processed */
 	send_msg(&s0, 1, 0, 1, 5, 0, 8, 1, 0);          /* matches nothing */
 	softhca_drain(W.node[1].dev->ctx);
 	softhca_step(c0, SOFTHCA_WORK_RX, SOFTHCA_ANY_QP); /* m0 unexpected */

@@ -107,11 +107,12 @@ static int pump(int rounds)
 {
 	int i, r, rc = 0;
 
+	/* progress first: it posts the chained ADDs (eu_pump) */
 	for (r = 0; r < rounds; r++)
 		for (i = 0; i < W.n; i++) {
-			softhca_drain(W.node[i].dev->ctx);
 			int n = tm_engine_progress(E(i));
 
+			softhca_drain(W.node[i].dev->ctx);
 			if (n < 0 && !rc)
 				rc = n;
 		}
@@ -471,19 +472,49 @@ static void test_post_send(void)
 
 static void test_post_ops(void)
 {
+	struct tm_engine_stats st;
 	struct eu_recv r, r2;
 	struct eu_send s;
 
 	open_world(0);
 	fault_set(TM_SITE_POST_OPS, ENOMEM, 1);
 	post_recv(&r, 0, 6, 0, 1024);
-	tap_check(eu_node_stats(&W, 0).sw_list_full == 1 && eu_node_stats(&W, 0).fatal == 0,
-		  "an ADD the card has no room for (ENOMEM) keeps the receive "
-		  "in software");
+	tm_engine_progress(E(0)); /* posts the chained ADD: refused */
+	st = eu_node_stats(&W, 0);
+	tap_check(st.sw_held == 1 && st.card_entries == 0 &&
+		  st.ops_outstanding == 0 && st.ops_posted == 0 &&
+		  st.sw_list_full == 1 && st.errors == 0 && st.fatal == 0,
+		  "an ADD the card has no room for (ENOMEM) puts the receive "
+		  "back in software, its op slot and entry freed (held %llu, "
+		  "entries %u, ops %u)", (unsigned long long)st.sw_held,
+		  st.card_entries, st.ops_outstanding);
 	send_msg(&s, 6, 0, 100, 4, 0);
 	eu_pump(&W);
 	tap_check(r.done == 1 && r.r.status == TM_REQ_OK && s.done == 1,
 		  "... and it still matches");
+	eu_world_fini(&W);
+
+	/* the cancel's drain posts the chain, the card refuses it, and the
+	 * cancel's DEL is decided before the refusal is reported */
+	open_world(0);
+	post_recv(&r, 0, 6, 0, 1024);
+	post_recv(&r2, 0, 7, 4096, 1024);
+	fault_set(TM_SITE_POST_OPS, ENOMEM, 1);
+	tm_engine_cancel_recv(E(0), &r.r);
+	st = eu_node_stats(&W, 0);
+	tap_check(r.done == 1 && r.r.status == TM_REQ_CANCELLED &&
+		  st.cancel_ok == 1 && st.card_entries == 0 &&
+		  st.ops_outstanding == 0 && st.sw_held == 1 && !r2.done,
+		  "a cancel whose receive's chained ADD the card refused: "
+		  "cancelled at once, no DEL posted; the other receive of the "
+		  "chain back in software (entries %u, ops %u, held %llu)",
+		  st.card_entries, st.ops_outstanding,
+		  (unsigned long long)st.sw_held);
+	send_msg(&s, 7, 0, 100, 5, 0);
+	eu_pump(&W);
+	tap_check(r2.done == 1 && r2.r.status == TM_REQ_OK && s.done == 1 &&
+		  eu_quiet(&W), "... and that one still matches");
+	fault_clear();
 	eu_world_fini(&W);
 
 	open_world(0);

@@ -75,7 +75,8 @@ static void test_stale_op(uint32_t ops)
 	send_post(&sx, 9, 100);
 	while (softhca_step(card(1), SOFTHCA_WORK_TX, SOFTHCA_ANY_QP))
 		;
-	recv_post(&b, 2, 8192);   /* ADD on the card's queue, count 0 */
+	recv_post(&b, 2, 8192);
+	tm_engine_progress(W.node[0].eng); /* ADD on the card's queue, count 0 */
 	softhca_step(card(0), SOFTHCA_WORK_RX, SOFTHCA_ANY_QP); /* X */
 	softhca_step(card(0), SOFTHCA_WORK_OP, SOFTHCA_ANY_QP); /* B's ADD */
 	softhca_query_stats(card(0), &hs);

@@ -146,8 +146,65 @@ static void test_no_promotion_past_small(void)
 	eu_world_fini(&W);
 }
 
+/*
+ * A window of 64 receives at the threshold, posted before any progress
+ * call (issue 26 item 4): their ADDs reach the card as one chain at the
+ * next progress call, one ibv_post_srq_ops for the 64 (the soft HCA's
+ * counts), in post order: 64 messages of one source and tag are matched
+ * by the card, each by the receive posted in its turn.
+ */
+static void test_chained_window(void)
+{
+	enum { WIN = 64, LEN = 8192 };
+	static struct eu_recv r[WIN];
+	static struct eu_send s[WIN];
+	struct softhca_stats h0, h1;
+	struct tm_engine_stats st;
+	int i, in_order = 0, on_card = 0;
+
+	open_world(0);
+	softhca_query_stats(W.node[0].dev->ctx, &h0);
+	for (i = 0; i < WIN; i++)
+		post(&r[i], 9, (size_t)i * LEN, LEN);
+	softhca_query_stats(W.node[0].dev->ctx, &h1);
+	st = eu_node_stats(&W, 0);
+	tap_check(st.recv_to_card == WIN && st.card_entries == WIN &&
+		  h1.adds_posted == h0.adds_posted &&
+		  h1.ops_doorbells == h0.ops_doorbells,
+		  "window of %d at the threshold: all for the card, none posted "
+		  "before the next progress call (ADDs %llu)", WIN,
+		  (unsigned long long)(h1.adds_posted - h0.adds_posted));
+	tm_engine_progress(W.node[0].eng);
+	softhca_query_stats(W.node[0].dev->ctx, &h1);
+	tap_check(h1.adds_posted - h0.adds_posted == WIN &&
+		  h1.ops_doorbells - h0.ops_doorbells == 1 &&
+		  h1.list_entries == WIN,
+		  "... the progress call posts the %d ADDs in one ibv_post_srq_ops "
+		  "(ADDs %llu, calls %llu, entries %u)", WIN,
+		  (unsigned long long)(h1.adds_posted - h0.adds_posted),
+		  (unsigned long long)(h1.ops_doorbells - h0.ops_doorbells),
+		  h1.list_entries);
+	for (i = 0; i < WIN; i++)
+		msg_send(&s[i], 9, 100 + (size_t)i, (uint8_t)(i + 1));
+	for (i = 0; i < WIN; i++) {
+		in_order += r[i].done == 1 && r[i].r.msg_len == 100 + (size_t)i &&
+			    eu_check(W.node[0].arena + (size_t)i * LEN,
+				     100 + (size_t)i, (uint8_t)(i + 1));
+		on_card += r[i].r.on_card;
+	}
+	st = eu_node_stats(&W, 0);
+	tap_check(in_order == WIN && on_card == WIN &&
+		  st.card_matched == WIN && card_unexpected() == 0,
+		  "... the card matches the %d messages of one source and tag "
+		  "in post order (in order %d, on the card %d)", WIN, in_order,
+		  on_card);
+	tap_check(eu_quiet(&W), "nothing left in flight");
+	eu_world_fini(&W);
+}
+
 int main(void)
 {
+	test_chained_window();
 	test_default_split();
 	test_prefix();
 	test_no_promotion_past_small();

@@ -15,6 +15,21 @@
  * session (MPI_Session_init ... MPI_Session_finalize), so the MTL is
  * initialised and finalised N times in one process.
  *
+ * "mpi_sessions N DIR" also waits, between two sessions, until every rank
+ * has finalised the first: each leaves a file in DIR (a directory of the
+ * node all ranks share) and waits for the others' (at most 120 s).
+ * Without it, PMIx up to 5.0.x (openpmix issue 4113, fixed in 2026)
+ * counts a process that disconnects in MPI_Session_finalize as gone from
+ * every collective then open: a rank that starts its next session while a
+ * peer still finalises the last sees its init fence complete without that
+ * peer, and Open MPI's own fences drift apart (MPI_Session_init fails or
+ * hangs, with pml ob1 too: 3 jobs in 60 of "mpi_sessions 3" on Debian
+ * 13's Open MPI 5.0.7 and PMIx 5.0.7).  The wait keeps a rank from
+ * starting a session while a peer still finalises; it does not cure the
+ * server, which may see a disconnect late (pml ob1 still failed 4 jobs in
+ * 100 of "mpi_sessions 3 DIR"; mtl tm 1 in 200, a hang in Open MPI's
+ * fences with nothing from the MTL).
+ *
  *
  * "mpi_sessions world" runs the MPI-4 calls that need the world model
  * instead, on a duplicate of MPI_COMM_WORLD after MPI_Init: partitioned
@@ -29,6 +44,7 @@
  * without sessions (Open MPI 4.1) it prints "sessions: SKIP" and exits 0.
  */
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +64,10 @@ int main(void)
 }
 
 #else
+
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
 
 static int rank, size, fails;
 static MPI_Comm ca, cb; /* the two communicators from "mpi://WORLD" */
@@ -280,6 +300,44 @@ static void one_session(int round)
 	CALL(MPI_Session_finalize(&s));
 }
 
+/* Has rank r left its file for round `round` in dir? */
+static bool finalised(const char *dir, int round, int r)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/finalised.%d.%d", dir, round, r);
+	return access(path, F_OK) == 0;
+}
+
+/* Every rank has finalised session `round` (rank and size: its world). */
+static void between_sessions(const char *dir, int round)
+{
+	struct timespec pause = { 0, 10 * 1000 * 1000 };
+	char path[4096];
+	int fd, r = 0;
+	time_t give_up = time(NULL) + 120;
+
+	snprintf(path, sizeof(path), "%s/finalised.%d.%d", dir, round, rank);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		printf("rank %d: FAIL: cannot create %s\n", rank, path);
+		exit(1);
+	}
+	close(fd);
+	while (r < size) {
+		if (finalised(dir, round, r)) {
+			r++;
+			continue;
+		}
+		if (time(NULL) > give_up) {
+			printf("rank %d: FAIL: rank %d did not finalise session %d within 120 s\n",
+			       rank, r, round);
+			exit(1);
+		}
+		nanosleep(&pause, NULL);
+	}
+}
+
 static void world(int *argc, char ***argv)
 {
 	CALL(MPI_Init(argc, argv));
@@ -311,9 +369,13 @@ int main(int argc, char **argv)
 		world(&argc, &argv);
 	} else {
 		int rounds = argc > 1 ? atoi(argv[1]) : 1;
+		const char *dir = argc > 2 ? argv[2] : NULL;
 
-		for (int round = 1; round <= rounds; round++)
+		for (int round = 1; round <= rounds; round++) {
 			one_session(round);
+			if (dir && round < rounds)
+				between_sessions(dir, round);
+		}
 	}
 	if (rank == 0 && !fails)
 		printf("sessions: ok\n");

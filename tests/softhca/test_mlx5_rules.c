@@ -510,6 +510,108 @@ static void test_no_sync_req_on_matches(void)
 	sh_env_close(&env);
 }
 
+/* A chain of ADDs in wr[0..n-1] (tags 0x40 + i), linked, unsignalled. */
+static void chain_adds(struct ibv_ops_wr *wr, struct ibv_sge *sge, int n,
+		       char *buf)
+{
+	int i;
+
+	memset(wr, 0, n * sizeof(*wr));
+	for (i = 0; i < n; i++) {
+		sge[i].addr = (uintptr_t)(buf + 64 * i);
+		sge[i].length = 64;
+		sge[i].lkey = env.b.mr->lkey;
+		wr[i].wr_id = 500 + i;
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+		wr[i].opcode = IBV_WR_TAG_ADD;
+		wr[i].flags = IBV_OPS_TM_SYNC;
+		wr[i].tm.add.recv_wr_id = 600 + i;
+		wr[i].tm.add.sg_list = &sge[i];
+		wr[i].tm.add.num_sge = 1;
+		wr[i].tm.add.tag = 0x40 + i;
+		wr[i].tm.add.mask = ALL;
+	}
+}
+
+/*
+ * Rule 23: ibv_post_srq_ops takes a linked list.  The ops before the first
+ * refused one are posted (one doorbell for them all) and stay posted; the
+ * refused op is returned in *bad and nothing after it is looked at.
+ */
+static void test_op_chain(void)
+{
+	struct ibv_ops_wr wr[4], *bad;
+	struct ibv_sge sge[4];
+	struct softhca_stats st0, st;
+	char *buf, payload[8] = { 0 };
+	struct sh_wc wc;
+	int ret;
+
+	open_env(0, 3);
+	buf = sh_alloc(&env.b, 4 * 64);
+	st0 = sh_stats(&env.b);
+	chain_adds(wr, sge, 4, buf);
+	bad = NULL;
+	ret = ibv_post_srq_ops(env.b.srq, wr, &bad);
+	sh_flush(&env);
+	st = sh_stats(&env.b);
+	tap_check(ret == ENOMEM && bad == &wr[3] && st.list_entries == 3 &&
+		  st.adds_posted - st0.adds_posted == 3 &&
+		  st.ops_doorbells - st0.ops_doorbells == 1 &&
+		  wr[0].tm.handle != wr[1].tm.handle &&
+		  wr[1].tm.handle != wr[2].tm.handle &&
+		  wr[0].tm.handle != wr[2].tm.handle,
+		  "rule 23: a chain of 4 ADDs on a 3-entry list: ENOMEM, *bad "
+		  "is the 4th, the first 3 posted under one doorbell (ret %d, "
+		  "bad %td, entries %u, doorbells %llu)", ret,
+		  bad ? bad - wr : -1, st.list_entries,
+		  (unsigned long long)(st.ops_doorbells - st0.ops_doorbells));
+	sh_send_tm(&env, 0, IBV_TMH_EAGER, 0x41, 0, payload, sizeof(payload), 1);
+	sh_flush(&env);
+	memset(&wc, 0, sizeof(wc));
+	ret = sh_poll(env.b.cq, &wc);
+	tap_check(ret == 1 && wc.wr_id == 601 &&
+		  (wc.wc_flags & IBV_WC_TM_MATCH),
+		  "rule 23: ... and they stay posted: the 2nd entry matches "
+		  "its message (%s)", sh_wc_str(&wc));
+	st0 = sh_stats(&env.b);
+	chain_adds(wr, sge, 2, buf);
+	bad = NULL;
+	ret = ibv_post_srq_ops(env.b.srq, wr, &bad);
+	st = sh_stats(&env.b);
+	tap_check(ret == ENOMEM && bad == &wr[1] &&
+		  st.adds_posted - st0.adds_posted == 1 &&
+		  st.ops_doorbells - st0.ops_doorbells == 1,
+		  "rule 23: the freed entry takes the chain's first ADD, the "
+		  "second is refused (ret %d, bad %td)", ret, bad ? bad - wr : -1);
+	st0 = st;
+	chain_adds(wr, sge, 1, buf);
+	bad = NULL;
+	ret = ibv_post_srq_ops(env.b.srq, wr, &bad);
+	st = sh_stats(&env.b);
+	tap_check(ret == ENOMEM && bad == &wr[0] &&
+		  st.adds_posted == st0.adds_posted &&
+		  st.ops_doorbells == st0.ops_doorbells,
+		  "rule 23: a chain refused at its first op posts nothing and "
+		  "rings no doorbell");
+	sh_env_close(&env);
+
+	open_env(0, 0);
+	buf = sh_alloc(&env.b, 4 * 64);
+	chain_adds(wr, sge, 3, buf);
+	wr[1].opcode = (enum ibv_ops_wr_opcode)0x7f; /* no list op */
+	bad = NULL;
+	ret = ibv_post_srq_ops(env.b.srq, wr, &bad);
+	sh_flush(&env);
+	st = sh_stats(&env.b);
+	tap_check(ret == EINVAL && bad == &wr[1] && st.list_entries == 1 &&
+		  st.adds_posted == 1 && st.ops_doorbells == 1,
+		  "rule 23: an invalid op in the middle: EINVAL, *bad names it, "
+		  "the ADD before it is posted, the one after it is not "
+		  "(entries %u)", st.list_entries);
+	sh_env_close(&env);
+}
+
 int main(void)
 {
 	/* each check sets the mode it needs */
@@ -522,5 +624,6 @@ int main(void)
 	test_strict_rndv();
 	test_strict_rndv_incomplete();
 	test_strict_overflow();
+	test_op_chain();
 	return tap_done();
 }
