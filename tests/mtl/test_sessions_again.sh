@@ -42,8 +42,9 @@ tm=(--mca pml cm --mca mtl tm)
 # Open MPI's own drift between sessions (the fence hangs or
 # MPI_Session_init fails with nothing from this MTL: pml ob1 fails that
 # way in 3 to 4 jobs in 100 on Debian 13's Open MPI 5.0.7 / PMIx 5.0.7).
-# Pass: none of the MTL's, and no more of Open MPI's own than pml ob1 shows.
-drift_max=5
+# Pass: none of the MTL's, and at most 10 of Open MPI's own (mtl tm: 3 in
+# 100 at a load of 15 to 50 on 2 cores; a hang costs its 60 s).
+drift_max=10
 good=0 ours=0 drift=0 first_ours= first_drift=
 for i in $(seq 100); do
 	sync=$(mktemp -d "$tmp/sync.XXXXXX")
