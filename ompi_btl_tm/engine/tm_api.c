@@ -285,6 +285,7 @@ int tm_engine_idle(struct tm_engine *eng)
 	/* unsignalled ADDs may stay outstanding on the card: their entries
 	 * are either still posted receives or consumed */
 	if (eng->x.ops.ops_sig_out || eng->x.ops.opq_len ||
+	    eng->x.ops.chain_n || eng->x.ops.add_failed ||
 	    eng->x.tx.tx_queued || eng->reply.reads_active ||
 	    eng->send.sends_waiting)
 		return 0;

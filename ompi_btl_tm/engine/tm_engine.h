@@ -86,6 +86,9 @@ struct tm_engine_config {
 	/* a receive whose buffer is shorter is matched in software, never
 	 * posted to the card (doc/DESIGN.md, "Offload policy") */
 	size_t offload_thresh;
+	/* ADDs decided before the next drain go to the card as one chain of
+	 * at most this many (1: each with its receive, at once) */
+	uint32_t add_chain;
 	/* a send waiting this long for FIN/ACK, or a receive or probe naming
 	 * a peer, probes its peer (0: the default; at most
 	 * TM_KEEPALIVE_MAX_MS) */

@@ -48,6 +48,12 @@ static const struct engine_setting settings[TM_ENGINE_NPARAMS] = {
 		TM_PARAM_SIZE, NULL, NULL, 0,
 		TM_OFFLOAD_THRESH_DEFAULT, 0, SIZE_MAX },
 		FIELD(offload_thresh) },
+	[TM_SETTING_ADD_CHAIN] = { {
+		"add_chain",
+		"Receives bound for the card that are posted before the next progress call have their ADDs posted as one chain of at most this many (one doorbell).  The card learns of them only then: a card that matches on its own while the host computes (a ConnectX) cannot match a receive until its chain goes, so a message arriving meanwhile is unexpected and the receive is taken back; 1 posts each ADD with its receive, at once",
+		TM_PARAM_UINT, NULL, NULL, 0,
+		TM_ADD_CHAIN_MAX, 1, TM_ADD_CHAIN_MAX },
+		FIELD(add_chain) },
 	[TM_SETTING_KEEPALIVE_MS] = { {
 		"keepalive_ms",
 		"A send waiting this many milliseconds for its peer's reply (rendezvous FIN, synchronous-send ACK), or a receive or probe naming a peer, probes the peer, so that a dead peer fails it instead of hanging (0: the engine's default); bounded so that a dead peer is found within about a minute",

@@ -31,6 +31,10 @@ struct tm_engine_config;
 #define TM_KEEPALIVE_MS_DEFAULT 1000u
 /* offload_thresh's default: bench/README.md, "The offload threshold" */
 #define TM_OFFLOAD_THRESH_DEFAULT 8192u
+/* ADDs decided before the next progress call go to the card as one
+ * chain (one ibv_post_srq_ops, one doorbell) of at most add_chain, at
+ * most this many (the chain's arrays; also add_chain's default) */
+#define TM_ADD_CHAIN_MAX 64u
 /* unexpected_mem's default: 8 MiB */
 #define TM_UNEXPECTED_MEM_DEFAULT ((uint64_t)8 << 20)
 
@@ -41,6 +45,7 @@ enum tm_engine_setting {
 	TM_SETTING_N_SEND_SLOTS,
 	TM_SETTING_OFFLOAD,
 	TM_SETTING_OFFLOAD_THRESH,
+	TM_SETTING_ADD_CHAIN,
 	TM_SETTING_KEEPALIVE_MS,
 	TM_SETTING_UNEXPECTED_MEM,
 	TM_ENGINE_NPARAMS,

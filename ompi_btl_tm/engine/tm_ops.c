@@ -390,7 +390,7 @@ int tmx_card_add(struct tm_xport *x, struct tm_tctx *t, uint64_t tag,
 		 uint64_t mask, const struct tm_rbuf *b)
 {
 	x->ops.reported = tmx_count_now(x);
-	if (x->ops.chain_n == TM_ADD_CHAIN_MAX) {
+	if (x->ops.chain_n >= x->cfg.add_chain) {
 		tmx_add_flush(x);
 		if (x->fatal || !tmx_card_has_room(x))
 			return -1;
@@ -400,6 +400,8 @@ int tmx_card_add(struct tm_xport *x, struct tm_tctx *t, uint64_t tag,
 	ucs_list_add_tail(&x->ops.unconf, &t->card_link);
 	if (++x->ops.card_entries > x->ops.card_entries_max)
 		x->ops.card_entries_max = x->ops.card_entries;
+	if (x->cfg.add_chain == 1) /* no chain: on the card from its post */
+		tmx_add_flush(x);
 	return 0;
 }
 

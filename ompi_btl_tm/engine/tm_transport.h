@@ -27,6 +27,7 @@
 #include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/list.h>
 #include "engine/tm_engine.h"
+#include "engine/tm_engine_param.h"
 #include "engine/tm_engine_test.h"
 #include "engine/tm_wire.h"
 
@@ -35,9 +36,6 @@ enum { WR_RECV = 0, WR_PLAIN = 1, WR_ADD = 2, WR_DEL = 3, WR_SYNC = 4 };
 #define WR_TYPE_MASK 7ULL
 /* signal at least every TM_ADD_SIG_EVERY-th ADD (see chain_add) */
 #define TM_ADD_SIG_EVERY 64
-/* ADDs decided before the next progress call go to the card as one
- * chain (one ibv_post_srq_ops, one doorbell) of at most this many */
-#define TM_ADD_CHAIN_MAX 64
 /*
  * Report the count at least every TM_SYNC_LAG_MAX unexpected arrivals,
  * entries or not: a ConnectX drops tagged messages (RNR) once the count

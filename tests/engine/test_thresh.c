@@ -12,7 +12,7 @@
 
 static struct eu_world W;
 
-static void open_world(uint32_t tags)
+static void open_world_chain(uint32_t tags, uint32_t add_chain)
 {
 	struct eu_opts o;
 
@@ -21,8 +21,15 @@ static void open_world(uint32_t tags)
 	/* the engine's own default, not the 0 the other tests use */
 	tm_engine_config_default(&o.ecfg);
 	o.ecfg.eager_limit = 1024;
+	if (add_chain)
+		o.ecfg.add_chain = add_chain;
 	if (eu_world_init(&W, 2, &o))
 		tap_bail("cannot open the soft HCA world");
+}
+
+static void open_world(uint32_t tags)
+{
+	open_world_chain(tags, 0);
 }
 
 static void post(struct eu_recv *t, int tag, size_t off, size_t len)
@@ -202,9 +209,50 @@ static void test_chained_window(void)
 	eu_world_fini(&W);
 }
 
+/*
+ * add_chain 1 (a card that matches while the host computes): each ADD
+ * goes to the card with its receive, one ibv_post_srq_ops each, so a
+ * receive is on the card before the next progress call; the messages
+ * are still matched there in post order.
+ */
+static void test_unchained_window(void)
+{
+	enum { WIN = 16, LEN = 8192 };
+	static struct eu_recv r[WIN];
+	static struct eu_send s[WIN];
+	struct softhca_stats h0, h1;
+	int i, in_order = 0, on_card = 0;
+
+	open_world_chain(0, 1);
+	softhca_query_stats(W.node[0].dev->ctx, &h0);
+	for (i = 0; i < WIN; i++)
+		post(&r[i], 9, (size_t)i * LEN, LEN);
+	softhca_query_stats(W.node[0].dev->ctx, &h1);
+	tap_check(h1.adds_posted - h0.adds_posted == WIN &&
+		  h1.ops_doorbells - h0.ops_doorbells == WIN,
+		  "add_chain 1: each of %d ADDs posted with its receive, before "
+		  "any progress call (ADDs %llu, calls %llu)", WIN,
+		  (unsigned long long)(h1.adds_posted - h0.adds_posted),
+		  (unsigned long long)(h1.ops_doorbells - h0.ops_doorbells));
+	for (i = 0; i < WIN; i++)
+		msg_send(&s[i], 9, 100 + (size_t)i, (uint8_t)(i + 1));
+	for (i = 0; i < WIN; i++) {
+		in_order += r[i].done == 1 && r[i].r.msg_len == 100 + (size_t)i &&
+			    eu_check(W.node[0].arena + (size_t)i * LEN,
+				     100 + (size_t)i, (uint8_t)(i + 1));
+		on_card += r[i].r.on_card;
+	}
+	tap_check(in_order == WIN && on_card == WIN,
+		  "... and the card matches them in post order (in order %d, "
+		  "on the card %d)", in_order, on_card);
+	tap_check(eu_quiet(&W), "add_chain 1: nothing left in flight");
+	eu_world_fini(&W);
+}
+
 int main(void)
 {
 	test_chained_window();
+	test_unchained_window();
 	test_default_split();
 	test_prefix();
 	test_no_promotion_past_small();
