@@ -476,6 +476,24 @@ static void on_rtu(struct tm_cm *cm, const struct cm_msg *m)
 		bad(cm, TM_CM_BAD_STALE);
 }
 
+/*
+ * Did the datagram come from gid, by its 40-byte GRH area?  On RoCE v2
+ * over IPv4 that area holds 20 undefined bytes and then the IPv4 header,
+ * whose source address (at byte 12 of it) is the sender's GID's
+ * IPv4-mapped tail; otherwise it is a GRH, with the source GID at byte 8
+ * (rdma-core libibverbs/verbs.c, get_grh_header_version, as
+ * ibv_init_ah_from_wc reads it).
+ */
+static bool grh_from(const uint8_t *grh, const uint8_t *gid)
+{
+	static const uint8_t v4mapped[12] = { [10] = 0xff, [11] = 0xff };
+
+	if ((grh[0] >> 4) != 6 && (grh[20] >> 4) == 4)
+		return !memcmp(gid, v4mapped, sizeof(v4mapped)) &&
+		       !memcmp(grh + 20 + 12, gid + 12, 4);
+	return !memcmp(grh + 8, gid, 16);
+}
+
 /* One received datagram: checked, then handled by type. */
 static void on_recv(struct tm_cm *cm, const struct ibv_wc *wc)
 {
@@ -498,8 +516,7 @@ static void on_recv(struct tm_cm *cm, const struct ibv_wc *wc)
 	} else if (m.job != cm->cfg.job || m.dst_id != cm->cfg.my_id ||
 		   m.src_id == cm->cfg.my_id) {
 		bad(cm, TM_CM_BAD_JOB);
-	} else if ((wc->wc_flags & IBV_WC_GRH) &&
-		   memcmp(b + 8, m.src.gid, 16)) {
+	} else if ((wc->wc_flags & IBV_WC_GRH) && !grh_from(b, m.src.gid)) {
 		bad(cm, TM_CM_BAD_SOURCE);
 	} else if (m.type == MSG_REQ) {
 		on_req(cm, &m);
