@@ -484,7 +484,7 @@ static void on_rtu(struct tm_cm *cm, const struct cm_msg *m)
  * (rdma-core libibverbs/verbs.c, get_grh_header_version, as
  * ibv_init_ah_from_wc reads it).
  */
-static bool grh_from(const uint8_t *grh, const uint8_t *gid)
+bool tm_cm_grh_from(const uint8_t *grh, const uint8_t *gid)
 {
 	static const uint8_t v4mapped[12] = { [10] = 0xff, [11] = 0xff };
 
@@ -516,7 +516,7 @@ static void on_recv(struct tm_cm *cm, const struct ibv_wc *wc)
 	} else if (m.job != cm->cfg.job || m.dst_id != cm->cfg.my_id ||
 		   m.src_id == cm->cfg.my_id) {
 		bad(cm, TM_CM_BAD_JOB);
-	} else if ((wc->wc_flags & IBV_WC_GRH) && !grh_from(b, m.src.gid)) {
+	} else if ((wc->wc_flags & IBV_WC_GRH) && !tm_cm_grh_from(b, m.src.gid)) {
 		bad(cm, TM_CM_BAD_SOURCE);
 	} else if (m.type == MSG_REQ) {
 		on_req(cm, &m);

@@ -136,4 +136,11 @@ uint32_t tm_cm_pending(const struct tm_cm *cm);
 void tm_cm_stats_get(const struct tm_cm *cm, struct tm_cm_stats *st);
 const char *tm_cm_bad_str(int bad);
 
+/* Did a datagram whose 40-byte GRH area is grh come from gid?  Both
+ * layouts a receive can hold: a GRH (the source GID at byte 8), and RoCE
+ * v2 over IPv4's (20 undefined bytes, then the IPv4 header, whose source
+ * address is gid's IPv4-mapped tail).  The CM refuses a datagram that did
+ * not (TM_CM_BAD_SOURCE). */
+bool tm_cm_grh_from(const uint8_t *grh, const uint8_t *gid);
+
 #endif /* TM_DEV_CM_H */
