@@ -153,6 +153,26 @@ static void test_no_promotion_past_small(void)
 	eu_world_fini(&W);
 }
 
+/* Sends n messages of tag 9 (100 + i bytes, seeded i + 1) to the window
+ * r of n receives of len bytes each; counts those delivered whole to
+ * their own receive (*in_order) and those the card matched (*on_card). */
+static void send_window(struct eu_recv *r, struct eu_send *s, int n,
+			size_t len, int *in_order, int *on_card)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		msg_send(&s[i], 9, 100 + (size_t)i, (uint8_t)(i + 1));
+	*in_order = *on_card = 0;
+	for (i = 0; i < n; i++) {
+		*in_order += r[i].done == 1 &&
+			     r[i].r.msg_len == 100 + (size_t)i &&
+			     eu_check(W.node[0].arena + (size_t)i * len,
+				      100 + (size_t)i, (uint8_t)(i + 1));
+		*on_card += r[i].r.on_card;
+	}
+}
+
 /*
  * A window of 64 receives at the threshold, posted before any progress
  * call (issue 26 item 4): their ADDs reach the card as one chain at the
@@ -191,14 +211,7 @@ static void test_chained_window(void)
 		  (unsigned long long)(h1.adds_posted - h0.adds_posted),
 		  (unsigned long long)(h1.ops_doorbells - h0.ops_doorbells),
 		  h1.list_entries);
-	for (i = 0; i < WIN; i++)
-		msg_send(&s[i], 9, 100 + (size_t)i, (uint8_t)(i + 1));
-	for (i = 0; i < WIN; i++) {
-		in_order += r[i].done == 1 && r[i].r.msg_len == 100 + (size_t)i &&
-			    eu_check(W.node[0].arena + (size_t)i * LEN,
-				     100 + (size_t)i, (uint8_t)(i + 1));
-		on_card += r[i].r.on_card;
-	}
+	send_window(r, s, WIN, LEN, &in_order, &on_card);
 	st = eu_node_stats(&W, 0);
 	tap_check(in_order == WIN && on_card == WIN &&
 		  st.card_matched == WIN && card_unexpected() == 0,
@@ -234,14 +247,7 @@ static void test_unchained_window(void)
 		  "any progress call (ADDs %llu, calls %llu)", WIN,
 		  (unsigned long long)(h1.adds_posted - h0.adds_posted),
 		  (unsigned long long)(h1.ops_doorbells - h0.ops_doorbells));
-	for (i = 0; i < WIN; i++)
-		msg_send(&s[i], 9, 100 + (size_t)i, (uint8_t)(i + 1));
-	for (i = 0; i < WIN; i++) {
-		in_order += r[i].done == 1 && r[i].r.msg_len == 100 + (size_t)i &&
-			    eu_check(W.node[0].arena + (size_t)i * LEN,
-				     100 + (size_t)i, (uint8_t)(i + 1));
-		on_card += r[i].r.on_card;
-	}
+	send_window(r, s, WIN, LEN, &in_order, &on_card);
 	tap_check(in_order == WIN && on_card == WIN,
 		  "... and the card matches them in post order (in order %d, "
 		  "on the card %d)", in_order, on_card);
