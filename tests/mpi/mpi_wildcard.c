@@ -453,9 +453,14 @@ static void random_script(uint64_t *rng, int nstep, int p_post, int aim)
 						&rcvs[pend[mt_rand(rng) %
 							   npend]];
 
+					/* not a batch's own tag (100 + b):
+					 * the probe that tells batch b is
+					 * there must find its last message,
+					 * not an older one with that tag */
 					if ((q->src == s ||
 					     q->src == MPI_ANY_SOURCE) &&
-					    q->tag != MPI_ANY_TAG)
+					    q->tag != MPI_ANY_TAG &&
+					    q->tag < 100)
 						tags[k] = q->tag;
 				}
 			}
