@@ -168,7 +168,8 @@ static int cq_next_poll(struct ibv_cq_ex *ibcq)
 	} else {
 		/* a poll of the zeroed slot alone leaves the index right:
 		 * one such slot per overrun, not a stream of them */
-		cq->rxe_overrun = cq->rxe_cq && cq->cur != &rxe_zero;
+		if (cq->rxe_cq)
+			cq->rxe_overrun = cq->cur != &rxe_zero;
 	}
 	return err;
 }

@@ -372,14 +372,10 @@ static void card_random(struct sh_context *ctx)
 	}
 }
 
-static void check_liveness(struct sh_context *ctx)
+static __attribute__((noinline, cold)) void liveness_due(
+	struct sh_context *ctx)
 {
-	uint64_t now;
-
-	/* Reading even the coarse clock on every poll shows in profiles. */
-	if (++ctx->liveness_tick & 63)
-		return;
-	now = sh_now_ns();
+	uint64_t now = sh_now_ns();
 
 	if (now - ctx->last_liveness < SH_LIVENESS_NS)
 		return;
@@ -388,6 +384,13 @@ static void check_liveness(struct sh_context *ctx)
 		if (ctx->qps[i])
 			sh_qp_check_peer(ctx->qps[i]);
 	flush_due(ctx);
+}
+
+static inline void check_liveness(struct sh_context *ctx)
+{
+	/* Reading even the coarse clock on every poll shows in profiles. */
+	if (!(++ctx->liveness_tick & 63))
+		liveness_due(ctx);
 }
 
 /*
@@ -455,6 +458,25 @@ static int card_poll(struct sh_context *ctx)
 }
 
 /*
+ * An AUTO poll's card run: the steps the doorbell takes for it below,
+ * asked first (every arrival rings for it) so that it answers none of the
+ * questions about posts and other modes.
+ */
+static inline void auto_poll(struct sh_context *ctx)
+{
+	int busy;
+
+	ctx->in_progress = true;
+	check_liveness(ctx);
+	busy = card_poll(ctx);
+	atomic_store_explicit(&ctx->quiet,
+			      busy >= 0 ? !busy : !card_has_work(ctx),
+			      memory_order_release);
+	ctx->read_limited = false;
+	ctx->in_progress = false;
+}
+
+/*
  * The doorbell (softhca_sched.h): the card's work after a post, a poll or
  * a QP's move to error; called with ctx->lock held.
  */
@@ -462,8 +484,12 @@ void sh_sched_doorbell(struct sh_context *ctx, enum sh_bell why,
 		       struct sh_qp *qp)
 {
 	bool post = why != SH_BELL_POLL;
-	int busy = -1;
 
+	if (why == SH_BELL_POLL && ctx->sched == SOFTHCA_SCHED_AUTO) {
+		if (!ctx->in_progress)
+			auto_poll(ctx);
+		return;
+	}
 	if (why == SH_BELL_FLUSH) {
 		/* in any mode: modify_qp flushes before it returns */
 		flush_due(ctx);
@@ -486,10 +512,9 @@ void sh_sched_doorbell(struct sh_context *ctx, enum sh_bell why,
 		return;
 	ctx->in_progress = true;
 	check_liveness(ctx);
-	/* (card_poll begins read pacing itself, only if it runs steps that
-	 * may read) */
-	if (ctx->sched != SOFTHCA_SCHED_AUTO || post)
-		read_begin(ctx, post);
+	/* (an AUTO poll took auto_poll: card_poll begins read pacing
+	 * itself, only if it runs steps that may read) */
+	read_begin(ctx, post);
 	switch (ctx->sched) {
 	case SOFTHCA_SCHED_AUTO:
 		/*
@@ -503,8 +528,6 @@ void sh_sched_doorbell(struct sh_context *ctx, enum sh_bell why,
 		} else if (why == SH_BELL_OPS) {
 			while (op_step(ctx))
 				;
-		} else if (!post) {
-			busy = card_poll(ctx);
 		} else {
 			card_drain(ctx);
 		}
@@ -518,8 +541,7 @@ void sh_sched_doorbell(struct sh_context *ctx, enum sh_bell why,
 	/* (cleared too: a packet taken in this run may have left work, a
 	 * read job say, that no ring shows any more) */
 	if (ctx->sched != SOFTHCA_SCHED_MANUAL)
-		atomic_store_explicit(&ctx->quiet,
-				      busy >= 0 ? !busy : !card_has_work(ctx),
+		atomic_store_explicit(&ctx->quiet, !card_has_work(ctx),
 				      memory_order_release);
 	ctx->read_limited = false;
 	ctx->in_progress = false;

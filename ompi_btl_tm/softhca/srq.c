@@ -31,7 +31,7 @@ int sh_rq_post(struct sh_rq *rq, uint32_t max_wr, uint32_t max_sge,
 	/* (the queue's fields in locals: a chain of WRs is one loop, not a
 	 * reload per entry written) */
 	struct sh_rbuf *buf = wr ? rq_buf(rq, max_wr) : rq->buf;
-	uint32_t count = rq->count, i;
+	uint32_t count = rq->count, first = rq->first, cap = rq->cap, i;
 	int err = 0;
 
 	for (; wr; wr = wr->next) {
@@ -46,8 +46,8 @@ int sh_rq_post(struct sh_rq *rq, uint32_t max_wr, uint32_t max_sge,
 			break;
 		}
 		/* (first, count < cap: a compare, not a division) */
-		i = rq->first + count++;
-		b = &buf[i < rq->cap ? i : i - rq->cap];
+		i = first + count++;
+		b = &buf[i < cap ? i : i - cap];
 		b->wr_id = wr->wr_id;
 		b->num_sge = (uint32_t)wr->num_sge;
 		if (b->num_sge == 1) /* what a plain buffer is: no libc call */
