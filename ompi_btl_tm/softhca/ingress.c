@@ -14,6 +14,8 @@
 
 #include "softhca_priv.h"
 #include "softhca_sched.h"
+#include "softhca_fast.h"
+#include "softhca_match.h"
 
 static bool rx_read_req(struct sh_qp *qp, const struct sh_pkt *pkt)
 {

@@ -606,8 +606,7 @@ bool sh_srq_op_step(struct sh_srq *srq);
  * the ring and checked; data: the payload, still in the ring.
  */
 #define SH_PKT_PEEK (SH_TMH_LEN + SH_RVH_LEN)
-int sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt,
-		const uint8_t *data);
+/* (sh_rx_first, the first packet's decision: softhca_match.h) */
 void sh_rx_more(struct sh_qp *qp, const struct sh_pkt *pkt,
 		const uint8_t *data);
 void sh_rx_abort(struct sh_qp *qp);
