@@ -156,6 +156,12 @@ static bool pkt_valid(const struct sh_qp *qp, const struct sh_pkt *pkt)
 	const struct sh_rx *rx = &qp->rx;
 	bool first = pkt->flags & SH_PKT_FIRST, last = pkt->flags & SH_PKT_LAST;
 
+	/* a message in one packet, the common shape: the SEND rules below
+	 * for it (its length within the MTU keeps it below SH_MAX_MSG) */
+	if (pkt->kind == SH_PKT_SEND &&
+	    pkt->flags == (SH_PKT_FIRST | SH_PKT_LAST))
+		return pkt->len == pkt->msg_len &&
+		       pkt->len <= qp->ctx->lay.mtu && rx->dest == SH_RX_IDLE;
 	if (pkt->len > qp->ctx->lay.mtu ||
 	    (pkt->flags & ~(uint32_t)(SH_PKT_FIRST | SH_PKT_LAST)))
 		return false;
@@ -189,6 +195,8 @@ static bool pkt_valid(const struct sh_qp *qp, const struct sh_pkt *pkt)
  */
 /* the fixed-size copy below stays inside the smallest slot (mtu >= 64) */
 _Static_assert(SH_PKT_PEEK <= 64, "peek within a slot's payload");
+/* a packet within the MTU is a message below SH_MAX_MSG (pkt_valid) */
+_Static_assert(SH_MAX_MTU < SH_MAX_MSG, "one packet, one valid message");
 
 bool sh_qp_rx_step(struct sh_qp *qp)
 {

@@ -71,7 +71,7 @@ uint64_t sh_now_ns(void)
 int sh_layout_compute(struct sh_layout *l, uint32_t mtu, uint32_t ring_depth,
 		      uint32_t max_qp, uint32_t max_mr)
 {
-	if (mtu < 64 || mtu > (1u << 20) || ring_depth < 2 ||
+	if (mtu < 64 || mtu > SH_MAX_MTU || ring_depth < 2 ||
 	    ring_depth > 65536 || !max_qp || max_qp > 65536 || !max_mr ||
 	    max_mr > 65535)
 		return EINVAL;

@@ -195,16 +195,13 @@ static inline bool tmh_valid(const struct sh_pkt *pkt, uint32_t rndv_max)
 	if (pkt->msg_len < SH_TMH_LEN || pkt->len < SH_TMH_LEN ||
 	    tmh->reserved[0] || tmh->reserved[1] || tmh->reserved[2])
 		return false;
-	switch (tmh->opcode) {
-	case IBV_TMH_NO_TAG:
-	case IBV_TMH_FIN:
-	case IBV_TMH_EAGER:
+	/* (EAGER first: a small message's opcode) */
+	if (tmh->opcode == IBV_TMH_EAGER || tmh->opcode == IBV_TMH_NO_TAG ||
+	    tmh->opcode == IBV_TMH_FIN)
 		return true;
-	case IBV_TMH_RNDV:
-		return pkt->msg_len >= SH_TMH_LEN + SH_RVH_LEN &&
-		       pkt->msg_len <= rndv_max && (pkt->flags & SH_PKT_LAST);
-	}
-	return false;
+	return tmh->opcode == IBV_TMH_RNDV &&
+	       pkt->msg_len >= SH_TMH_LEN + SH_RVH_LEN &&
+	       pkt->msg_len <= rndv_max && (pkt->flags & SH_PKT_LAST);
 }
 
 /*

@@ -32,6 +32,7 @@
 #define SH_RINGS_OFF     4096u   /* first ring in the ring segment */
 /* Largest packet payload length and message a packet may announce. */
 #define SH_MAX_MSG       (1u << 31)
+#define SH_MAX_MTU       (1u << 20)   /* sh_layout_compute refuses more */
 
 /* ---- shared memory: packets, rings, the segment ---------------------- */
 

@@ -24,6 +24,7 @@ enum bad_kind {
 	BAD_HEAD_JUMP,      /* seq a million packets ahead of the tail */
 	BAD_READ_RESP,      /* response at an offset no read asked for */
 	BAD_FIRST_LONG,     /* first (not last) packet past its message */
+	BAD_ONE_IN_MESSAGE, /* a one-packet message inside another one */
 	BAD_COUNT
 };
 
@@ -35,6 +36,7 @@ static const char *bad_name[BAD_COUNT] = {
 	"slot seq claiming a position 10^6 packets ahead",
 	"read response for bytes never asked",
 	"first packet (not last) longer than its whole message",
+	"one-packet message while another message is under way",
 };
 
 /* In a child: 0 when the victim survived, counted, failed the QP, did
@@ -102,6 +104,15 @@ static int bad_packet_child(enum bad_kind kind)
 		h.len = 64;
 		h.msg_len = 32;
 		break;
+	case BAD_ONE_IN_MESSAGE:
+		/* the first of two packets (zeros: it writes nothing that
+		 * shows), then a whole message in the next slot, below:
+		 * the card's one-packet rule must still ask that no message
+		 * is under way */
+		h.flags = SH_PKT_FIRST;
+		h.len = 32;
+		h.msg_len = 64;
+		break;
 	case BAD_COUNT:
 		break;
 	}
@@ -111,6 +122,20 @@ static int bad_packet_child(enum bad_kind kind)
 		h.len = h.msg_len = 32;
 	forge(&r, e.p[0].rqp->qp_num, &h, payload, sizeof(payload),
 	      kind == BAD_HEAD_JUMP ? 1000000u : 0);
+	if (kind == BAD_ONE_IN_MESSAGE) {
+		struct sh_ring *ring = reach_ring(&r, e.p[0].rqp->qp_num);
+		uint32_t pos = atomic_load(&ring->tail) + 1;
+		struct sh_pkt *next = (struct sh_pkt *)((uint8_t *)(ring + 1) +
+			r.head.slot_size * (pos % r.head.ring_depth));
+
+		memcpy((uint8_t *)next + sizeof(next->seq),
+		       (const uint8_t *)&h + sizeof(h.seq),
+		       sizeof(h) - sizeof(h.seq));
+		next->flags = SH_PKT_FIRST | SH_PKT_LAST;
+		next->msg_len = 32;
+		memcpy(next->data, payload, sizeof(payload));
+		atomic_store(&next->seq, pos + 1);
+	}
 	if (kind == BAD_HEAD_JUMP) {
 		/* and every other slot forged too: a card that took a forged
 		 * seq and left it would find it again a lap on, forever */
@@ -131,6 +156,10 @@ static int bad_packet_child(enum bad_kind kind)
 		rc |= 2;
 	if (!sh_all(buf, 4096, 0))
 		rc |= 32; /* a dropped packet writes nothing */
+	/* (the first packet took the plain buffer; the QP's flush gave it
+	 * back, empty) */
+	if (kind == BAD_ONE_IN_MESSAGE)
+		sh_post_plain(&e.b, 1, buf, 4096);
 	/* The victim's card goes on serving its other connections. */
 	pair = sh_pair_add(&e);
 	if (pair < 0)
