@@ -34,10 +34,15 @@ struct sh_cqe {
 	uint32_t src_qp;
 	uint32_t wc_flags;
 	uint32_t vendor_err;
-	enum ibv_wc_status status;
-	enum ibv_wc_opcode opcode;
+	uint8_t status;         /* enum ibv_wc_status, all below 256 */
+	uint8_t opcode;         /* enum ibv_wc_opcode, all below 256 */
 	bool ready;
 };
+/* (a power of two: the queue is indexed with a shift, and an entry is
+ * one cache line) */
+_Static_assert(sizeof(struct sh_cqe) == 64, "a CQ entry is 64 bytes");
+_Static_assert(IBV_WC_TM_RNDV_INCOMPLETE < 256 && IBV_WC_TM_NO_TAG < 256,
+	       "the statuses and opcodes the card writes fit a byte");
 
 struct sh_cq {
 	struct ibv_cq_ex cq_ex;      /* first: ibv_cq_ex_to_cq() casts */
