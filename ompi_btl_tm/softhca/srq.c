@@ -30,24 +30,30 @@ int sh_rq_post(struct sh_rq *rq, uint32_t max_wr, uint32_t max_sge,
 {
 	/* (the queue's fields in locals: a chain of WRs is one loop, not a
 	 * reload per entry written) */
-	struct sh_rbuf *buf = wr ? rq_buf(rq, max_wr) : rq->buf;
-	uint32_t count = rq->count, first = rq->first, cap = rq->cap, i;
+	struct sh_rbuf *buf = wr ? rq_buf(rq, max_wr) : rq->buf, *b, *end;
+	uint32_t count = rq->count, i = rq->first + count;
 	int err = 0;
 
-	for (; wr; wr = wr->next) {
-		struct sh_rbuf *b;
-
+	if (!buf && wr) {
+		*bad = wr;
+		return ENOMEM;
+	}
+	if (!wr)
+		return 0;
+	/* the next free entry, then one on (first, count < cap: a compare,
+	 * not a division) */
+	end = buf + rq->cap;
+	b = &buf[i < rq->cap ? i : i - rq->cap];
+	for (; wr; wr = wr->next, b = b + 1 == end ? buf : b + 1) {
 		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge)
 			err = EINVAL;
-		else if (count == max_wr || !buf)
+		else if (count == max_wr)
 			err = ENOMEM;
 		if (err) {
 			*bad = wr;
 			break;
 		}
-		/* (first, count < cap: a compare, not a division) */
-		i = first + count++;
-		b = &buf[i < cap ? i : i - cap];
+		count++;
 		b->wr_id = wr->wr_id;
 		b->num_sge = (uint32_t)wr->num_sge;
 		if (b->num_sge == 1) /* what a plain buffer is: no libc call */
