@@ -154,7 +154,7 @@ void sh_rx_unwatch(struct sh_qp *qp)
 static bool pkt_valid(const struct sh_qp *qp, const struct sh_pkt *pkt)
 {
 	const struct sh_rx *rx = &qp->rx;
-	bool first = pkt->flags & SH_PKT_FIRST, last = pkt->flags & SH_PKT_LAST;
+	bool first, last;
 
 	/* a message in one packet, the common shape: the SEND rules below
 	 * for it (its length within the MTU keeps it below SH_MAX_MSG) */
@@ -162,6 +162,8 @@ static bool pkt_valid(const struct sh_qp *qp, const struct sh_pkt *pkt)
 	    pkt->flags == (SH_PKT_FIRST | SH_PKT_LAST))
 		return pkt->len == pkt->msg_len &&
 		       pkt->len <= qp->ctx->lay.mtu && rx->dest == SH_RX_IDLE;
+	first = pkt->flags & SH_PKT_FIRST;
+	last = pkt->flags & SH_PKT_LAST;
 	if (pkt->len > qp->ctx->lay.mtu ||
 	    (pkt->flags & ~(uint32_t)(SH_PKT_FIRST | SH_PKT_LAST)))
 		return false;
@@ -238,20 +240,17 @@ bool sh_qp_rx_step(struct sh_qp *qp)
 		sh_qp_bad_packet(qp);
 		goto consumed;
 	}
-	switch (pkt->kind) {
-	case SH_PKT_SEND:
-		if (!(pkt->flags & SH_PKT_FIRST))
-			sh_rx_more(qp, pkt, slot->data);
-		else if (sh_rx_first(qp, pkt, slot->data) == EAGAIN)
+	/* (a message's first packet first: every arrival's) */
+	if (pkt->kind == SH_PKT_SEND && (pkt->flags & SH_PKT_FIRST)) {
+		if (sh_rx_first(qp, pkt, slot->data) == EAGAIN)
 			return false;
-		break;
-	case SH_PKT_READ_REQ:
+	} else if (pkt->kind == SH_PKT_SEND) {
+		sh_rx_more(qp, pkt, slot->data);
+	} else if (pkt->kind == SH_PKT_READ_REQ) {
 		if (!rx_read_req(qp, pkt))
 			return false;
-		break;
-	case SH_PKT_READ_RESP:
+	} else {
 		rx_read_resp(qp, pkt, slot->data);
-		break;
 	}
 consumed:
 	qp->in_tail++;
