@@ -25,6 +25,9 @@
 
 #include "softhca_priv.h"
 #include "softhca_sched.h"
+#include "softhca_fast.h"
+#include "softhca_match.h"
+#include "softhca_ingress.h"
 
 /* ---- flushing a QP in error ------------------------------------------ */
 
@@ -165,14 +168,18 @@ static inline bool watched_ready(const struct sh_qp *qp)
  * has receive work: a packet a step could not take there (it waits for a
  * buffer or for ring room), or a message under way.  A packet that lands
  * after the look is the next run's (its ring, or its bit, keeps the quiet
- * path from being taken).
+ * path from being taken).  inl: the packet step inline (a poll's pass,
+ * every arrival's: one frame fewer), else the call (the other passes,
+ * one copy of the step).
  */
-static inline bool rx_visit(struct sh_context *ctx, struct sh_qp *qp, int *n)
+static inline __attribute__((always_inline)) bool
+rx_visit(struct sh_context *ctx, struct sh_qp *qp, int *n, bool inl)
 {
 	bool stuck = false;
 
 	if (watched_ready(qp)) {
-		while (!(stuck = !sh_qp_rx_step(qp)) && (++*n, watched_ready(qp)))
+		while (!(stuck = !(inl ? sh_rx_step(qp) : sh_qp_rx_step(qp))) &&
+		       (++*n, watched_ready(qp)))
 			;
 		/* (a QP failed by these steps: flushed before another's) */
 		flush_due(ctx);
@@ -192,14 +199,14 @@ static inline void rx_pend_set(struct sh_context *ctx, uint32_t i)
  * constant armed, the few-rings loop is the plain one.)
  */
 static inline __attribute__((always_inline)) bool
-rx_scan_all(struct sh_context *ctx, int *n, bool armed)
+rx_scan_all(struct sh_context *ctx, int *n, bool armed, bool inl)
 {
 	bool busy = false;
 
 	for (uint32_t i = 0, m = ctx->rxw_n; i < m; i++) {
 		struct sh_qp *qp = ctx->rxw_qp[i];
 
-		if (rx_visit(ctx, qp, n)) {
+		if (rx_visit(ctx, qp, n, inl)) {
 			busy = true;
 			if (armed)
 				rx_pend_set(ctx, qp->index);
@@ -219,7 +226,7 @@ static bool rx_visit_bit(struct sh_context *ctx, uint32_t i, int *n)
 
 		/* (a bit is a peer's word: an unwatched QP's ring is not
 		 * looked at) */
-		if (qp && qp->rxw >= 0 && rx_visit(ctx, qp, n)) {
+		if (qp && qp->rxw >= 0 && rx_visit(ctx, qp, n, false)) {
 			busy = true;
 			rx_pend_set(ctx, i);
 		}
@@ -280,7 +287,7 @@ static bool rx_pass_armed(struct sh_context *ctx, int *n)
 							 memory_order_seq_cst);
 		}
 		atomic_thread_fence(memory_order_seq_cst);
-		return rx_scan_all(ctx, n, true);
+		return rx_scan_all(ctx, n, true, false);
 	}
 	return rx_scan_bits(ctx, n);
 }
@@ -291,10 +298,11 @@ static bool rx_pass_armed(struct sh_context *ctx, int *n)
  * rx_pass_armed.  Returns whether a watched QP still has receive work
  * (rx_visit).
  */
-static inline bool rx_pass(struct sh_context *ctx, int *n)
+static inline __attribute__((always_inline)) bool
+rx_pass(struct sh_context *ctx, int *n, bool inl)
 {
 	return ctx->rx_armed ? rx_pass_armed(ctx, n)
-			     : rx_scan_all(ctx, n, false);
+			     : rx_scan_all(ctx, n, false, inl);
 }
 
 /* Armed: does a QP have receive work, or a ring news?  (under the lock) */
@@ -335,7 +343,7 @@ static int card_drain(struct sh_context *ctx)
 					flush_due(ctx);
 				}
 		}
-		rx_pass(ctx, &n);
+		rx_pass(ctx, &n, false);
 		while (ctx->jobs && sh_rndv_step(ctx)) {
 			n++;
 			flush_due(ctx);
@@ -448,7 +456,7 @@ static int card_poll(struct sh_context *ctx)
 	}
 	/* (what card_has_work would ask of each QP is asked as it is left:
 	 * a step on one QP changes no other's receive side) */
-	busy = rx_pass(ctx, &n);
+	busy = rx_pass(ctx, &n, true);
 	if (ctx->tx_work || ctx->jobs) {
 		read_begin(ctx, false);
 		card_drain(ctx);

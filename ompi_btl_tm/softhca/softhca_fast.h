@@ -53,8 +53,9 @@ sh_copy_small(uint8_t *dst, const uint8_t *src, uint32_t n)
  * deregistered since, the range and access inside its grant): the common
  * case of sh_local_check without the call.  False: ask sh_local_check.
  */
-static inline bool sh_lkey_cached(struct sh_context *ctx,
-				  const struct ibv_sge *sge, uint32_t access)
+static inline __attribute__((always_inline)) bool
+sh_lkey_cached(struct sh_context *ctx, const struct ibv_sge *sge,
+	       uint32_t access)
 {
 	const struct sh_mr_grant *g =
 		&ctx->lkey_seen[sge->lkey == ctx->lkey_seen[1].key];

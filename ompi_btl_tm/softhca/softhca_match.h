@@ -76,7 +76,7 @@ rx_one_copy(struct sh_context *ctx, const struct ibv_sge *sge, uint32_t nsge,
  * small message, the deep-queue case): one check, one copy, the
  * completion written straight into the CQ.
  */
-static inline int
+static inline __attribute__((always_inline)) int
 rx_plain_one(struct sh_qp *qp, const struct sh_pkt *pkt, const uint8_t *data,
 	     const struct sh_rbuf *b, enum ibv_wc_opcode opcode, uint32_t flags,
 	     struct sh_cq *cq)
@@ -112,7 +112,7 @@ rx_plain_one(struct sh_qp *qp, const struct sh_pkt *pkt, const uint8_t *data,
  * Delivers the whole message to the next plain buffer.  Returns EAGAIN when
  * there is none: the message stays on the wire (receiver not ready).
  */
-static inline int
+static inline __attribute__((always_inline)) int
 rx_plain(struct sh_qp *qp, const struct sh_pkt *pkt, const uint8_t *data,
 	 enum ibv_wc_opcode opcode, bool unexpected)
 {
@@ -148,7 +148,7 @@ rx_plain(struct sh_qp *qp, const struct sh_pkt *pkt, const uint8_t *data,
  * the per-QP message state: one check, one copy, and the one completion
  * (MATCH|DATA_VALID) written straight into the CQ.
  */
-static inline void
+static inline __attribute__((always_inline)) void
 rx_eager_one(struct sh_qp *qp, const struct sh_pkt *pkt, const uint8_t *data,
 	     int32_t h)
 {
