@@ -17,7 +17,8 @@
  *  - the one-packet unexpected path into a plain buffer: every completion
  *    field, and the length error with the buffer filled to its end only;
  *    with no buffer the message waits, and a buffer posted later takes it
- *    with polls only; reposted buffers wrap the SRQ's FIFO;
+ *    with polls only; reposted buffers wrap the SRQ's FIFO, one at a
+ *    time and inside a chain;
  *  - two-SGE sends (TMH + payload) of every small length and cut.
  */
 #define _GNU_SOURCE
@@ -597,6 +598,62 @@ static void test_plain_wrap(void)
 	sh_env_close(&env);
 }
 
+/*
+ * Plain buffers posted in chains (one ibv_post_srq_recv for several, as
+ * the engine reposts them) wrap the FIFO inside a chain: chains of 7 into
+ * the SRQ's 4096 entries, for more than a lap; every message lands in the
+ * buffer posted for it, in post order.
+ */
+static void test_plain_wrap_chain(void)
+{
+	enum { CHAIN = 7, MSGS = 4096 + 10 * CHAIN };
+	struct ibv_recv_wr wr[CHAIN], *bad;
+	struct ibv_sge sge[CHAIN];
+	struct softhca_config cfg;
+	struct sh_wc wc;
+	char p[8], *buf[CHAIN];
+	int bad_at = -1, i, n;
+
+	sh_config(&cfg);
+	if (sh_env_open(&env, &cfg, SOFTHCA_SCHED_AUTO, 1))
+		tap_bail("sh_env_open");
+	for (i = 0; i < CHAIN; i++)
+		buf[i] = sh_alloc(&env.b, 64);
+	for (i = 0; i < MSGS && bad_at < 0; i++) {
+		if (!(i % CHAIN)) {
+			/* the next chain, wr_id 2000 + its message */
+			for (int k = 0; k < CHAIN; k++) {
+				sge[k] = (struct ibv_sge){
+					.addr = (uintptr_t)buf[k], .length = 64,
+					.lkey = env.b.mr->lkey };
+				wr[k] = (struct ibv_recv_wr){
+					.wr_id = 2000 + (uint64_t)(i + k),
+					.next = k + 1 < CHAIN ? &wr[k + 1] : NULL,
+					.sg_list = &sge[k], .num_sge = 1 };
+			}
+			bad = NULL;
+			if (ibv_post_srq_recv(env.b.srq, wr, &bad))
+				tap_bail("plain chain");
+		}
+		sh_fill(p, 8, (uint32_t)i);
+		if (sh_send_tm(&env, 0, IBV_TMH_EAGER, 7, 0, p, 8, 1))
+			tap_bail("send");
+		n = 0;
+		for (int k = 0; k < 1000 && !n; k++)
+			n = sh_poll(env.b.cq, &wc);
+		if (n != 1 || wc.status != IBV_WC_SUCCESS ||
+		    wc.wr_id != 2000 + (uint64_t)i ||
+		    !sh_check(buf[i % CHAIN] + 16, 8, (uint32_t)i))
+			bad_at = i;
+		sh_cq_discard(env.a.cq);
+	}
+	tap_check(bad_at < 0, "%d messages through chains of %d plain buffers "
+		  "(a chain crosses the end of the SRQ's 4096): each in its "
+		  "buffer, in post order (first wrong: %d)", MSGS, CHAIN,
+		  bad_at);
+	sh_env_close(&env);
+}
+
 int main(void)
 {
 	/* the lock-free suites run set this; here the default is pinned */
@@ -608,6 +665,7 @@ int main(void)
 	test_eager_one();
 	test_plain_one();
 	test_plain_wrap();
+	test_plain_wrap_chain();
 	test_two_sge_sizes();
 	return tap_done();
 }
