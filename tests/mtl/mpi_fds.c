@@ -4,7 +4,8 @@
  *
  * Every rank counts its open descriptors right after MPI_Init, before any
  * message.  Rank 0 then exchanges one message with rank 1, then rank 2,
- * ... up to the last, counting again after each peer.  Lines:
+ * ... up to the last, counting again after each peer (connected then:
+ * the others wait in an MPI_ANY_SOURCE receive).  Lines:
  *
  *   rank R init fds N
  *   rank 0 peers K fds N        (K = 1 .. size - 1)
@@ -84,7 +85,9 @@ int main(int argc, char **argv)
 		fds(1);
 		fflush(stdout);
 	} else {
-		MPI_Recv(&v, 1, MPI_INT, 0, 7, MPI_COMM_WORLD,
+		/* (MPI_ANY_SOURCE names nobody, so connects to nobody: rank
+		 * 0's send makes the connection, one peer at a time) */
+		MPI_Recv(&v, 1, MPI_INT, MPI_ANY_SOURCE, 7, MPI_COMM_WORLD,
 			 MPI_STATUS_IGNORE);
 		MPI_Send(&v, 1, MPI_INT, 0, 8, MPI_COMM_WORLD);
 	}
