@@ -617,31 +617,27 @@ void sh_peer_put(struct sh_context *ctx, struct sh_peer *peer)
 }
 
 /*
- * Has the peer's process gone?  While its liveness word reads as at
- * connect it lives, and the kernel marks the word when it dies (before
- * it is a zombie), so the usual answer costs no syscall and no
- * descriptor.  Otherwise (no usable word, or the owner let go of it
- * closing its context) the process is looked at: gone, a zombie (which
- * still answers kill()), or another process under a reused pid.
+ * Has the peer's process gone?  Its liveness word is marked by the kernel
+ * when it dies (before it is a zombie), and a reaped process fails kill();
+ * while the word reads as at connect that is all that is looked at, so a
+ * check costs one syscall and no descriptor is kept per peer.  A word
+ * that tells nothing (none usable, or the owner let go of it closing its
+ * context) sends the check to /proc/<pid>/stat: a zombie (which still
+ * answers kill()), or another process under a reused pid.
  */
 bool sh_peer_dead(struct sh_peer *peer)
 {
+	uint32_t w = peer->alive_word ?
+		     atomic_load_explicit(peer->alive, memory_order_relaxed) : 0;
 	uint64_t start;
 	char state;
 
-	if (peer->gone)
+	if (peer->gone || (w & FUTEX_OWNER_DIED))
 		return true;
-	if (peer->alive_word) {
-		uint32_t w = atomic_load_explicit(peer->alive,
-						  memory_order_relaxed);
-
-		if (w == peer->alive_word)
-			return false;
-		if (w & FUTEX_OWNER_DIED)
-			return true;
-	}
 	if (kill(peer->pid, 0) < 0 && errno == ESRCH)
 		return true;
+	if (peer->alive_word && w == peer->alive_word)
+		return false;
 	start = proc_start(peer->pid, &state);
 	if (state == 'Z' || state == 'X')
 		return true;
