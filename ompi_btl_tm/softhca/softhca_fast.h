@@ -1,7 +1,8 @@
 /*
  * softhca_fast.h - the soft HCA's data-path helpers, inline: what a post
  * or an arrival does per message, kept out of calls.  Included (after
- * softhca_priv.h) by the steps that use them: egress.c, match.c, srq.c.
+ * softhca_priv.h) by the steps that use them: egress.c, match.c, srq.c,
+ * and with softhca_match.h and softhca_ingress.h by ingress.c and sched.c.
  * Some call out of line (sh_cq_grow in cq.c, the tag index in
  * taglist.c), so those two files do not include it; the helpers that call
  * nothing are in softhca_priv.h.

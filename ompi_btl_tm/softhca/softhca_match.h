@@ -4,9 +4,10 @@
  * a plain buffer (no TM-SRQ, NO_TAG and FIN, or unexpected), and the
  * one-packet message finished there: one check, one copy, its completion
  * written straight into the CQ.  Inline, because it runs in the packet
- * step's frame (ingress.c, the only file that includes it, after
- * softhca_priv.h and softhca_fast.h): a small message is the common
- * arrival, and a call per packet costs it a frame.
+ * step's frame (softhca_ingress.h; included after softhca_priv.h and
+ * softhca_fast.h by ingress.c and sched.c, and by match.c for the
+ * declarations below): a small message is the common arrival, and a call
+ * per packet costs it a frame.
  *
  * Contract: sh_rx_first(qp, pkt, data) takes the first packet of a
  * message (pkt: the checked header copy, data: the payload in the ring);
