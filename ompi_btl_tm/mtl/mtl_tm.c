@@ -376,6 +376,7 @@ static int agree(void)
 int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 		     struct ompi_proc_t **procs)
 {
+	struct mtl_tm_endpoint *ep;
 	opal_process_name_t *name;
 	int rc = OMPI_SUCCESS;
 	size_t i;
@@ -390,17 +391,17 @@ int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 		mtl_tm.agreed = true;
 	}
 	for (i = 0; i < nprocs; i++) {
+		/* of this job or another (spawn, connect/accept, join); no
+		 * connection yet: the first use starts it (peer_ep) */
 		name = &procs[i]->super.proc_name;
-		if (name->jobid != OMPI_PROC_MY_NAME->jobid ||
-		    name->vpid >= mtl_tm.nprocs) {
-			opal_output(0, "mtl tm: %s is not in this job: processes from MPI_Comm_spawn or connect/accept are not supported",
-				    OMPI_NAME_PRINT(name));
-			rc = OMPI_ERR_NOT_SUPPORTED;
+		ep = mtl_tm_ep_get(name);
+		if (!ep) {
+			opal_output(0, "mtl tm: %s: no such rank in this job of %u",
+				    OMPI_NAME_PRINT(name), mtl_tm.nprocs);
+			rc = OMPI_ERR_BAD_PARAM;
 			break;
 		}
-		/* no connection yet: the first use starts it (peer_ep) */
-		procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] =
-			&mtl_tm.eps[name->vpid];
+		procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = ep;
 	}
 	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
 	return rc;

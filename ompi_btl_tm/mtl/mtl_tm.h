@@ -59,8 +59,17 @@
  * ANY_SOURCE receive sees whoever connected.  A connection that cannot
  * be made within mtl_tm_connect_timeout fails that peer's requests, with
  * a message naming it.  The loopback pair (pml cm sends to self through
- * the MTL) is connected at first use too.  Processes of another job
- * (spawn, connect/accept) are refused at add_procs.
+ * the MTL) is connected at first use too.
+ *
+ * Processes of other jobs (MPI_Comm_spawn, connect/accept across mpiruns,
+ * MPI_Comm_join) connect the same way: the connection manager names every
+ * process by mtl_tm_proc_id (job id and rank), unique across jobs, and
+ * datagrams carry a key of the user's rather than of one job.  Their
+ * endpoints live in a table (mtl_tm.others), made when Open MPI hands the
+ * process over or it first asks to connect, never before; a request
+ * from another job is accepted only from a process Open MPI knows (it
+ * connected to that job) whose published address (mtl_tm_modex_recv_other)
+ * is the one the request comes from.
  *
  * Tag layout: the engine's (engine/tm_match.h): 14 bits of context id, 18
  * of source rank, 32 of user tag; hence mtl_max_contextid and the
@@ -198,7 +207,8 @@ enum mtl_tm_ep_state {
 
 struct mtl_tm_endpoint {
 	struct tm_dev_pair qps;  /* rx (no send queue) and tx, tm_dev.h */
-	uint32_t vpid;
+	opal_process_name_t name; /* its process: of this job, or of another
+				  * (spawn, connect/accept, join) */
 	uint32_t peer;           /* engine peer id, once connected */
 	bool connected;          /* peer is set (any state but NONE, or
 				  * FAILED before the engine knew it) */
@@ -218,6 +228,9 @@ struct mtl_tm_module {
 				  * this one included: the modex key's n */
 	uint32_t my_vpid;
 	struct mtl_tm_endpoint *eps; /* [nprocs], indexed by rank in the job */
+	/* processes of other jobs, by mtl_tm_proc_id: made at their
+	 * add_procs or their first request (mtl_tm_addr.c) */
+	struct mtl_tm_others *others;
 	struct tm_cm *cm;        /* the connection manager (mtl_tm_addr.c) */
 	uint32_t cm_skip;        /* progress calls since it was polled */
 	uint32_t nconnected;     /* connections made through it (pvar) */
@@ -356,7 +369,22 @@ int mtl_tm_modex_send(const void *m, size_t size);
 int mtl_tm_modex_recv(const opal_process_name_t *name, bool again,
 		      void **m, int32_t *size);
 
+/* mtl_tm_modex.c: a process of another job's blob (free *m): the key of
+ * its job's first initialisation, its second exchange's if there was
+ * one.  An OPAL status. */
+int mtl_tm_modex_recv_other(const opal_process_name_t *name, void **m,
+			    int32_t *size);
+
 /* mtl_tm_addr.c */
+/* A process's id in the connection manager, unique across jobs: its
+ * job id in the upper 32 bits, its rank in that job in the lower. */
+static inline uint64_t mtl_tm_proc_id(const opal_process_name_t *name)
+{
+	return (uint64_t)name->jobid << 32 | name->vpid;
+}
+/* The endpoint of process name, made if it is of another job and new;
+ * NULL for a rank past this job's size (or no memory: said why). */
+struct mtl_tm_endpoint *mtl_tm_ep_get(const opal_process_name_t *name);
 /* The endpoints (none connected), the connection manager, and this
  * rank's address in the modex. */
 int mtl_tm_qps_publish(void);
