@@ -28,7 +28,7 @@ static bool of_this_job(const opal_process_name_t *name)
 	return name->jobid == OMPI_PROC_MY_NAME->jobid;
 }
 
-/* "rank 3", or "process [[jobfam,job],vpid] of another job". */
+/* "rank 3", or "process NAME of another job" (Open MPI's name). */
 static const char *ep_str(const struct mtl_tm_endpoint *ep)
 {
 	static __thread char buf[96];
