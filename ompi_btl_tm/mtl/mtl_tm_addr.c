@@ -232,8 +232,12 @@ static int cm_request(void *arg, uint64_t id, const struct tm_cm_addr *from,
 	bool same;
 
 	(void)arg;
-	if (!may_ask(&name))
+	if (!may_ask(&name)) {
+		opal_output_verbose(20, mtl_tm_output,
+				    "mtl tm: rank %u: a connection request from %s, which Open MPI does not know: refused",
+				    mtl_tm.my_vpid, OMPI_NAME_PRINT(&name));
 		return TM_ERR_INVALID;
+	}
 	ep = mtl_tm_ep_get(&name);
 	if (!ep)
 		return TM_ERR_NO_MEMORY;

@@ -62,10 +62,10 @@ int mtl_tm_modex_recv_other(const opal_process_name_t *name, void **m,
 	char key[MTL_TM_MODEX_KEY_LEN];
 	int rc;
 
+	/* (at once: most jobs never publish it) */
 	modex_key(key, sizeof(key), 1, true);
-	OPAL_MODEX_RECV_STRING(rc, key, name, m, size);
-	if (rc == OPAL_SUCCESS && *m)
-		return rc;
+	if (mtl_tm_modex_recv_now(name, key, m, size) == OPAL_SUCCESS)
+		return OPAL_SUCCESS;
 	modex_key(key, sizeof(key), 1, false);
 	OPAL_MODEX_RECV_STRING(rc, key, name, m, size);
 	return rc;
