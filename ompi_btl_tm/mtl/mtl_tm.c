@@ -391,11 +391,12 @@ int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 		mtl_tm.agreed = true;
 	}
 	for (i = 0; i < nprocs; i++) {
-		/* of this job or another (spawn, connect/accept, join); no
-		 * connection yet: the first use starts it (peer_ep) */
+		/* no connection yet: the first use starts it (peer_ep); a
+		 * process of another job (spawn, connect/accept, join) gets
+		 * its endpoint then, or when it first asks */
 		name = &procs[i]->super.proc_name;
-		ep = mtl_tm_ep_get(name);
-		if (!ep) {
+		ep = mtl_tm_ep_get(name, false);
+		if (!ep && name->jobid == OMPI_PROC_MY_NAME->jobid) {
 			opal_output(0, "mtl tm: %s: no such rank in this job of %u",
 				    OMPI_NAME_PRINT(name), mtl_tm.nprocs);
 			rc = OMPI_ERR_BAD_PARAM;
@@ -417,10 +418,14 @@ struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
 		return NULL;
 	ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
 	if (!ep) {
-		/* a proc pml cm has not handed us yet (lazy add_procs) */
+		/* a proc pml cm has not handed us yet (lazy add_procs), or
+		 * one of another job, first used now */
 		if (mtl_tm_add_procs(&mtl_tm.super, 1, &proc) != OMPI_SUCCESS)
 			return NULL;
-		ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+		OPAL_THREAD_LOCK(&mtl_tm.lock);
+		ep = mtl_tm_ep_get(&proc->super.proc_name, true);
+		proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = ep;
+		OPAL_THREAD_UNLOCK(&mtl_tm.lock);
 	}
 	if (ep && ep->state == MTL_TM_EP_NONE) {
 		/* its first use: the connection starts (mtl_tm_addr.c) */

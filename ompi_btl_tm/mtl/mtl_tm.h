@@ -228,8 +228,8 @@ struct mtl_tm_module {
 				  * this one included: the modex key's n */
 	uint32_t my_vpid;
 	struct mtl_tm_endpoint *eps; /* [nprocs], indexed by rank in the job */
-	/* processes of other jobs, by mtl_tm_proc_id: made at their
-	 * add_procs or their first request (mtl_tm_addr.c) */
+	/* processes of other jobs, by mtl_tm_proc_id: made at their first
+	 * use or their first request (mtl_tm_addr.c) */
 	struct mtl_tm_others *others;
 	struct tm_cm *cm;        /* the connection manager (mtl_tm_addr.c) */
 	uint32_t cm_skip;        /* progress calls since it was polled */
@@ -382,9 +382,11 @@ static inline uint64_t mtl_tm_proc_id(const opal_process_name_t *name)
 {
 	return (uint64_t)name->jobid << 32 | name->vpid;
 }
-/* The endpoint of process name, made if it is of another job and new;
- * NULL for a rank past this job's size (or no memory: said why). */
-struct mtl_tm_endpoint *mtl_tm_ep_get(const opal_process_name_t *name);
+/* The endpoint of process name; one of another job is made if make and
+ * new.  NULL for a rank past this job's size, one of another job not
+ * made, or no memory (said why). */
+struct mtl_tm_endpoint *mtl_tm_ep_get(const opal_process_name_t *name,
+				      bool make);
 /* The endpoints (none connected), the connection manager, and this
  * rank's address in the modex. */
 int mtl_tm_qps_publish(void);

@@ -5,7 +5,7 @@
  * connection manager (dev/tm_dev_cm.h) when the peer is first used, as
  * the active side (mtl_tm_connect) or the passive one (cm_request).  A
  * peer of this job has its endpoint in mtl_tm.eps, a process of another
- * job one in mtl_tm.others, made when it is first named.
+ * job one in mtl_tm.others, made at its first use or request.
  */
 #include "mtl_tm.h"
 
@@ -109,11 +109,12 @@ static struct mtl_tm_endpoint *other_new(const opal_process_name_t *name)
 	return ep;
 }
 
-struct mtl_tm_endpoint *mtl_tm_ep_get(const opal_process_name_t *name)
+struct mtl_tm_endpoint *mtl_tm_ep_get(const opal_process_name_t *name,
+				      bool make)
 {
 	struct mtl_tm_endpoint *ep = ep_find(mtl_tm_proc_id(name));
 
-	if (ep || of_this_job(name))
+	if (ep || !make || of_this_job(name))
 		return ep;
 	return other_new(name);
 }
@@ -238,7 +239,7 @@ static int cm_request(void *arg, uint64_t id, const struct tm_cm_addr *from,
 				    mtl_tm.my_vpid, OMPI_NAME_PRINT(&name));
 		return TM_ERR_INVALID;
 	}
-	ep = mtl_tm_ep_get(&name);
+	ep = mtl_tm_ep_get(&name, true);
 	if (!ep)
 		return TM_ERR_NO_MEMORY;
 	if (ep->state != MTL_TM_EP_NONE)
