@@ -8,7 +8,9 @@
 # rendezvous messages received by MPI_ANY_SOURCE both ways, each message
 # checked by source, tag, size and contents (a lost or misrouted one
 # fails).  pml ob1 runs each first, as the reference that the program
-# itself is right; then mtl tm.
+# itself is right; then mtl tm.  Spawn runs once more from a parent job
+# that exchanged its addresses twice (its ranks guessed differently), and
+# once between jobs of two modes, which must fail at once, saying why.
 #
 # Two mpiruns meet only through a rendezvous both know, which differs by
 # release: Open MPI 4.1's ompi-server (each mpirun given --ompi-server
@@ -33,7 +35,7 @@ if [ ! -f "$libs/mca_mtl_tm.so" ]; then
 	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"
 	exit 0
 fi
-echo "1..8"
+echo "1..11"
 
 # run what mode log mpirun-args...: mpirun -np 2 of mpi_dynamic mode
 run() {
@@ -130,6 +132,41 @@ for mode in spawn accept join; do
 	check "MPI_Comm_$mode over mtl tm: 400 B and 1 MiB both ways, MPI_ANY_SOURCE" \
 		$mode tm-$mode "${tm[@]}"
 done
+# A parent job whose ranks guessed differently (rank 0's soft HCA offers
+# tag matching, the others' do not: mpirun's environment, which the
+# children inherit, says SOFTHCA_NO_TM=1) exchanges addresses a second
+# time: its children must reach it at the second exchange's address
+# (mtl_tm_modex.c), not at the first one's, which is closed by then.
+SOFTHCA_NO_TM=1 run "spawn from a job that exchanged its addresses twice" \
+	spawn tm-again "${tm[@]}" --mca mtl_tm_verbose 10 \
+	sh -c 'SOFTHCA_NO_TM=$((OMPI_COMM_WORLD_RANK != 0)) exec "$0" spawn' \
+	"$prog"
+rc=$?
+verdict "MPI_Comm_spawn over mtl tm from a job that exchanged its addresses twice (its rank 0 with tag matching, the rest without)" \
+	spawn tm-again $rc
+n=$((n + 1))
+again=$(grep -c 'not every rank guessed it: opening again' "$tmp/tm-again")
+if [ "$again" = 2 ]; then
+	echo "ok $n - ... both parents opened again (the case above is that case)"
+else
+	echo "not ok $n - ... both parents opened again: $again said so"
+fi
+
+# Each job agrees on its mode alone: parents without tag matching and
+# children with it cannot talk, and the first send says so at once,
+# naming the other process and both modes (it hung in the first
+# rendezvous before the check).
+run "spawn across two modes" spawn tm-modes "${tm[@]}" \
+	sh -c 'SOFTHCA_NO_TM=1 exec "$0" spawn' "$prog"
+rc=$?
+n=$((n + 1))
+if [ $rc != 0 ] && [ $rc != 124 ] && grep -q 'mtl tm: process .* of another job runs the soft HCA, this rank the soft HCA without tag matching: they cannot talk' "$tmp/tm-modes"; then
+	echo "ok $n - MPI_Comm_spawn across two modes (parents without tag matching, children with): refused at once, naming both"
+else
+	echo "not ok $n - MPI_Comm_spawn across two modes (parents without tag matching, children with): refused at once, naming both (mpirun status $rc)"
+	grep -av 'bad prefix\|pmix_mca_' "$tmp/tm-modes" | sed 's/^/# /' | head -n 20
+fi
+
 rendezvous_start
 rdv=$?
 if [ $rdv = 0 ]; then
