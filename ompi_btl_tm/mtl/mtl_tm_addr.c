@@ -149,9 +149,9 @@ static struct mtl_tm_modex *modex_of(const struct mtl_tm_endpoint *ep)
 		return NULL;
 	}
 	/* a job agrees on one mode for its own ranks only (mtl_tm.h, "One
-	 * provider for the job"): two jobs may differ, and their protocols
-	 * do not mix (a spawned job on the card, its parent without tag
-	 * matching, hung in the first rendezvous) */
+	 * provider for the job"): two jobs may differ, and nothing makes
+	 * their protocols mix (children with tag matching and parents
+	 * without hung in 1 of 3 runs, 1 MiB rendezvous included) */
 	if (m->use != (uint32_t)mtl_tm.use) {
 		opal_output(0, "mtl tm: %s runs the %s, this rank the %s: they cannot talk (each job agrees on one for its own ranks: give both jobs the same mtl_tm_provider and mtl_tm_softhca_no_tm)",
 			    ep_str(ep), mtl_tm_use_name((int)m->use),

@@ -153,9 +153,9 @@ else
 fi
 
 # Each job agrees on its mode alone: parents without tag matching and
-# children with it cannot talk, and the first send says so at once,
-# naming the other process and both modes (it hung in the first
-# rendezvous before the check).
+# children with it are refused, and the first send says so at once,
+# naming the other process and both modes (before the check such a pair
+# hung in 1 of 3 runs).
 run "spawn across two modes" spawn tm-modes "${tm[@]}" \
 	sh -c 'SOFTHCA_NO_TM=1 exec "$0" spawn' "$prog"
 rc=$?
