@@ -564,19 +564,20 @@ int mtl_tm_complete_done(void)
 /*
  * Called from opal_progress() by every thread that waits.  The engine is
  * single threaded: a thread that finds it busy leaves the work to the
- * thread inside.
+ * thread inside.  The connection manager has a progress callback of its
+ * own (mtl_tm_addr.c).
  */
-int mtl_tm_progress(void)
+/* mtl_tm_progress but for its common case: no engine, the done list,
+ * MPI threads. */
+static __attribute__((noinline)) int progress_general(void)
 {
 	int n;
 
-	if (OPAL_UNLIKELY(!mtl_tm.eng))
+	if (!mtl_tm.eng)
 		return 0;
-	if (OPAL_LIKELY(!opal_using_threads())) {
-		/* no lock: completions ran inside (mtl_tm.h) */
-		n = tm_engine_progress(mtl_tm.eng) + mtl_tm_cm_progress();
-		if (OPAL_UNLIKELY(!ucs_list_is_empty(&mtl_tm.done)))
-			n += mtl_tm_complete_done();
+	if (!opal_using_threads()) {
+		/* a buffered send's own copy, finished in an earlier call */
+		n = mtl_tm_complete_done() + tm_engine_progress(mtl_tm.eng);
 		return n > 0 ? n : 0;
 	}
 	if (OPAL_THREAD_TRYLOCK(&mtl_tm.lock))
@@ -584,6 +585,15 @@ int mtl_tm_progress(void)
 	n = tm_engine_progress(mtl_tm.eng);
 	if (OPAL_UNLIKELY(n < 0))
 		n = 0;
-	n += mtl_tm_cm_progress();
 	return n + mtl_tm_unlock_and_complete();
+}
+
+int mtl_tm_progress(void)
+{
+	/* no lock: completions run inside (mtl_tm.h); opal_progress takes
+	 * the engine's fatal error (< 0) as no event */
+	if (OPAL_LIKELY(mtl_tm.eng && !opal_using_threads() &&
+			ucs_list_is_empty(&mtl_tm.done)))
+		return tm_engine_progress(mtl_tm.eng);
+	return progress_general();
 }

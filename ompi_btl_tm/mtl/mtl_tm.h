@@ -219,7 +219,9 @@ struct mtl_tm_module {
 	uint32_t my_vpid;
 	struct mtl_tm_endpoint *eps; /* [nprocs], indexed by rank in the job */
 	struct tm_cm *cm;        /* the connection manager (mtl_tm_addr.c) */
-	uint32_t cm_skip;        /* progress calls since it was polled */
+	uint32_t cm_skip;        /* idle turns since it was polled */
+	bool cm_busy;            /* a connection is under way: polled on
+				  * every opal_progress (mtl_tm_addr.c) */
 	uint32_t nconnected;     /* connections made through it (pvar) */
 	unsigned int connect_timeout_ms; /* MCA mtl_tm_connect_timeout */
 	/* The engine is single threaded: every engine call holds this. */
@@ -252,7 +254,8 @@ enum mtl_tm_req_kind {
 struct mtl_tm_request {
 	struct mca_mtl_request_t super;
 	/* its completion towards pml cm, without the lock (mtl_tm_send.c,
-	 * mtl_tm_recv.c): what mtl_tm_complete_done runs */
+	 * mtl_tm_recv.c): what mtl_tm_complete_done runs; set by the
+	 * engine callback that puts it on mtl_tm.done */
 	void (*complete)(struct mtl_tm_request *req);
 	union {
 		struct tm_send send;
@@ -282,10 +285,9 @@ struct mtl_tm_request {
 	};
 	ucs_list_link_t done_link; /* on mtl_tm.done */
 	struct opal_convertor_t *convertor; /* receive: where to unpack */
-	void *pack_buf;          /* receive: the user's buffer, or the
-				  * staging copy of a non-contiguous type
-				  * (pack_free); send: pack_free's copy */
-	size_t pack_len;         /* receive: the user's length */
+	void *pack_buf;          /* pack_free's buffer: a send's packed copy,
+				  * a receive's staging copy of a
+				  * non-contiguous type (u.recv.buf) */
 	struct mtl_tm_request *bsend_waiter; /* our own copy: its pml cm
 				  * request, while mtl_tm_cancel waits */
 };
@@ -364,7 +366,8 @@ void mtl_tm_qps_destroy(void);
 /* Starts ep's connection (its engine peer exists from then on, held until
  * the connection is up); with the lock held. */
 int mtl_tm_connect(struct mtl_tm_endpoint *ep);
-/* The connection manager's share of progress (with the lock held). */
+/* Polls the connection manager now (with the lock held); opal_progress
+ * does by itself otherwise (mtl_tm_addr.c, cm_poll). */
 int mtl_tm_cm_progress(void);
 
 /* mtl_tm.c */
@@ -396,25 +399,35 @@ int mtl_tm_route_slow(struct ompi_communicator_t *comm, int rank,
 
 /*
  * The route word (struct mtl_tm_comm) of rank `rank` of comm, with
- * MTL_TM_ROUTE_SEND if send: OMPI_SUCCESS, or OMPI_ERR_UNREACH when there
- * is no connection to it or (send) no context id.  Call it without the
- * lock: the first use may connect the peer or ask PMIx.
+ * MTL_TM_ROUTE_SEND if send, if it is known (false: not yet used, or no
+ * routes for comm).
+ */
+static inline __attribute__((always_inline)) bool
+mtl_tm_route_known(struct ompi_communicator_t *comm, int rank, bool send,
+		   uint64_t *route)
+{
+	const struct mtl_tm_comm *c = (const void *)comm->c_pml_comm;
+	uint64_t w;
+
+	if (OPAL_UNLIKELY(!c || (uint32_t)rank >= c->size))
+		return false;
+	w = __atomic_load_n(&c->route[rank], __ATOMIC_RELAXED);
+	*route = w;
+	return OPAL_LIKELY(w & (send ? MTL_TM_ROUTE_SEND : MTL_TM_ROUTE_PEER));
+}
+
+/*
+ * mtl_tm_route_known(), or else looked up: OMPI_SUCCESS, or
+ * OMPI_ERR_UNREACH when there is no connection to it or (send) no context
+ * id.  Call it without the lock: the first use may connect the peer or
+ * ask PMIx.
  */
 static inline __attribute__((always_inline)) int
 mtl_tm_route(struct ompi_communicator_t *comm, int rank, bool send,
 	     uint64_t *route)
 {
-	const struct mtl_tm_comm *c = (const void *)comm->c_pml_comm;
-	uint64_t w;
-
-	if (OPAL_LIKELY(c && (uint32_t)rank < c->size)) {
-		w = __atomic_load_n(&c->route[rank], __ATOMIC_RELAXED);
-		if (OPAL_LIKELY(w & (send ? MTL_TM_ROUTE_SEND :
-					    MTL_TM_ROUTE_PEER))) {
-			*route = w;
-			return OMPI_SUCCESS;
-		}
-	}
+	if (OPAL_LIKELY(mtl_tm_route_known(comm, rank, send, route)))
+		return OMPI_SUCCESS;
 	return mtl_tm_route_slow(comm, rank, send, route);
 }
 

@@ -11,12 +11,67 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
+
+/*
+ * The connection manager's share of progress (cm_poll): opal_progress
+ * calls it among its low-priority callbacks (every 8th call) while no
+ * connection is under way, and polls the CM every MTL_TM_CM_EVERY-th of
+ * those (a peer's request waits that long); among its callbacks proper,
+ * each call, while one is (tm_cm_pending).  So the message path pays
+ * nothing for it: mtl_tm_progress does not know it.
+ */
+#define MTL_TM_CM_EVERY 8
+
+static int cm_poll(void);
+
+/* cm_poll where the CM's state says (with the lock held). */
+static void cm_schedule(void)
+{
+	bool busy = mtl_tm.cm && tm_cm_pending(mtl_tm.cm);
+
+	if (busy == mtl_tm.cm_busy)
+		return;
+	mtl_tm.cm_busy = busy;
+	/* each moves it from the other list (opal_progress.c) */
+	if (busy)
+		opal_progress_register(cm_poll);
+	else
+		opal_progress_register_lp(cm_poll);
+}
+
+int mtl_tm_cm_progress(void)
+{
+	int n;
+
+	if (!mtl_tm.cm)
+		return 0;
+	n = tm_cm_progress(mtl_tm.cm) > 0;
+	cm_schedule();
+	return n;
+}
+
+static int cm_poll(void)
+{
+	int n;
+
+	if (!mtl_tm.cm_busy && ++mtl_tm.cm_skip < MTL_TM_CM_EVERY)
+		return 0;
+	mtl_tm.cm_skip = 0;
+	if (OPAL_THREAD_TRYLOCK(&mtl_tm.lock))
+		return 0;
+	n = mtl_tm_cm_progress();
+	return n + mtl_tm_unlock_and_complete();
+}
 
 void mtl_tm_qps_destroy(void)
 {
 	uint32_t r;
 
+	if (mtl_tm.cm)
+		opal_progress_unregister(cm_poll);
+	mtl_tm.cm_busy = false;
 	tm_cm_destroy(mtl_tm.cm);
 	mtl_tm.cm = NULL;
 	if (!mtl_tm.eps)
@@ -203,6 +258,10 @@ int mtl_tm_qps_publish(void)
 			    strerror(errno));
 		return OMPI_ERR_OUT_OF_RESOURCE;
 	}
+	mtl_tm.cm_skip = 0;
+	rc = opal_progress_register_lp(cm_poll);
+	if (rc != OPAL_SUCCESS)
+		return rc;
 	memset(&m, 0, sizeof(m));
 	mtl_tm_modex_fill(&m, mtl_tm.can, mtl_tm.use);
 	strncpy(m.provider, tm_dev_provider_name(mtl_tm.dev),
@@ -243,21 +302,9 @@ int mtl_tm_connect(struct mtl_tm_endpoint *ep)
 		tm_engine_peer_fail(mtl_tm.eng, ep->peer);
 		rc = OMPI_ERR_UNREACH;
 	}
+	cm_schedule();
 	if (rc != OMPI_SUCCESS && !ep->connected)
 		ep->state = MTL_TM_EP_FAILED;
 	free(m);
 	return rc;
-}
-
-/* The connection manager's turn in progress: every call while a
- * connection is under way, else every MTL_TM_CM_EVERY-th (requests from
- * peers wait that long). */
-#define MTL_TM_CM_EVERY 64
-int mtl_tm_cm_progress(void)
-{
-	if (!mtl_tm.cm || (!tm_cm_pending(mtl_tm.cm) &&
-			   ++mtl_tm.cm_skip < MTL_TM_CM_EVERY))
-		return 0;
-	mtl_tm.cm_skip = 0;
-	return tm_cm_progress(mtl_tm.cm) > 0;
 }
