@@ -7,14 +7,17 @@
  * -----
  *   mtl_tm_component.c  MCA parameters, open/close, selection, init
  *   mtl_tm.c            control path: device, QPs, modex, add/del procs,
- *                       add/del comm, progress, completion, finalize
+ *                       add/del comm, progress
  *   mtl_tm_send.c       sends (blocking, nonblocking, buffered)
  *   mtl_tm_recv.c       receives (irecv, imrecv)
+ *   mtl_tm_data.h       where a message's bytes are: in place, or Open
+ *                       MPI's datatype helpers
  *   mtl_tm_probe.c      probes (iprobe, improbe)
  *   mtl_tm_cancel.c     MPI_Cancel of its requests
  *   mtl_tm_select.c     one provider for the job: each rank's offer, the
  *                       rule, the refusal
- *   mtl_tm_addr.c       the address in the modex, connecting on first use
+ *   mtl_tm_addr.c       the address in the modex, connecting on first use,
+ *                       the connection manager's progress, routes
  *   mtl_tm_modex.c      the modex key of each initialisation
  *   mtl_tm_pvar.c       MPI_T performance variables (mtl_tm_pvar.h)
  *   mtl_tm_compat.h     the differences between Open MPI 4.1 and 5.0
@@ -86,23 +89,31 @@
  *
  * Locking and completion
  * ----------------------
- * Every engine call holds mtl_tm.lock.  Without MPI threads the lock is
- * no lock, and the engine's callbacks complete the request towards pml
- * cm at once (fill in the status, call pml cm's completion callback),
- * from inside the engine call: the engine lets a callback call back into
- * it (engine/tm_engine.h, "Completion"), so pml cm code that starts new
- * operations from there is fine.  With MPI threads (opal_using_threads(),
- * which also decides whether the lock is taken) pml cm code must not run
- * under the lock (it may start operations,
- * which take it): the callbacks only queue the request on mtl_tm.done,
- * and after the engine call mtl_tm_unlock_and_complete() drops the lock
- * and then completes them, each through its own completion function
- * (mtl_tm_request.complete, set by the file that started it: calls run
- * from the verbs' files to this one, never back).  A send the engine
- * finished in the call (TM_DONE: an eager standard send) has no callback:
- * the sender completes it after the call, with no pass over the list.  A buffered send's own copy always takes that
- * way (mtl_tm_send.c: its pml cm request keeps the copy's identity after
- * the engine call that may already have finished it).
+ * With MPI threads (opal_using_threads()) every engine call holds
+ * mtl_tm.lock.  Without, a send or receive makes one test of that and
+ * calls the engine with no lock and no look at the done list below, and
+ * the engine's callbacks complete the request towards pml cm at once
+ * (fill in the status, call pml cm's completion callback), from inside
+ * the engine call: the engine lets a callback call back into it
+ * (engine/tm_engine.h, "Completion"), so pml cm code that starts new
+ * operations from there is fine.  With MPI threads pml cm code must not
+ * run under the lock (it may start operations, which take it): the
+ * callbacks only queue the request on mtl_tm.done, setting its
+ * completion function (mtl_tm_request.complete, of the file that started
+ * it), and after the engine call mtl_tm_unlock_and_complete() drops the
+ * lock and then completes them.  A buffered send's own copy takes that
+ * way in either mode (mtl_tm_send.c: its pml cm request keeps the copy's
+ * identity after the engine call that may already have finished it);
+ * without threads the next progress call completes it.  A send the
+ * engine finished in the call (TM_DONE: an eager standard send) has no
+ * callback: the sender completes it after the call, with no pass over
+ * the list.  Calls run from the send and receive files to this header
+ * and mtl_tm_addr.c, never to mtl_tm.c.
+ *
+ * Each send and receive entry point is a few tests (no MPI threads, the
+ * bytes in place (mtl_tm_data.h), the route known) and then the engine
+ * call; anything else takes the general path, made of the same steps,
+ * out of line.
  *
  * Threads (MPI_THREAD_MULTIPLE): the thread that completes a request is
  * whichever drove the engine, often not the one waiting for it (Open MPI
@@ -388,8 +399,9 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl);
  * this rank before MPI_Finalize's fence. */
 void mtl_tm_watch_finalize(struct ompi_communicator_t *comm);
 
-/* The endpoint of rank `rank` of comm (remote group for intercomms),
- * connected now if pml cm has not handed it over yet; NULL if none. */
+/* mtl_tm_addr.c, "routes": the endpoint of rank `rank` of comm (remote
+ * group for intercomms), connected now if pml cm has not handed it over
+ * yet; NULL if none. */
 struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
 				       int rank);
 /* mtl_tm_route() when the route is not known yet: looks it up, keeps it
@@ -499,9 +511,30 @@ static inline void mtl_tm_free_pack(struct mtl_tm_request *req)
 	req->pack_free = false;
 }
 
-/* mtl_tm.c: completes the requests on mtl_tm.done (each through its
- * complete function); see below. */
-int mtl_tm_complete_done(void);
+/*
+ * Drops mtl_tm.lock (taken for an engine call, if MPI threads) and
+ * completes the requests on mtl_tm.done, each through its complete
+ * function; returns how many.  Inline, with mtl_tm_unlock_and_complete:
+ * the send and receive files call it, and never call into mtl_tm.c.
+ */
+static inline int mtl_tm_complete_done(void)
+{
+	struct mtl_tm_request *req;
+	UCS_LIST_HEAD(list);
+	int n = 0;
+
+	ucs_list_splice_tail(&list, &mtl_tm.done);
+	ucs_list_head_init(&mtl_tm.done);
+	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+	while (!ucs_list_is_empty(&list)) {
+		/* off the list first: completion may free or reuse req */
+		req = ucs_list_extract_head(&list, struct mtl_tm_request,
+					    done_link);
+		req->complete(req);
+		n++;
+	}
+	return n;
+}
 
 /*
  * Drops mtl_tm.lock, taken for an engine call, then completes what the

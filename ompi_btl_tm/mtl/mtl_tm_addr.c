@@ -13,6 +13,8 @@
 
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
+#include "ompi/communicator/communicator.h"
+#include "ompi/proc/proc.h"
 
 /*
  * The connection manager's share of progress (cm_poll): opal_progress
@@ -307,4 +309,63 @@ int mtl_tm_connect(struct mtl_tm_endpoint *ep)
 		ep->state = MTL_TM_EP_FAILED;
 	free(m);
 	return rc;
+}
+
+/* ---- routes (mtl_tm.h, "Routes") ---- */
+
+struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
+				       int rank)
+{
+	ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
+	struct mtl_tm_endpoint *ep;
+
+	if (!proc)
+		return NULL;
+	ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+	if (!ep) {
+		/* a proc pml cm has not handed us yet (lazy add_procs) */
+		if (mtl_tm_add_procs(&mtl_tm.super, 1, &proc) != OMPI_SUCCESS)
+			return NULL;
+		ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+	}
+	if (ep && ep->state == MTL_TM_EP_NONE) {
+		/* its first use: the connection starts (mtl_tm_addr.c) */
+		OPAL_THREAD_LOCK(&mtl_tm.lock);
+		mtl_tm_connect(ep);
+		OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+	}
+	return ep && ep->connected ? ep : NULL;
+}
+
+int mtl_tm_route_slow(struct ompi_communicator_t *comm, int rank,
+		      bool send, uint64_t *route)
+{
+	struct mtl_tm_comm *c = (void *)comm->c_pml_comm;
+	struct mtl_tm_endpoint *ep = mtl_tm_peer_ep(comm, rank);
+	uint32_t cid = 0;
+	int rc;
+
+	if (!ep) {
+		if (send)
+			opal_output(0, "mtl tm: rank %u: no connection to rank %d of %s",
+				    mtl_tm.my_vpid, rank, comm->c_name);
+		return OMPI_ERR_UNREACH;
+	}
+	*route = ep->peer + 1;
+	if (send) {
+		/* the receiver's id (mtl_tm_compat.h): it matches on its own */
+		rc = mtl_tm_peer_cid(comm, rank, &cid);
+		if (rc != OMPI_SUCCESS || cid > TM_MAX_CTX) {
+			opal_output(0, "mtl tm: rank %u: no context id of %s for its rank %d (%d, id %u)",
+				    mtl_tm.my_vpid, comm->c_name, rank, rc, cid);
+			return OMPI_ERR_UNREACH;
+		}
+		*route |= MTL_TM_ROUTE_SEND |
+			  (tm_tag_make(cid, (uint32_t)ompi_comm_rank(comm), 0) &
+			   ~(uint64_t)UINT32_MAX);
+	}
+	/* kept until del_comm: a peer's QPs live until finalize */
+	if (c && rank >= 0 && (uint32_t)rank < c->size)
+		__atomic_fetch_or(&c->route[rank], *route, __ATOMIC_RELAXED);
+	return OMPI_SUCCESS;
 }
