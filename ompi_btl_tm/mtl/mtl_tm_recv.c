@@ -197,8 +197,9 @@ fill_recv(struct opal_convertor_t *convertor, struct mtl_tm_request *req)
  * ours, unpacked at completion (Open MPI's own rule,
  * ompi_mtl_datatype_recv_buf).
  */
-static int prepare_recv(struct opal_convertor_t *convertor,
-			struct mtl_tm_request *req)
+static inline __attribute__((always_inline)) int
+prepare_recv(struct opal_convertor_t *convertor,
+	     struct mtl_tm_request *req)
 {
 	fill_recv(convertor, req);
 	if (mtl_tm_recv_in_place(convertor, &req->u.recv.buf,
@@ -217,7 +218,8 @@ recv_failed(struct mtl_tm_request *req, int rc)
 
 /* The engine call of a receive or a probed message's, under the lock
  * with MPI threads. */
-static int post_recv(struct mtl_tm_request *req, struct tm_msg *msg)
+static inline __attribute__((always_inline)) int
+post_recv(struct mtl_tm_request *req, struct tm_msg *msg)
 {
 	int rc;
 

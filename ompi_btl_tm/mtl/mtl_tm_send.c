@@ -201,10 +201,11 @@ send_failed(struct mtl_tm_request *req, int rc)
  * and its completion is the caller's.  Without MPI threads no lock and no
  * look at the done list: nothing pml cm waits for goes there (mtl_tm.h).
  */
-static int post_send(struct ompi_communicator_t *comm, int dest, int tag,
-		     void *buf, size_t len, bool pack_free, unsigned flags,
-		     struct mtl_tm_request *bsend_parent,
-		     struct mtl_tm_request *req)
+static inline __attribute__((always_inline)) int
+post_send(struct ompi_communicator_t *comm, int dest, int tag,
+	  void *buf, size_t len, bool pack_free, unsigned flags,
+	  struct mtl_tm_request *bsend_parent,
+	  struct mtl_tm_request *req)
 {
 	uint64_t route;
 	int rc;
@@ -246,9 +247,10 @@ static inline unsigned send_flags(mca_pml_base_send_mode_t mode)
 }
 
 /* Any send but a buffered one: its bytes, then post_send. */
-static int start_send(struct ompi_communicator_t *comm, int dest, int tag,
-		      struct opal_convertor_t *convertor,
-		      mca_pml_base_send_mode_t mode, struct mtl_tm_request *req)
+static inline __attribute__((always_inline)) int
+start_send(struct ompi_communicator_t *comm, int dest, int tag,
+	   struct opal_convertor_t *convertor,
+	   mca_pml_base_send_mode_t mode, struct mtl_tm_request *req)
 {
 	void *buf;
 	size_t len;
