@@ -40,26 +40,27 @@ card_add(struct tm_engine *eng, struct tm_recv *r)
 /* ---- software-held FIFOs -------------------------------------------- */
 
 /* The FIFO of context ctx (created on demand when create is set). */
-static struct tm_swq *swq_of(struct tm_engine *eng, uint32_t ctx, int create)
+static struct tm_swq *swq_of(struct tme_offload_state *o, uint32_t ctx,
+			     int create)
 {
-	khiter_t it = kh_get(tm_swq, eng->offload.swq, ctx);
+	khiter_t it = kh_get(tm_swq, o->swq, ctx);
 	struct tm_swq *q;
 	int ret;
 
-	if (it != kh_end(eng->offload.swq))
-		return kh_value(eng->offload.swq, it);
+	if (it != kh_end(o->swq))
+		return kh_value(o->swq, it);
 	if (!create)
 		return NULL;
 	q = calloc(1, sizeof(*q));
 	if (!q)
 		return NULL;
-	it = kh_put(tm_swq, eng->offload.swq, ctx, &ret);
+	it = kh_put(tm_swq, o->swq, ctx, &ret);
 	if (ret < 0) {
 		free(q);
 		return NULL;
 	}
 	ucs_list_head_init(&q->fifo);
-	kh_value(eng->offload.swq, it) = q;
+	kh_value(o->swq, it) = q;
 	return q;
 }
 
@@ -110,16 +111,16 @@ void tme_swq_del(struct tm_engine *eng, struct tm_recv *r)
 		return;
 	rp(r)->flags &= ~RF_SWQ;
 	ucs_list_del(&rp(r)->sw_link);
-	q = swq_of(eng, tm_tag_ctx(rp(r)->mq.tag), 0);
+	q = swq_of(&eng->offload, tm_tag_ctx(rp(r)->mq.tag), 0);
 	if (q)
 		swq_update(eng, q);
 }
 
 /* Receives past check 1 that no card could take (whatever its state):
  * never promoted. */
-static int never_on_card(struct tm_engine *eng, struct tm_recv *r)
+static int never_on_card(struct tm_xport *x, struct tm_recv *r)
 {
-	return rp(r)->b.len > eng->x.max_read || !eng->x.ops.n_stage;
+	return rp(r)->b.len > x->max_read || !x->ops.n_stage;
 }
 
 /* The receive of q to promote: its head (see tme_promote()). */
@@ -165,19 +166,19 @@ static int promote_one(struct tm_engine *eng, struct tm_swq *q)
 }
 
 /* Was a receive below offload_thresh, still held, posted before r? */
-static int small_before(struct tm_engine *eng, struct tm_recv *r)
+static int small_before(struct tme_offload_state *o, struct tm_recv *r)
 {
-	return !ucs_list_is_empty(&eng->offload.small) &&
-	       recv_head(&eng->offload.small, sw_link)->post_stamp <
+	return !ucs_list_is_empty(&o->small) &&
+	       recv_head(&o->small, sw_link)->post_stamp <
 	       r->post_stamp;
 }
 
 /* q goes to the back of promo_ready: the other contexts' turn. */
-static void promo_rotate(struct tm_engine *eng, struct tm_swq *q)
+static void promo_rotate(struct tme_offload_state *o, struct tm_swq *q)
 {
-	if (eng->offload.promo_ready.prev != &q->ready_link) {
+	if (o->promo_ready.prev != &q->ready_link) {
 		ucs_list_del(&q->ready_link);
-		ucs_list_add_tail(&eng->offload.promo_ready, &q->ready_link);
+		ucs_list_add_tail(&o->promo_ready, &q->ready_link);
 	}
 }
 
@@ -201,7 +202,7 @@ int tme_promote(struct tm_engine *eng)
 			break;
 		}
 		q = ucs_list_head(&eng->offload.promo_ready, struct tm_swq, ready_link);
-		if (small_before(eng, promo_pick(eng, q))) {
+		if (small_before(&eng->offload, promo_pick(eng, q))) {
 			if (!blocked)
 				nready = ucs_list_length(&eng->offload.promo_ready);
 			if (++blocked >= nready) {
@@ -209,7 +210,7 @@ int tme_promote(struct tm_engine *eng)
 				eng->offload.small_blocks = 1;
 				break;
 			}
-			promo_rotate(eng, q);
+			promo_rotate(&eng->offload, q);
 			continue;
 		}
 		blocked = 0;
@@ -223,7 +224,7 @@ int tme_promote(struct tm_engine *eng)
 		}
 		n++;
 		if (q->ready)
-			promo_rotate(eng, q);
+			promo_rotate(&eng->offload, q);
 	}
 	return n;
 }
@@ -234,7 +235,7 @@ int tme_promote(struct tm_engine *eng)
  */
 void tme_recv_back_to_sw(struct tm_engine *eng, struct tm_recv *r)
 {
-	struct tm_swq *q = swq_of(eng, tm_tag_ctx(rp(r)->mq.tag), 1);
+	struct tm_swq *q = swq_of(&eng->offload, tm_tag_ctx(rp(r)->mq.tag), 1);
 
 	if (!q || tm_mq_set_held(&eng->mq, &rp(r)->mq, 1) != TM_OK)
 		eng->x.st.errors++;
@@ -319,7 +320,7 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 	}
 	/* a software-held receive must be in its FIFO, or a later one of
 	 * its context could be promoted past it: no FIFO, no receive */
-	swq = why ? swq_of(eng, ctx, 1) : NULL;
+	swq = why ? swq_of(&eng->offload, ctx, 1) : NULL;
 	if (why && !swq) {
 		if (rp(r)->own_mr)
 			tm_dev_mem_put(eng->x.dev, rp(r)->b.mr);
@@ -335,7 +336,7 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 		return rc;
 	tme_rstate(rp(r), why ? R_SW : R_CARD);
 	if (why) {
-		if (never_on_card(eng, r) || why == &eng->x.st.sw_reg_fail)
+		if (never_on_card(&eng->x, r) || why == &eng->x.st.sw_reg_fail)
 			rp(r)->flags |= RF_PINNED;
 		swq_insert(eng, swq, r);
 	}

@@ -25,7 +25,7 @@
  *  - without a card (tmx_has_card 0, fixed for the transport's life) no
  *    receive is ever promoted or passed: software receives keep no FIFO
  *    and no prefix-rule counts, only their place in the shadow queues.
- * Owns: the offload part of struct tm_engine, RF_SWQ, RF_SMALL and
+ * Owns: struct tme_offload_state (eng->offload), RF_SWQ, RF_SMALL and
  * RF_PINNED.
  */
 #ifndef TM_OFFLOAD_H
@@ -44,15 +44,15 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 
 /* Check 1 of the checklist: a receive of len bytes never goes to the
  * card. */
-static inline int tme_len_stays_sw(struct tm_engine *eng, size_t len)
+static inline int tme_len_stays_sw(struct tm_xport *x, size_t len)
 {
-	return len < eng->x.cfg.offload_thresh || !tmx_has_card(&eng->x);
+	return len < x->cfg.offload_thresh || !tmx_has_card(x);
 }
 
 /* Check 1 for a receive (its buffer set by recv_init). */
 static inline int tme_recv_stays_sw(struct tm_engine *eng, struct tm_recv *r)
 {
-	return tme_len_stays_sw(eng, rp(r)->b.len);
+	return tme_len_stays_sw(&eng->x, rp(r)->b.len);
 }
 
 /*

@@ -18,8 +18,11 @@
  * The public entry points live in the module they concern (isend in
  * tm_send.c, irecv in tm_recv.c, ...); each drains, works, then ends with
  * tme_call_end (tm_work.h).
- * Each owns its part of struct tm_engine (init and cleanup in its file);
- * a module only reads the parts of the modules below it.  Shared by all:
+ * Each owns its part of struct tm_engine, a type of its own (struct
+ * tme_recv_state, tme_send_state, tme_reply_state, tme_offload_state;
+ * init and cleanup in its file), and a function that needs only that part
+ * (or only the transport, x) is handed it; a module only reads the parts
+ * of the modules below it.  Shared by all:
  * x (the transport, with cfg, test, st and pending), mq, clock and the
  * done lists (tme_fire_done, below).
  *
@@ -212,6 +215,61 @@ struct tm_swq {
 KHASH_MAP_INIT_INT(tm_swq, struct tm_swq *)
 KHASH_MAP_INIT_INT64(tm_sends, struct tm_send *)
 
+/*
+ * Each protocol module's state, a type of its own: a function that works
+ * on one module's part is handed that part, not the whole engine.
+ */
+
+/* tm_reply.c: what a receiver owes its senders. */
+struct tme_reply_state {
+	ucs_list_link_t owed;       /* receives whose ACK/FIN could not be
+				     * allocated yet */
+	uint64_t reads_active;
+	/* CANCEL_REPs owed, oldest first: peer << 32 | TM_CANCEL_* << 24 |
+	 * seq */
+	uint64_t rep_owed[TM_CANCEL_OWED_MAX];
+	uint32_t rep_head, rep_tail;
+};
+
+/* tm_offload.c: the software-held receives and when they may go. */
+struct tme_offload_state {
+	khash_t(tm_swq) *swq;       /* context id -> software-held FIFO */
+	ucs_list_link_t promo_ready; /* FIFOs whose head may go */
+	/* receives held below offload_thresh, in post order: no FIFO head
+	 * posted after the first one is promoted */
+	ucs_list_link_t small;
+	int small_blocks;           /* every ready head waits for small's */
+};
+
+/* tm_send.c: sends waiting for their peer, and the keepalive. */
+struct tme_send_state {
+	khash_t(tm_sends) *sends;   /* (peer, seq) -> waiting send */
+	uint64_t sends_waiting;
+	ucs_list_link_t wait_peers; /* peers with sends waiting */
+	uint64_t nwatched;          /* posted receives naming a peer
+				     * (RF_WATCHED; tm_recv.c counts) */
+	uint64_t ka_ns;             /* cfg.keepalive_ms */
+	uint64_t ka_next_ns;        /* next look at wait_peers */
+	uint32_t ka_calls;          /* progress calls until the scan next
+				     * reads the clock */
+};
+
+/* tm_recv.c and tm_umem.c: unexpected messages and their memory. */
+struct tme_recv_state {
+	ucs_list_link_t all_msgs;
+	ucs_list_link_t msg_free;   /* TM_MSG_RECYCLED copies */
+	uint32_t n_msg_free;
+	struct tm_msg *msg_pool;    /* [plain.n]: unexpected messages that
+				     * could not be copied keep their
+				     * buffer */
+	/* tm_umem.c: the copies' bytes and their budget, the messages
+	 * holding buffers, how many were let go, and when the spill rule
+	 * last looked */
+	size_t copy_bytes, copy_max;
+	uint32_t n_held;
+	uint64_t held_freed, held_seen, held_ns;
+};
+
 struct tm_engine {
 	struct tm_xport x;          /* the transport, and what all share */
 	struct tm_mq mq;            /* the matcher */
@@ -219,49 +277,10 @@ struct tm_engine {
 	struct tme_peer **peers;    /* [x.npeers] (tm_send.c adds) */
 	ucs_list_link_t done_recv;  /* tme_fire_done */
 	ucs_list_link_t done_send;
-
-	struct {                    /* tm_reply.c */
-		ucs_list_link_t owed; /* receives whose ACK/FIN could not
-				       * be allocated yet */
-		uint64_t reads_active;
-		/* CANCEL_REPs owed, oldest first: peer << 32 |
-		 * TM_CANCEL_* << 24 | seq */
-		uint64_t rep_owed[TM_CANCEL_OWED_MAX];
-		uint32_t rep_head, rep_tail;
-	} reply;
-	struct {                    /* tm_offload.c */
-		khash_t(tm_swq) *swq; /* context id -> software-held FIFO */
-		ucs_list_link_t promo_ready; /* FIFOs whose head may go */
-		/* receives held below offload_thresh, in post order: no
-		 * FIFO head posted after the first one is promoted */
-		ucs_list_link_t small;
-		int small_blocks; /* every ready head waits for small's */
-	} offload;
-	struct {                    /* tm_send.c */
-		khash_t(tm_sends) *sends; /* (peer, seq) -> waiting send */
-		uint64_t sends_waiting;
-		ucs_list_link_t wait_peers; /* peers with sends waiting */
-		uint64_t nwatched;    /* posted receives naming a peer
-				       * (RF_WATCHED; tm_recv.c counts) */
-		uint64_t ka_ns;       /* cfg.keepalive_ms */
-		uint64_t ka_next_ns;  /* next look at wait_peers */
-		uint32_t ka_calls;    /* progress calls until the scan next
-				       * reads the clock */
-	} send;
-	struct {                    /* tm_recv.c */
-		ucs_list_link_t all_msgs;
-		ucs_list_link_t msg_free; /* TM_MSG_RECYCLED copies */
-		uint32_t n_msg_free;
-		struct tm_msg *msg_pool; /* [plain.n]: unexpected messages
-					  * that could not be copied keep
-					  * their buffer */
-		/* tm_umem.c: the copies' bytes and their budget, the
-		 * messages holding buffers, how many were let go, and when
-		 * the spill rule last looked */
-		size_t copy_bytes, copy_max;
-		uint32_t n_held;
-		uint64_t held_freed, held_seen, held_ns;
-	} recv;
+	struct tme_reply_state reply;
+	struct tme_offload_state offload;
+	struct tme_send_state send;
+	struct tme_recv_state recv;
 };
 
 /* ---- the state machine's rules, checked in a debug build ------------- */

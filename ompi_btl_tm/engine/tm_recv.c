@@ -36,13 +36,13 @@ void tme_recv_cleanup(struct tm_engine *eng)
 }
 
 /* The arrival hook (tests only: tm_engine_test.h). */
-static void report_arrival(struct tm_engine *eng, uint64_t tag, uint32_t app,
+static void report_arrival(struct tm_xport *x, uint64_t tag, uint32_t app,
 			   uint32_t peer, uint64_t len, uint64_t stamp,
 			   int on_card)
 {
 	struct tm_arrival a;
 
-	if (!eng->x.test.arrival_hook)
+	if (!x->test.arrival_hook)
 		return;
 	tme_env_from_tag(&a.env, tag);
 	a.peer = peer;
@@ -50,11 +50,11 @@ static void report_arrival(struct tm_engine *eng, uint64_t tag, uint32_t app,
 	a.len = len;
 	a.stamp = stamp;
 	a.on_card = on_card;
-	eng->x.test.arrival_hook(eng->x.test.hook_arg, &a);
+	x->test.arrival_hook(x->test.hook_arg, &a);
 }
 
 /* r's DEL, once: its list op names r until the op's result comes. */
-static void recv_del(struct tm_engine *eng, struct tm_recv *r)
+static void recv_del(struct tm_xport *x, struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
 
@@ -62,7 +62,7 @@ static void recv_del(struct tm_engine *eng, struct tm_recv *r)
 		return;
 	q->flags |= RF_DEL_POSTED;
 	q->ops_pending++;
-	tmx_op_decide(&eng->x, WR_DEL, &q->t);
+	tmx_op_decide(x, WR_DEL, &q->t);
 }
 
 /* ---- unexpected messages -------------------------------------------- */
@@ -186,7 +186,7 @@ static void handle_unexpected_msg(struct tm_engine *eng, struct tm_msg *m,
 	}
 	eng->x.st.unexp_claimed++;
 	rp(r)->claim = m;
-	recv_del(eng, r);
+	recv_del(&eng->x, r);
 	tme_rstate(rp(r), R_CLAIM);
 }
 
@@ -194,7 +194,7 @@ static void handle_unexpected_msg(struct tm_engine *eng, struct tm_msg *m,
  * The length of a rendezvous request: the metadata's 64 bits when it came
  * and agrees with the RVH (which saturates at 2^32 - 1), else the RVH's.
  */
-static uint64_t rndv_len(struct tm_engine *eng, const uint8_t *buf,
+static uint64_t rndv_len(struct tm_xport *x, const uint8_t *buf,
 			 uint32_t byte_len)
 {
 	const struct ibv_rvh *rvh = (const void *)(buf + TMH_LEN);
@@ -207,7 +207,7 @@ static uint64_t rndv_len(struct tm_engine *eng, const uint8_t *buf,
 	memcpy(&md, buf + TMH_LEN + RVH_LEN, sizeof(md));
 	full = be64toh(md.len);
 	if ((full > UINT32_MAX ? UINT32_MAX : full) != len) {
-		eng->x.st.malformed++;
+		x->st.malformed++;
 		return len;
 	}
 	return full;
@@ -227,7 +227,7 @@ static int deliver_plain(struct tm_engine *eng, struct tm_recv *r,
 	uint32_t peer = tmx_peer_of_qpn(&eng->x, c->qp_num);
 	uint64_t stamp = eng->clock++;
 
-	report_arrival(eng, tag, app, peer, plen, stamp, 0);
+	report_arrival(&eng->x, tag, app, peer, plen, stamp, 0);
 	recv_leave_queues(eng, r);
 	eng->x.st.unexp_to_sw_recv++;
 	take_env(r, tag, app, peer, stamp, plen);
@@ -268,14 +268,14 @@ unexpected_keep(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	m->peer = tmx_peer_of_qpn(&eng->x, c->qp_num);
 	m->rndv = rndv;
 	m->in_uq = 0;
-	m->len = rndv ? rndv_len(eng, buf, c->byte_len) : plen;
+	m->len = rndv ? rndv_len(&eng->x, buf, c->byte_len) : plen;
 	if (rndv)
 		memcpy(m->hdr, buf, TMH_LEN + RVH_LEN);
 	else if (m->plain < 0)
 		memcpy(m->data, buf + TMH_LEN, plen);
 	m->stamp = eng->clock++;
 	ucs_list_add_tail(&eng->recv.all_msgs, &m->all);
-	report_arrival(eng, m->tag, m->app, m->peer, m->len, m->stamp, 0);
+	report_arrival(&eng->x, m->tag, m->app, m->peer, m->len, m->stamp, 0);
 	held = m->plain >= 0; /* m may be gone after the next line */
 	handle_unexpected_msg(eng, m, want);
 	return held;
@@ -330,7 +330,7 @@ static inline void match_take(struct tm_engine *eng, struct tm_recv *r,
 
 /* Step: an eager message's data is in place: copied out of its staging
  * buffer, if it has one.  Returns r's status. */
-static inline int data_eager(struct tm_engine *eng, struct tm_recv *r,
+static inline int data_eager(struct tm_xport *x, struct tm_recv *r,
 			     const struct tm_cqe *c)
 {
 	struct tme_recv *q = rp(r);
@@ -338,9 +338,9 @@ static inline int data_eager(struct tm_engine *eng, struct tm_recv *r,
 	r->msg_len = c->byte_len;
 	r->recv_len = r->msg_len < q->b.len ? r->msg_len : q->b.len;
 	if (q->t.stage >= 0) {
-		memcpy(q->b.buf, tmx_card_buf(&eng->x, &q->t, &q->b),
+		memcpy(q->b.buf, tmx_card_buf(x, &q->t, &q->b),
 		       r->recv_len);
-		tmx_stage_put(&eng->x, &q->t);
+		tmx_stage_put(x, &q->t);
 	}
 	return r->msg_len > q->b.len ? TM_REQ_TRUNCATED : TM_REQ_OK;
 }
@@ -362,7 +362,7 @@ static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
 	}
 	if (c->status == IBV_WC_TM_RNDV_INCOMPLETE)
 		q->flags |= RF_SW_RNDV;
-	report_arrival(eng, c->tm.tag, app, r->peer, r->msg_len,
+	report_arrival(&eng->x, c->tm.tag, app, r->peer, r->msg_len,
 		       r->match_stamp, 1);
 	if (q->state == R_CARD) {
 		recv_leave_queues(eng, r);
@@ -401,7 +401,7 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 		return;
 	}
 	if (c->status == IBV_WC_SUCCESS) {
-		tme_recv_finish(eng, r, data_eager(eng, r, c));
+		tme_recv_finish(eng, r, data_eager(&eng->x, r, c));
 		return;
 	}
 	r->recv_len = 0;
@@ -444,7 +444,7 @@ static int recv_fast(struct tm_engine *eng, struct tm_recv *r,
 	recv_leave_queues(eng, r);
 	tme_rstate(q, R_WAIT_DATA);
 	tmx_entry_gone(&eng->x, &q->t);
-	tme_recv_outcome(eng, r, data_eager(eng, r, c));
+	tme_recv_outcome(eng, r, data_eager(&eng->x, r, c));
 	tme_recv_done(eng, r); /* tme_recv_try_done's tests hold */
 	return 1;
 }
@@ -587,7 +587,7 @@ void tme_recv_peer_dead(struct tm_engine *eng, uint32_t peer)
 			tme_recv_finish(eng, r, TM_REQ_ERROR);
 		} else if (rp(r)->state == R_CARD) {
 			rp(r)->flags |= RF_PEER_DEAD;
-			recv_del(eng, r);
+			recv_del(&eng->x, r);
 		}
 	}
 }
@@ -636,7 +636,7 @@ static void recv_cancel(struct tm_engine *eng, struct tm_recv *r)
 		tme_recv_finish(eng, r, TM_REQ_CANCELLED);
 	} else if (q->state == R_CARD) {
 		q->flags |= RF_CANCEL_REQ;
-		recv_del(eng, r);
+		recv_del(&eng->x, r);
 	}
 }
 
@@ -667,7 +667,7 @@ int tm_engine_post_recv(struct tm_engine *eng, struct tm_recv *r)
 	 * while ADDs wait in the chain either: a poll would let the card look
 	 * at arrivals before it has them (tm_ops.h); the ADD then carries an
 	 * older count, which the sync rule covers. */
-	if (!tme_len_stays_sw(eng, r->len) && !eng->x.ops.chain_n)
+	if (!tme_len_stays_sw(&eng->x, r->len) && !eng->x.ops.chain_n)
 		tmx_drain(&eng->x);
 	rc = recv_post(eng, r);
 	if (rc != TM_OK)

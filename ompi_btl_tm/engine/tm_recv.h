@@ -19,7 +19,7 @@
  * tme_on_recv_cqe (the card matched / delivered), tme_on_op_result (a
  * list op naming it completed), tme_on_unexpected (a message no card
  * entry took).
- * Owns: the recv part of struct tm_engine (unexpected messages), the
+ * Owns: struct tme_recv_state (eng->recv) (unexpected messages), the
  * clock, tme_recv's fields not owned by tm_offload.c or tm_reply.c.
  */
 #ifndef TM_RECV_H

@@ -15,20 +15,20 @@ void tme_reply_init(struct tm_engine *eng)
 /* ---- replies (ACK, FIN) --------------------------------------------- */
 
 /* ACK: a synchronous send matched.  TM_ERR_NO_MEMORY: not sent. */
-static int send_ack(struct tm_engine *eng, uint32_t peer, uint32_t app)
+static int send_ack(struct tm_xport *x, uint32_t peer, uint32_t app)
 {
 	struct tm_tx *tx;
 
-	if (peer >= eng->x.npeers)
+	if (peer >= x->npeers)
 		return TM_OK; /* an unknown peer: nobody to tell */
-	tx = tmx_tx_new(&eng->x, TX_ACK, peer);
+	tx = tmx_tx_new(x, TX_ACK, peer);
 	if (!tx)
 		return TM_ERR_NO_MEMORY;
 	tmh_fill(tx->hdr, IBV_TMH_NO_TAG,
 		 ((uint32_t)TM_CTRL_ACK << TM_APP_CTRL_SHIFT) |
 		 (app & TM_APP_SEQ_MASK), 0);
 	tx->hdr_len = TMH_LEN;
-	tmx_tx_queue(&eng->x, tx);
+	tmx_tx_queue(x, tx);
 	return TM_OK;
 }
 
@@ -39,28 +39,28 @@ static int send_ack(struct tm_engine *eng, uint32_t peer, uint32_t app)
  * so that the send fails too rather than report a transfer that did not
  * happen.
  */
-static int send_fin(struct tm_engine *eng, uint32_t peer, const uint8_t *hdr)
+static int send_fin(struct tm_xport *x, uint32_t peer, const uint8_t *hdr)
 {
 	struct ibv_tmh *tmh;
 	struct tm_tx *tx;
 
-	if (peer >= eng->x.npeers)
+	if (peer >= x->npeers)
 		return TM_OK; /* an unknown peer: nobody to tell */
-	tx = tmx_tx_new(&eng->x, TX_FIN, peer);
+	tx = tmx_tx_new(x, TX_FIN, peer);
 	if (!tx)
 		return TM_ERR_NO_MEMORY;
 	memcpy(tx->hdr, hdr, TMH_LEN + RVH_LEN);
 	tmh = (struct ibv_tmh *)tx->hdr;
 	tmh->opcode = IBV_TMH_FIN;
 	tx->hdr_len = TMH_LEN + RVH_LEN;
-	tmx_tx_queue(&eng->x, tx);
+	tmx_tx_queue(x, tx);
 	return TM_OK;
 }
 
 static int reply_now(struct tm_engine *eng, struct tm_recv *r, int type)
 {
-	return type == TX_ACK ? send_ack(eng, r->peer, r->send_seq) :
-				send_fin(eng, r->peer, rp(r)->hdr);
+	return type == TX_ACK ? send_ack(&eng->x, r->peer, r->send_seq) :
+				send_fin(&eng->x, r->peer, rp(r)->hdr);
 }
 
 /*
@@ -136,7 +136,7 @@ static void owe_rep(struct tm_engine *eng, uint32_t peer, uint32_t seq,
 void tme_reply_cancel_rep(struct tm_engine *eng, uint32_t peer, uint32_t seq,
 			  uint64_t outcome)
 {
-	if (tme_reply_owes_rep(eng) ||
+	if (tme_reply_owes_rep(&eng->reply) ||
 	    tme_queue_ctrl(eng, peer, TM_CTRL_CANCEL_REP, seq, outcome) != TM_OK)
 		owe_rep(eng, peer, seq, outcome);
 }
@@ -146,7 +146,7 @@ int tme_reply_pay_reps(struct tm_engine *eng)
 	uint64_t e;
 	int n = 0;
 
-	while (tme_reply_owes_rep(eng)) {
+	while (tme_reply_owes_rep(&eng->reply)) {
 		e = eng->reply.rep_owed[eng->reply.rep_head % TM_CANCEL_OWED_MAX];
 		if (tme_queue_ctrl(eng, (uint32_t)(e >> 32), TM_CTRL_CANCEL_REP,
 				   (uint32_t)e & TM_APP_SEQ_MASK,

@@ -10,7 +10,7 @@
  * outcome, flagged TM_APP_FIN_ERR when the receive failed (doc/DESIGN.md,
  * "Long messages").  CANCEL_REPs go in the order decided; more than
  * TM_CANCEL_OWED_MAX owed stops the engine (loud: the sender would
- * otherwise wait for good).  Owns: the reply part of struct tm_engine,
+ * otherwise wait for good).  Owns: struct tme_reply_state (eng->reply),
  * the tme_recv rd_* fields.
  */
 #ifndef TM_REPLY_H
@@ -31,9 +31,9 @@ int tme_queue_ctrl(struct tm_engine *eng, uint32_t peer, uint32_t ctrl,
 void tme_reply_cancel_rep(struct tm_engine *eng, uint32_t peer, uint32_t seq,
 			  uint64_t outcome);
 int tme_reply_pay_reps(struct tm_engine *eng);
-static inline int tme_reply_owes_rep(const struct tm_engine *eng)
+static inline int tme_reply_owes_rep(const struct tme_reply_state *rs)
 {
-	return eng->reply.rep_head != eng->reply.rep_tail;
+	return rs->rep_head != rs->rep_tail;
 }
 /* Marks r's FIN as that of a failed transfer (TM_APP_FIN_ERR). */
 void tme_fin_failed(struct tm_recv *r);

@@ -304,10 +304,11 @@ tm_batch(struct tm_xport *x, struct ibv_cq_ex *cq)
 		else
 			e->opcode = ibv_wc_read_opcode(cq);
 		/* only a card-held receive's handlers read the tag and the
-		 * priv word; a plain buffer's message carries its TMH */
+		 * priv word (zero on a failed one); a plain buffer's message
+		 * carries its TMH, and its e->tm is never read */
 		if (type == WR_RECV && e->opcode == IBV_WC_TM_RECV)
 			ibv_wc_read_tm_info(cq, &e->tm);
-		else
+		else if (type == WR_RECV)
 			memset(&e->tm, 0, sizeof(e->tm));
 	} while (n < x->cq_batch && ibv_next_poll(cq) == 0);
 	ibv_end_poll(cq);

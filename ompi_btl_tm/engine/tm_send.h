@@ -13,7 +13,7 @@
  *  - when a peer dies (tmx_cb.peer_failed, tm_api.c), every send waiting
  *    on it completes TM_REQ_ERROR (tme_send_peer_dead); what was queued
  *    for it the transport aborted already.
- * Owns: the send part of struct tm_engine, the protocol's peers (their
+ * Owns: struct tme_send_state (eng->send), the protocol's peers (their
  * waitq and probe pacing), tme_send's fields but cflags.
  */
 #ifndef TM_SEND_H

@@ -235,6 +235,89 @@ struct tmx_cb {
 
 KHASH_MAP_INIT_INT(tm_qpn, uint32_t)
 
+/* tm_rx.c: the plain SRQ buffers */
+struct tmx_plain_state {
+	uint8_t *buf;
+	struct ibv_mr *mr;
+	uint32_t size;
+	uint32_t n;
+	/* each buffer's receive, built once: a repost links them */
+	struct ibv_recv_wr *wr;
+	struct ibv_sge *sge;
+	uint32_t posted;  /* at the SRQ (posted, not completed) */
+	uint32_t batch;   /* freed ones go back this many at a time */
+	uint32_t low;     /* ... or at once while fewer are posted */
+	uint32_t npend;   /* freed, waiting in pend[] */
+	uint32_t pend[PLAIN_BATCH_MAX];
+};
+
+/* tm_ops.c: the tag list, its ops and the sync count */
+struct tmx_ops_state {
+	uint32_t uq_count;   /* unexpected tagged completions */
+	uint32_t reported;   /* count carried by the last op decided */
+	int sync_out;        /* an explicit SYNC is queued or posted */
+	uint64_t op_seq;     /* list ops posted */
+	uint64_t sync_seq;   /* latest op known in sync (0: none) */
+	ucs_list_link_t unconf; /* live entries added after sync_seq,
+				 * in post order: only these may be
+				 * inactive */
+	uint32_t max_entries;
+	uint32_t max_ops;
+	uint32_t card_entries;
+	uint32_t card_entries_max; /* its high-water mark */
+	uint32_t ops_out;    /* list ops the card counts outstanding */
+	uint32_t ops_sig_out; /* ... of which signalled */
+	uint32_t ops_unsig;  /* unsignalled ADDs since the last
+			      * signalled op */
+	struct tm_sig_op *op_unsig; /* [max_ops]: each outstanding
+				     * signalled op, in post order */
+	uint32_t op_unsig_head, op_unsig_tail;
+	ucs_list_link_t opq; /* struct tm_op: a DEL or sync_op */
+	uint32_t opq_len;
+	struct tm_op sync_op; /* the one explicit SYNC (sync_out) */
+	/* someone waits for an entry, op slot or staging buffer:
+	 * the next one freed sets TM_PEND_WORK */
+	uint8_t want_room;
+	/* ADDs decided since the last flush, accounted as posted,
+	 * in decided order (tmx_add_flush posts them as one list):
+	 * the WRs, their SGEs, and ops_unsig before each */
+	uint32_t chain_n;
+	struct ibv_ops_wr chain_wr[TM_ADD_CHAIN_MAX];
+	struct ibv_sge chain_sge[TM_ADD_CHAIN_MAX];
+	uint32_t chain_unsig[TM_ADD_CHAIN_MAX];
+	/* tag contexts whose chained ADD the card refused: the
+	 * protocol hears it from the next work flush */
+	struct tm_tctx *add_failed;
+	/* staging buffers, so that a receive smaller than the
+	 * largest eager message can go to the card (mlx5 rule 17) */
+	uint8_t *stage;
+	struct ibv_mr *stage_mr;
+	uint32_t stage_size;
+	uint32_t n_stage;
+	uint32_t *free_stage;
+	uint32_t n_free_stage;
+};
+
+/* tm_tx.c: send slots, signalling and the send CQ */
+struct tmx_tx_state {
+	uint8_t *slots;
+	struct ibv_mr *slots_mr;
+	uint32_t slot_size;
+	uint32_t n_slots;
+	uint32_t *free_slots;
+	uint32_t n_free_slots;
+	uint32_t sq_limit;
+	uint32_t sig_every; /* signal every sig_every-th slot WR */
+	uint32_t sig_max;   /* ... and every sig_max-th WR of a QP */
+	uint32_t slot_low;  /* fewer free slots: signal every WR */
+	uint32_t sig_out;   /* signalled send WRs out (all peers) */
+	uint32_t sq_out;    /* send WRs not retired (all peers) */
+	int32_t poll_budget; /* drains until the send CQ is due
+			      * (tmx_want_poll_send) */
+	ucs_list_link_t all_tx;
+	uint64_t tx_queued;
+};
+
 struct tm_xport {
 	/* shared by every layer */
 	struct tm_dev *dev;
@@ -262,87 +345,13 @@ struct tm_xport {
 	struct { uint32_t qpn, peer; } qpn_cache[TM_QPN_CACHE];
 
 	/* tm_rx.c: plain SRQ buffers */
-	struct {
-		uint8_t *buf;
-		struct ibv_mr *mr;
-		uint32_t size;
-		uint32_t n;
-		/* each buffer's receive, built once: a repost links them */
-		struct ibv_recv_wr *wr;
-		struct ibv_sge *sge;
-		uint32_t posted;  /* at the SRQ (posted, not completed) */
-		uint32_t batch;   /* freed ones go back this many at a time */
-		uint32_t low;     /* ... or at once while fewer are posted */
-		uint32_t npend;   /* freed, waiting in pend[] */
-		uint32_t pend[PLAIN_BATCH_MAX];
-	} plain;
+	struct tmx_plain_state plain;
 
 	/* tm_ops.c */
-	struct {
-		uint32_t uq_count;   /* unexpected tagged completions */
-		uint32_t reported;   /* count carried by the last op decided */
-		int sync_out;        /* an explicit SYNC is queued or posted */
-		uint64_t op_seq;     /* list ops posted */
-		uint64_t sync_seq;   /* latest op known in sync (0: none) */
-		ucs_list_link_t unconf; /* live entries added after sync_seq,
-					 * in post order: only these may be
-					 * inactive */
-		uint32_t max_entries;
-		uint32_t max_ops;
-		uint32_t card_entries;
-		uint32_t card_entries_max; /* its high-water mark */
-		uint32_t ops_out;    /* list ops the card counts outstanding */
-		uint32_t ops_sig_out; /* ... of which signalled */
-		uint32_t ops_unsig;  /* unsignalled ADDs since the last
-				      * signalled op */
-		struct tm_sig_op *op_unsig; /* [max_ops]: each outstanding
-					     * signalled op, in post order */
-		uint32_t op_unsig_head, op_unsig_tail;
-		ucs_list_link_t opq; /* struct tm_op: a DEL or sync_op */
-		uint32_t opq_len;
-		struct tm_op sync_op; /* the one explicit SYNC (sync_out) */
-		/* someone waits for an entry, op slot or staging buffer:
-		 * the next one freed sets TM_PEND_WORK */
-		uint8_t want_room;
-		/* ADDs decided since the last flush, accounted as posted,
-		 * in decided order (tmx_add_flush posts them as one list):
-		 * the WRs, their SGEs, and ops_unsig before each */
-		uint32_t chain_n;
-		struct ibv_ops_wr chain_wr[TM_ADD_CHAIN_MAX];
-		struct ibv_sge chain_sge[TM_ADD_CHAIN_MAX];
-		uint32_t chain_unsig[TM_ADD_CHAIN_MAX];
-		/* tag contexts whose chained ADD the card refused: the
-		 * protocol hears it from the next work flush */
-		struct tm_tctx *add_failed;
-		/* staging buffers, so that a receive smaller than the
-		 * largest eager message can go to the card (mlx5 rule 17) */
-		uint8_t *stage;
-		struct ibv_mr *stage_mr;
-		uint32_t stage_size;
-		uint32_t n_stage;
-		uint32_t *free_stage;
-		uint32_t n_free_stage;
-	} ops;
+	struct tmx_ops_state ops;
 
 	/* tm_tx.c */
-	struct {
-		uint8_t *slots;
-		struct ibv_mr *slots_mr;
-		uint32_t slot_size;
-		uint32_t n_slots;
-		uint32_t *free_slots;
-		uint32_t n_free_slots;
-		uint32_t sq_limit;
-		uint32_t sig_every; /* signal every sig_every-th slot WR */
-		uint32_t sig_max;   /* ... and every sig_max-th WR of a QP */
-		uint32_t slot_low;  /* fewer free slots: signal every WR */
-		uint32_t sig_out;   /* signalled send WRs out (all peers) */
-		uint32_t sq_out;    /* send WRs not retired (all peers) */
-		int32_t poll_budget; /* drains until the send CQ is due
-				      * (tmx_want_poll_send) */
-		ucs_list_link_t all_tx;
-		uint64_t tx_queued;
-	} tx;
+	struct tmx_tx_state tx;
 };
 
 /* ---- small helpers for every layer (calls none) ---------------------- */

@@ -80,11 +80,11 @@ void tme_msg_free(struct tm_engine *eng, struct tm_msg *m)
 
 /* The oldest held message that only waits in the unexpected queue (one
  * claimed or handed out by a probe is named elsewhere: left alone). */
-static struct tm_msg *oldest_held(struct tm_engine *eng)
+static struct tm_msg *oldest_held(struct tme_recv_state *rs)
 {
 	struct tm_msg *m;
 
-	ucs_list_for_each(m, &eng->recv.all_msgs, all)
+	ucs_list_for_each(m, &rs->all_msgs, all)
 		if (m->plain >= 0 && m->in_uq)
 			return m;
 	return NULL;
@@ -140,6 +140,6 @@ int tme_umem_spill(struct tm_engine *eng)
 	if (now - eng->recv.held_ns < TM_UMEM_SPILL_NS)
 		return 0;
 	eng->recv.held_ns = now;
-	m = oldest_held(eng);
+	m = oldest_held(&eng->recv);
 	return m && spill(eng, m) ? 1 : 0;
 }

@@ -30,7 +30,7 @@ int tme_flush_work_slow(struct tm_engine *eng)
 		tmx_maybe_sync(x);
 	if (!ucs_list_is_empty(&eng->reply.owed))
 		n += tme_reply_pay_owed(eng);
-	if (tme_reply_owes_rep(eng))
+	if (tme_reply_owes_rep(&eng->reply))
 		n += tme_reply_pay_reps(eng);
 	if (x->tx.tx_queued)
 		n += tmx_flush_tx(x);
@@ -39,7 +39,7 @@ int tme_flush_work_slow(struct tm_engine *eng)
 	if (ucs_list_is_empty(&x->ops.opq) && !x->ops.add_failed &&
 	    !tme_promo_due(eng) &&
 	    !tmx_sync_wanted(x) && ucs_list_is_empty(&eng->reply.owed) &&
-	    !tme_reply_owes_rep(eng) && !x->tx.tx_queued)
+	    !tme_reply_owes_rep(&eng->reply) && !x->tx.tx_queued)
 		x->pending &= ~TM_PEND_WORK;
 	return n;
 }
