@@ -12,9 +12,11 @@
  *
  *   send     the convertor not completed (a count or size of 0 is, and
  *            Open MPI's helper gives no buffer for it), the datatype
- *            contiguous in memory (opal_datatype_is_contiguous_memory_
- *            layout, the test pml cm and Open MPI's helper make), and its
- *            data at the buffer's first byte (true_lb 0).  pml cm hands
+ *            contiguous and without gaps (so any count of it is one
+ *            block; one element of a type with gaps at its ends is left
+ *            to the helper, whose test, opal_datatype_is_contiguous_
+ *            memory_layout, takes it), and its data at the buffer's
+ *            first byte (true_lb 0).  pml cm hands
  *            over two kinds of send convertor: a thin send's, built by
  *            hand for a contiguous type with pBaseBuf = buf + true_lb, and
  *            a prepared one (persistent sends; CONVERTOR_SEND set) with
@@ -43,6 +45,9 @@
 /* What a convertor's flags must say for its bytes to be used in place. */
 #define MTL_TM_CONV_TESTED \
 	(CONVERTOR_HOMOGENEOUS | CONVERTOR_COMPLETED | MTL_TM_CONV_DEVICE)
+/* A datatype whose elements, any number of them, are one block. */
+#define MTL_TM_DT_SOLID \
+	(OPAL_DATATYPE_FLAG_CONTIGUOUS | OPAL_DATATYPE_FLAG_NO_GAPS)
 
 static inline bool mtl_tm_send_in_place(const struct opal_convertor_t *c,
 					void **buf, size_t *len)
@@ -51,8 +56,7 @@ static inline bool mtl_tm_send_in_place(const struct opal_convertor_t *c,
 
 	if (OPAL_UNLIKELY((c->flags & MTL_TM_CONV_TESTED) !=
 			  CONVERTOR_HOMOGENEOUS || !dt || dt->true_lb ||
-			  !opal_datatype_is_contiguous_memory_layout(dt,
-								     c->count)))
+			  (dt->flags & MTL_TM_DT_SOLID) != MTL_TM_DT_SOLID))
 		return false;
 	*buf = c->pBaseBuf;
 	*len = c->local_size;
