@@ -3,9 +3,9 @@
  * (irecv), receives of a probed message (imrecv), and their completion
  * towards pml cm.
  *
- * Data: a contiguous buffer is handed to the engine as is; any other
- * datatype is received through a temporary buffer
- * (ompi_mtl_datatype_recv_buf) and unpacked at completion.
+ * Data: a contiguous buffer is handed to the engine as is (mtl_tm_data.h
+ * says which are); any other datatype is received through a temporary
+ * buffer (ompi_mtl_datatype_recv_buf) and unpacked at completion.
  *
  * Small receives go to the engine as they are: below mtl_tm_offload_thresh
  * it matches them in software, which finishes a truncated rendezvous into

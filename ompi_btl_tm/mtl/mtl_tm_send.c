@@ -2,9 +2,9 @@
  * mtl_tm_send.c - MPI sends on the matching engine: blocking, nonblocking
  * and buffered, and their completion towards pml cm.
  *
- * Data: a contiguous buffer goes to the engine as is; any other datatype
- * is packed into a temporary buffer (ompi_mtl_datatype_pack), freed at
- * completion.  Ready sends are standard ones here; only synchronous sends
+ * Data: a contiguous buffer goes to the engine as is (mtl_tm_data.h
+ * says which are); any other datatype is packed into a temporary buffer
+ * (ompi_mtl_datatype_pack), freed at completion.  Ready sends are standard ones here; only synchronous sends
  * need the receiver's word (TM_SEND_SYNC).
  *
  * Buffered sends: pml cm packs them into the attached buffer and calls
