@@ -311,10 +311,6 @@ static int bring_up(const struct tm_dev_config *cfg,
 			    mtl_tm.dev->caps.max_num_tags,
 			    mtl_tm.dev->caps.max_ops,
 			    mtl_tm.dev->caps.max_rndv_hdr_size);
-	if (mtl_tm.dev->rcache_off)
-		opal_output_verbose(10, mtl_tm_output,
-				    "mtl tm: %s: no registration cache (%s): registering per message",
-				    mtl_tm.dev->name, mtl_tm.dev->rcache_off);
 	/* An eager message is one send: header and payload must fit it. */
 	if (mtl_tm.dev->max_msg_sz < sizeof(struct ibv_tmh) ||
 	    eager > mtl_tm.dev->max_msg_sz - sizeof(struct ibv_tmh)) {
