@@ -8,8 +8,10 @@
 #   -p NPS         rank counts on this node, oversubscribed (default
 #                  "16 64 128")
 #   -x TRANSPORTS  of "tm ob1 ucx" (default all three): pml cm + mtl tm
-#                  (the mca_mtl_tm.so of BUILD_DIR), pml ob1 + btl
-#                  self,vader, pml ucx
+#                  (the mca_mtl_tm.so of BUILD_DIR), pml ob1, pml ucx;
+#                  each with btl self,vader (Open MPI opens its BTLs
+#                  under every pml, for one-sided; btl tcp's two
+#                  listening sockets would count against tm and ucx only)
 #   -k PATTERNS    of "ring a2a" (default both): bench/scale.c
 #   -n ROUNDS      exchanges per peer (default 10)
 #
@@ -72,9 +74,9 @@ prog=$build/bench/bench_scale
 pkglib=$(ompi_info --parsable --path pkglibdir 2>/dev/null | sed -n 's/^path:pkglibdir://p')
 
 declare -A ARGS
-ARGS[tm]="--mca pml cm --mca mtl tm --mca mca_base_component_path $build/.libs:$pkglib"
+ARGS[tm]="--mca pml cm --mca mtl tm --mca btl self,vader --mca mca_base_component_path $build/.libs:$pkglib"
 ARGS[ob1]="--mca pml ob1 --mca btl self,vader"
-ARGS[ucx]="--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any"
+ARGS[ucx]="--mca pml ucx --mca btl self,vader --mca pml_ucx_tls any --mca pml_ucx_devices any"
 launch=(mpirun --oversubscribe --bind-to none)
 [ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
 

@@ -99,6 +99,7 @@
 #define TM_DEV_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <infiniband/verbs.h>
@@ -180,9 +181,19 @@ struct tm_dev {
 	uint8_t max_rd_atomic, max_dest_rd_atomic;
 	uint32_t max_msg_sz;      /* port's: larger RDMA reads must be split */
 	char name[64];            /* provider:device, for messages */
-	struct ucs_rcache *rcache; /* NULL: tm_dev_mem_get() registers */
+	/*
+	 * The registration cache, made by the first tm_dev_mem_get() while
+	 * rcache_want says so (libucs's thread and descriptors come with it);
+	 * NULL: tm_dev_mem_get() registers, or nothing was got yet.
+	 */
+	struct ucs_rcache *rcache;
+	int rcache_want;          /* wanted, not made yet */
+	unsigned long rcache_regions; /* its size, from the config */
+	pthread_mutex_t rcache_lock;  /* makes it once */
+	int rcache_setup;         /* rcache_lock initialised */
 	const char *rcache_off;   /* why there is no cache although one was
-				   * asked for (libucs's words), else NULL */
+				   * asked for (libucs's words), else NULL;
+				   * known after the first tm_dev_mem_get() */
 	struct tm_dev_mem_stats mem_st; /* relaxed atomics: read them so */
 };
 
@@ -327,6 +338,10 @@ int tm_dev_dereg(struct tm_dev *dev, struct ibv_mr *mr);
  * registered LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ.  The cache can hand
  * out an MR with more access than asked (a writable region also serves a
  * read-only request).
+ *
+ * The cache is made by the first tm_dev_mem_get() (dev->rcache_want until
+ * then), not at open: libucs starts an async thread with five descriptors
+ * for it, which a process that registers nothing per message never needs.
  *
  * Both calls are thread-safe.  Deregistrations may also happen in whichever
  * thread next calls into the cache, in libucs's async thread (after 64 MB

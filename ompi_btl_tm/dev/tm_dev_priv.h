@@ -1,5 +1,5 @@
 /*
- * tm_dev_priv.h - what tm_dev.c and tm_dev_pick.c share.
+ * tm_dev_priv.h - what tm_dev.c, tm_dev_pick.c and tm_dev_rcache.c share.
  */
 #ifndef TM_DEV_PRIV_H
 #define TM_DEV_PRIV_H
@@ -16,5 +16,15 @@ struct ibv_context *tm_dev_pick_open(struct tm_dev *dev,
 				     const char *prov,
 				     struct ibv_device_attr_ex *attr,
 				     const char **devname);
+
+/*
+ * The registration cache (tm_dev_rcache.c): setup at open notes whether
+ * and how big a cache the first tm_dev_mem_get() makes; close destroys it
+ * (before the PD: that deregisters what it holds).  Close after a setup
+ * only, or on a device that never had one.
+ */
+void tm_dev_rcache_setup(struct tm_dev *dev, const struct tm_dev_config *cfg,
+			 uint32_t dev_max_mr);
+void tm_dev_rcache_close(struct tm_dev *dev);
 
 #endif /* TM_DEV_PRIV_H */

@@ -15,7 +15,9 @@
 #include <unistd.h>
 #include <ucs/datastruct/khash.h>
 
+#include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
+#include "ompi/communicator/communicator.h"
 #include "ompi/proc/proc.h"
 
 KHASH_MAP_INIT_INT64(mtl_tm_others, struct mtl_tm_endpoint *)
@@ -41,11 +43,65 @@ static const char *ep_str(const struct mtl_tm_endpoint *ep)
 	return buf;
 }
 
+/*
+ * The connection manager's share of progress (cm_poll): opal_progress
+ * calls it among its low-priority callbacks (every 8th call) while no
+ * connection is under way, and polls the CM every MTL_TM_CM_EVERY-th of
+ * those (a peer's request waits that long); among its callbacks proper,
+ * each call, while one is (tm_cm_pending).  So the message path pays
+ * nothing for it: mtl_tm_progress does not know it.
+ */
+#define MTL_TM_CM_EVERY 8
+
+static int cm_poll(void);
+
+/* cm_poll where the CM's state says (with the lock held). */
+static void cm_schedule(void)
+{
+	bool busy = mtl_tm.cm && tm_cm_pending(mtl_tm.cm);
+
+	if (busy == mtl_tm.cm_busy)
+		return;
+	mtl_tm.cm_busy = busy;
+	/* each moves it from the other list (opal_progress.c) */
+	if (busy)
+		opal_progress_register(cm_poll);
+	else
+		opal_progress_register_lp(cm_poll);
+}
+
+int mtl_tm_cm_progress(void)
+{
+	int n;
+
+	if (!mtl_tm.cm)
+		return 0;
+	n = tm_cm_progress(mtl_tm.cm) > 0;
+	cm_schedule();
+	return n;
+}
+
+static int cm_poll(void)
+{
+	int n;
+
+	if (!mtl_tm.cm_busy && ++mtl_tm.cm_skip < MTL_TM_CM_EVERY)
+		return 0;
+	mtl_tm.cm_skip = 0;
+	if (OPAL_THREAD_TRYLOCK(&mtl_tm.lock))
+		return 0;
+	n = mtl_tm_cm_progress();
+	return n + mtl_tm_unlock_and_complete();
+}
+
 void mtl_tm_qps_destroy(void)
 {
 	struct mtl_tm_endpoint *ep;
 	uint32_t r;
 
+	if (mtl_tm.cm)
+		opal_progress_unregister(cm_poll);
+	mtl_tm.cm_busy = false;
 	tm_cm_destroy(mtl_tm.cm);
 	mtl_tm.cm = NULL;
 	if (mtl_tm.others) {
@@ -334,6 +390,10 @@ int mtl_tm_qps_publish(void)
 			    strerror(errno));
 		return OMPI_ERR_OUT_OF_RESOURCE;
 	}
+	mtl_tm.cm_skip = 0;
+	rc = opal_progress_register_lp(cm_poll);
+	if (rc != OPAL_SUCCESS)
+		return rc;
 	memset(&m, 0, sizeof(m));
 	mtl_tm_modex_fill(&m, mtl_tm.can, mtl_tm.use);
 	strncpy(m.provider, tm_dev_provider_name(mtl_tm.dev),
@@ -375,21 +435,72 @@ int mtl_tm_connect(struct mtl_tm_endpoint *ep)
 		tm_engine_peer_fail(mtl_tm.eng, ep->peer);
 		rc = OMPI_ERR_UNREACH;
 	}
+	cm_schedule();
 	if (rc != OMPI_SUCCESS && !ep->connected)
 		ep->state = MTL_TM_EP_FAILED;
 	free(m);
 	return rc;
 }
 
-/* The connection manager's turn in progress: every call while a
- * connection is under way, else every MTL_TM_CM_EVERY-th (requests from
- * peers wait that long). */
-#define MTL_TM_CM_EVERY 64
-int mtl_tm_cm_progress(void)
+/* ---- routes (mtl_tm.h, "Routes") ---- */
+
+struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
+				       int rank)
 {
-	if (!mtl_tm.cm || (!tm_cm_pending(mtl_tm.cm) &&
-			   ++mtl_tm.cm_skip < MTL_TM_CM_EVERY))
-		return 0;
-	mtl_tm.cm_skip = 0;
-	return tm_cm_progress(mtl_tm.cm) > 0;
+	ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
+	struct mtl_tm_endpoint *ep;
+
+	if (!proc)
+		return NULL;
+	ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+	if (!ep) {
+		/* a proc pml cm has not handed us yet (lazy add_procs), or
+		 * one of another job, first used now */
+		if (mtl_tm_add_procs(&mtl_tm.super, 1, &proc) != OMPI_SUCCESS)
+			return NULL;
+		OPAL_THREAD_LOCK(&mtl_tm.lock);
+		ep = mtl_tm_ep_get(&proc->super.proc_name, true);
+		proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = ep;
+		OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+	}
+	if (ep && ep->state == MTL_TM_EP_NONE) {
+		/* its first use: the connection starts (mtl_tm_addr.c) */
+		OPAL_THREAD_LOCK(&mtl_tm.lock);
+		mtl_tm_connect(ep);
+		OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+	}
+	return ep && ep->connected ? ep : NULL;
+}
+
+int mtl_tm_route_slow(struct ompi_communicator_t *comm, int rank,
+		      bool send, uint64_t *route)
+{
+	struct mtl_tm_comm *c = (void *)comm->c_pml_comm;
+	struct mtl_tm_endpoint *ep = mtl_tm_peer_ep(comm, rank);
+	uint32_t cid = 0;
+	int rc;
+
+	if (!ep) {
+		if (send)
+			opal_output(0, "mtl tm: rank %u: no connection to rank %d of %s",
+				    mtl_tm.my_vpid, rank, comm->c_name);
+		return OMPI_ERR_UNREACH;
+	}
+	*route = ep->peer + 1;
+	if (send) {
+		/* the receiver's id (mtl_tm_compat.h): it matches on its own */
+		rc = mtl_tm_peer_cid(comm, rank, &cid);
+		if (rc != OMPI_SUCCESS || cid > TM_MAX_CTX) {
+			opal_output(0, "mtl tm: rank %u: no context id of %s for its rank %d (%d, id %u)",
+				    mtl_tm.my_vpid, comm->c_name, rank, rc, cid);
+			return OMPI_ERR_UNREACH;
+		}
+		*route |= MTL_TM_ROUTE_SEND |
+			  (tm_tag_make(cid, (uint32_t)ompi_comm_rank(comm), 0) &
+			   ~(uint64_t)UINT32_MAX);
+	}
+	/* kept until del_comm: a peer's QPs live until finalize */
+	if (c && rank >= 0 && (uint32_t)rank < c->size)
+		__atomic_fetch_or(&c->route[rank], *route, __ATOMIC_RELAXED);
+	return OMPI_SUCCESS;
 }

@@ -49,6 +49,9 @@
  *   MTL_TM_ATTR_COPY_PARAMS  the parameters of Open MPI's internal copy
  *                          function of a communicator attribute (4.1 adds
  *                          the new communicator; mtl_tm_fini.c)
+ *   MTL_TM_CONV_DEVICE     a convertor's flags that say its memory is a
+ *                          device's (CUDA in 4.1, any accelerator in 5.0):
+ *                          never in place (mtl_tm_data.h)
  *
  * Include it instead of Open MPI's mutex, pmix and rte headers.
  */
@@ -148,6 +151,8 @@ static inline int mtl_tm_peer_cid(ompi_communicator_t *c, int r,
 #define MTL_TM_INIT_PARAMS \
 	bool progress_threads, bool mpi_threads, bool *accelerator_support
 #define mtl_tm_init_no_accelerator() (*accelerator_support = false)
+#define MTL_TM_CONV_DEVICE \
+	(CONVERTOR_ACCELERATOR | CONVERTOR_ACCELERATOR_UNIFIED)
 #define MTL_TM_ATTR_COPY_PARAMS \
 	MPI_Comm comm, int keyval, void *extra, void *in, void *out, int *flag
 
@@ -215,6 +220,7 @@ static inline int mtl_tm_fence(void)
 #define mtl_tm_marker_dir() (ompi_process_info.jobfam_session_dir)
 #define MTL_TM_INIT_PARAMS bool progress_threads, bool mpi_threads
 #define mtl_tm_init_no_accelerator() ((void)0)
+#define MTL_TM_CONV_DEVICE (CONVERTOR_CUDA | CONVERTOR_CUDA_UNIFIED)
 #define MTL_TM_ATTR_COPY_PARAMS \
 	MPI_Comm comm, int keyval, void *extra, void *in, void *out, \
 	int *flag, MPI_Comm newcomm

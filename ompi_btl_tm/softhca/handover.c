@@ -269,33 +269,37 @@ static void expire(struct waiting *w)
 		}
 }
 
-/* One round: stop, new peers (while a slot is free), keys.  false: stop. */
+/*
+ * One round: stop, new peers (while a slot is free), keys.  false: stop.
+ * The stop is the listening socket shut down (sh_serve_stop), which the
+ * poll reports as a hang-up whatever it asked for: no descriptor of its
+ * own, and no peer can cause it (a peer never holds the listener).
+ */
 static bool serve_round(struct sh_context *ctx, struct waiting *w)
 {
-	struct pollfd pf[2 + SH_SERVE_SLOTS];
-	int at[SH_SERVE_SLOTS], n = 2;
+	struct pollfd pf[1 + SH_SERVE_SLOTS];
+	int at[SH_SERVE_SLOTS], n = 1;
 	bool room = false;
 
-	pf[0] = (struct pollfd){ .fd = ctx->srv_stop[0], .events = POLLIN };
 	for (int i = 0; i < SH_SERVE_SLOTS; i++) {
 		if (w[i].fd < 0) {
 			room = true;
 			continue;
 		}
-		at[n - 2] = i;
+		at[n - 1] = i;
 		pf[n++] = (struct pollfd){ .fd = w[i].fd, .events = POLLIN };
 	}
 	/* (a full house leaves newcomers in the backlog for a moment) */
-	pf[1] = (struct pollfd){ .fd = room ? ctx->srv_fd : -1,
-				 .events = POLLIN };
+	pf[0] = (struct pollfd){ .fd = ctx->srv_fd,
+				 .events = room ? POLLIN : 0 };
 	if (poll(pf, (nfds_t)n, next_deadline(w)) < 0 && errno != EINTR)
 		return false;
-	if (pf[0].revents)
+	if (pf[0].revents & (POLLHUP | POLLERR | POLLNVAL))
 		return false;
-	for (int k = 2; k < n; k++)
+	for (int k = 1; k < n; k++)
 		if (pf[k].revents)
-			read_key(ctx, &w[at[k - 2]]);
-	if (pf[1].revents & POLLIN)
+			read_key(ctx, &w[at[k - 1]]);
+	if (pf[0].revents & POLLIN)
 		accept_some(ctx, w);
 	expire(w);
 	return true;
@@ -410,10 +414,6 @@ int sh_serve_start(struct sh_context *ctx)
 	err = alive_init(ctx);
 	if (err)
 		goto fail;
-	if (pipe2(ctx->srv_stop, O_CLOEXEC)) {
-		err = errno;
-		goto fail;
-	}
 	/* a small stack: it only answers (opened per context, so its cost
 	 * shows in programs that open many) */
 	pthread_attr_init(&attr);
@@ -432,11 +432,8 @@ int sh_serve_start(struct sh_context *ctx)
 	while (!err && sem_wait(&st.running) && errno == EINTR)
 		;
 	sem_destroy(&st.running);
-	if (err) {
-		close(ctx->srv_stop[0]);
-		close(ctx->srv_stop[1]);
+	if (err)
 		goto fail;
-	}
 	ctx->srv_pid = getpid();
 	return 0;
 fail:
@@ -445,11 +442,12 @@ fail:
 	return err;
 }
 
-/* (a process forked with the context has the sockets, not the thread) */
+/*
+ * (a process forked with the context has the socket, not the thread: it
+ * only closes its copy, for a shutdown would stop the parent's thread)
+ */
 void sh_serve_stop(struct sh_context *ctx)
 {
-	char b = 0;
-
 	if (ctx->srv_fd < 0)
 		return;
 	if (!ctx->srv_pid) { /* bound, the thread not started */
@@ -458,13 +456,12 @@ void sh_serve_stop(struct sh_context *ctx)
 		return;
 	}
 	if (ctx->srv_pid == getpid()) {
-		if (write(ctx->srv_stop[1], &b, 1) != 1)
+		/* wakes the thread's poll (a hang-up), and refuses new peers */
+		if (shutdown(ctx->srv_fd, SHUT_RDWR))
 			abort(); /* the thread would outlive the context */
 		pthread_join(ctx->srv_thread, NULL);
 		pthread_mutex_destroy(&ctx->seg->alive.m);
 	}
-	close(ctx->srv_stop[0]);
-	close(ctx->srv_stop[1]);
 	close(ctx->srv_fd);
 	ctx->srv_fd = -1;
 }

@@ -480,6 +480,52 @@ out:
 	return err;
 }
 
+/*
+ * The start time of process pid (field 22 of /proc/<pid>/stat, clock ticks
+ * since boot) and, if state, its state letter; 0 if it cannot be read
+ * (state 'X' when the process is gone, NUL otherwise).  Read and closed at
+ * once: a rank keeps no descriptor per peer.
+ */
+static uint64_t proc_start(pid_t pid, char *state)
+{
+	char name[64], buf[512], *p;
+	unsigned long long start;
+	ssize_t n;
+	int fd, i;
+
+	if (state)
+		*state = 0;
+	snprintf(name, sizeof(name), "/proc/%d/stat", (int)pid);
+	fd = open(name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (state && errno == ENOENT)
+			*state = 'X';
+		return 0;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	if (n < 0 && state && errno == ESRCH)
+		*state = 'X';
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* the name, in parentheses, may hold anything: the last ')' ends it */
+	p = strrchr(buf, ')');
+	if (!p || p[1] != ' ' || !p[2])
+		return 0;
+	if (state)
+		*state = p[2];
+	/* fields 3 (state) to 21 precede the start time */
+	for (i = 3, p += 2; i < 22 && p; i++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	if (!p || sscanf(p, "%llu", &start) != 1)
+		return 0;
+	return (uint64_t)start;
+}
+
 /* Why a connect failed, in words (once per failed connect). */
 static void peer_why(const struct sh_gid *g, int err)
 {
@@ -514,7 +560,6 @@ struct sh_peer *sh_peer_get(struct sh_context *ctx, const union ibv_gid *gid)
 {
 	struct sh_gid g;
 	struct sh_peer *p;
-	char name[64];
 	int err;
 
 	for (p = ctx->peers; p; p = p->next)
@@ -544,8 +589,7 @@ struct sh_peer *sh_peer_get(struct sh_context *ctx, const union ibv_gid *gid)
 		errno = err;
 		return NULL;
 	}
-	snprintf(name, sizeof(name), "/proc/%d/stat", (int)g.pid);
-	p->stat_fd = open(name, O_RDONLY | O_CLOEXEC);
+	p->start_time = proc_start(g.pid, NULL);
 	p->gid = *gid;
 	p->refs = 1;
 	p->cma = -1;
@@ -569,28 +613,34 @@ void sh_peer_put(struct sh_context *ctx, struct sh_peer *peer)
 		munmap((void *)peer->pub, peer->lay.pub_size);
 		munmap(peer->rings, peer->lay.rings_size);
 	}
-	if (peer->stat_fd >= 0)
-		close(peer->stat_fd);
 	free(peer);
 }
 
 /*
- * Has the peer's process gone?  A process that exited but was not reaped
- * yet (a zombie) still answers kill(), so look at its state too.
+ * Has the peer's process gone?  Its liveness word is marked by the kernel
+ * when it dies (before it is a zombie), and a reaped process fails kill();
+ * while the word reads as at connect that is all that is looked at, so a
+ * check costs one syscall and no descriptor is kept per peer.  A word
+ * that tells nothing (none usable, or the owner let go of it closing its
+ * context) sends the check to /proc/<pid>/stat: a zombie (which still
+ * answers kill()), or another process under a reused pid.
  */
 bool sh_peer_dead(struct sh_peer *peer)
 {
-	char buf[512], *paren;
-	ssize_t n;
+	uint32_t w = peer->alive_word ?
+		     atomic_load_explicit(peer->alive, memory_order_relaxed) : 0;
+	uint64_t start;
+	char state;
 
-	if (peer->gone || (kill(peer->pid, 0) < 0 && errno == ESRCH))
+	if (peer->gone || (w & FUTEX_OWNER_DIED))
 		return true;
-	if (peer->stat_fd < 0)
+	if (kill(peer->pid, 0) < 0 && errno == ESRCH)
+		return true;
+	if (peer->alive_word && w == peer->alive_word)
 		return false;
-	n = pread(peer->stat_fd, buf, sizeof(buf) - 1, 0);
-	if (n < 0)
-		return errno == ESRCH;
-	buf[n] = 0;
-	paren = strrchr(buf, ')');
-	return paren && (paren[2] == 'Z' || paren[2] == 'X');
+	start = proc_start(peer->pid, &state);
+	if (state == 'Z' || state == 'X')
+		return true;
+	/* (unreadable: alive, as far as can be told) */
+	return start && peer->start_time && start != peer->start_time;
 }

@@ -121,7 +121,9 @@ struct sh_peer {
 	 * a word of our own, never armed) */
 	const _Atomic uint32_t *rx_armed;
 	_Atomic uint32_t *rx_hint;
-	int stat_fd;            /* /proc/<pid>/stat, to tell a zombie */
+	/* the process's start time (/proc/<pid>/stat, field 22) at connect,
+	 * 0 if unread: a pid reused by another process is told apart by it */
+	uint64_t start_time;
 	/*
 	 * The process had exited by the time we connected: like a card, the
 	 * connect succeeds and the first WR fails (the ring reads closed).
@@ -422,7 +424,7 @@ struct sh_context {
 				      * segments and the socket's name */
 	uint64_t key;                /* 48 random bits in the GID: what a
 				      * peer shows to get the segments */
-	int srv_fd, srv_stop[2];     /* the socket that hands them over */
+	int srv_fd;                  /* the socket that hands them over */
 	pthread_t srv_thread;        /* ... and its thread (shm.c) */
 	pid_t srv_pid;               /* the process that runs it */
 	uint64_t bad_packets;        /* malformed arrivals dropped */
