@@ -7,9 +7,10 @@
  * --------
  * Each process has one CM on its device; its address (struct tm_cm_addr:
  * GID, LID, UD QP number, 24 bytes) is all a peer needs, whatever the
- * job's size.  Peers are named by a 64-bit id the caller chooses (a rank
- * in the job), the same on both sides; cfg.job is a key both sides share,
- * so that a datagram of another job is refused.
+ * job's size.  Peers are named by a 64-bit id the caller chooses (the MPI
+ * layer: job id and rank), the same on both sides and unique among all
+ * that may connect; cfg.job is a key both sides share (the MPI layer:
+ * the user's), so that a datagram of another kind is refused.
  *
  *   active  tm_cm_connect(id, its address, a pair in INIT): REQ (our pair's
  *           QP numbers), resent until the REP (theirs) comes; the pair is

@@ -199,18 +199,35 @@ struct tm_msg;
  * (the envelope packed once by the caller with tm_match.h: tm_tag_make
  * for a send, tm_tag_recv for a receive or probe), so no call passes more
  * than a few arguments.  The engine reads the inputs and never writes
- * them, except tm_send.peer by tm_engine_send_detach; a request restarted
+ * them, except tm_send.peer by tm_engine_send_detach and tm_recv.mr while
+ * the receive is posted (restored before its callback); a request restarted
  * with the same inputs (persistent MPI requests) need not fill them again.
  */
+
+/* A receive's buffer, as the card and a software read write into it. */
+struct tm_rbuf {
+	void *buf;
+	size_t len;
+	struct ibv_mr *mr;         /* NULL: not registered (yet) */
+};
 
 /* ---- Receive request (caller storage) ------------------------------- */
 struct tm_recv {
 	/* in */
 	void (*cb)(struct tm_recv *r);
 	void *arg;
-	void *buf;
-	size_t len;
-	struct ibv_mr *mr;       /* NULL: the engine registers if needed */
+	/* the buffer: buf, len, and mr (NULL: the engine registers if
+	 * needed, keeping its registration in mr while the receive is
+	 * posted and putting NULL back before cb); b names the three at
+	 * once for the engine, which keeps no copy */
+	union {
+		struct tm_rbuf b;
+		struct {
+			void *buf;
+			size_t len;
+			struct ibv_mr *mr;
+		};
+	};
 	uint64_t tag, mask;      /* tm_tag_recv() */
 	uint32_t from;           /* the engine peer its source names, or
 				  * TM_PEER_ANY (tm_engine_irecv) */

@@ -30,7 +30,7 @@ card_add(struct tm_engine *eng, struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
 
-	if (tmx_card_add(&eng->x, &q->t, q->mq.tag, q->mq.mask, &q->b))
+	if (tmx_card_add(&eng->x, &q->t, q->mq.tag, q->mq.mask, &r->b))
 		return -1;
 	if (!(q->t.flags & TC_ADD_UNSIG))
 		q->ops_pending++;
@@ -120,7 +120,7 @@ void tme_swq_del(struct tm_engine *eng, struct tm_recv *r)
  * never promoted. */
 static int never_on_card(struct tm_xport *x, struct tm_recv *r)
 {
-	return rp(r)->b.len > x->max_read || !x->ops.n_stage;
+	return r->b.len > x->max_read || !x->ops.n_stage;
 }
 
 /* The receive of q to promote: its head (see tme_promote()). */
@@ -139,15 +139,15 @@ static int promote_one(struct tm_engine *eng, struct tm_swq *q)
 {
 	struct tm_recv *r = promo_pick(eng, q);
 
-	if (tmx_needs_stage(&eng->x, rp(r)->b.len)) {
+	if (tmx_needs_stage(&eng->x, r->b.len)) {
 		if (tmx_stage_get(&eng->x, &rp(r)->t))
 			return -1; /* stays ready: a stage frees later */
-	} else if (!rp(r)->b.mr) {
+	} else if (!r->b.mr) {
 		/* from the registration cache, like a receive posted to the
 		 * card (released with tm_dev_mem_put) */
-		if (tm_dev_mem_get(eng->x.dev, rp(r)->b.buf, rp(r)->b.len,
-				   IBV_ACCESS_LOCAL_WRITE, &rp(r)->b.mr) != TM_OK) {
-			rp(r)->b.mr = NULL;
+		if (tm_dev_mem_get(eng->x.dev, r->b.buf, r->b.len,
+				   IBV_ACCESS_LOCAL_WRITE, &r->b.mr) != TM_OK) {
+			r->b.mr = NULL;
 			rp(r)->flags |= RF_PINNED;
 			swq_update(eng, q);
 			return -1;
@@ -277,18 +277,18 @@ static uint64_t *offload_refusal(struct tm_engine *eng, struct tm_recv *r,
 		return &eng->x.st.sw_conflict;
 	if (!eng->x.ops.n_stage)						/* 3 */
 		return &eng->x.st.sw_small_buf;
-	if (rp(r)->b.len > eng->x.max_read)
+	if (r->b.len > eng->x.max_read)
 		return &eng->x.st.sw_long_buf;
 	if (eng->x.ops.card_entries >= eng->x.ops.max_entries)			/* 4 */
 		return &eng->x.st.sw_list_full;
 	if (!ucs_list_is_empty(&eng->x.ops.opq) || eng->x.ops.ops_out >= eng->x.ops.max_ops)
 		return &eng->x.st.sw_ops_full;				/* 5 */
-	if (tmx_needs_stage(&eng->x, rp(r)->b.len)) {					/* 6 */
+	if (tmx_needs_stage(&eng->x, r->b.len)) {					/* 6 */
 		if (tmx_stage_get(&eng->x, &rp(r)->t))
 			return &eng->x.st.sw_no_stage;
-	} else if (!rp(r)->b.mr) {
-		if (tm_dev_mem_get(eng->x.dev, rp(r)->b.buf, rp(r)->b.len,
-				   IBV_ACCESS_LOCAL_WRITE, &rp(r)->b.mr) != TM_OK)
+	} else if (!r->b.mr) {
+		if (tm_dev_mem_get(eng->x.dev, r->b.buf, r->b.len,
+				   IBV_ACCESS_LOCAL_WRITE, &r->b.mr) != TM_OK)
 			return &eng->x.st.sw_reg_fail;
 		rp(r)->own_mr = 1;
 	}
@@ -322,8 +322,11 @@ int tme_recv_place(struct tm_engine *eng, struct tm_recv *r, uint32_t ctx,
 	 * its context could be promoted past it: no FIFO, no receive */
 	swq = why ? swq_of(&eng->offload, ctx, 1) : NULL;
 	if (why && !swq) {
-		if (rp(r)->own_mr)
-			tm_dev_mem_put(eng->x.dev, rp(r)->b.mr);
+		if (rp(r)->own_mr) {
+			tm_dev_mem_put(eng->x.dev, r->b.mr);
+			rp(r)->own_mr = 0;
+			r->b.mr = NULL; /* the caller's input again */
+		}
 		return TM_ERR_NO_MEMORY;
 	}
 	if (why)

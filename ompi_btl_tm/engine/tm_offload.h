@@ -52,7 +52,7 @@ static inline int tme_len_stays_sw(struct tm_xport *x, size_t len)
 /* Check 1 for a receive (its buffer set by recv_init). */
 static inline int tme_recv_stays_sw(struct tm_engine *eng, struct tm_recv *r)
 {
-	return tme_len_stays_sw(&eng->x, rp(r)->b.len);
+	return tme_len_stays_sw(&eng->x, r->b.len);
 }
 
 /*

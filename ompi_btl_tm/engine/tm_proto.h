@@ -95,7 +95,6 @@ struct tme_recv {
 	uint64_t wait_ns;          /* when the keepalive scan first saw it
 				    * posted (0: not yet; posting reads no
 				    * clock) */
-	struct tm_rbuf b;          /* the caller's buffer */
 	int own_mr;                /* b.mr is ours (tm_dev_mem_get) */
 	int state;                 /* R_* */
 	uint32_t ops_pending;      /* list ops and owed replies naming it */
@@ -360,9 +359,9 @@ static inline void tme_recv_done(struct tm_engine *eng, struct tm_recv *r)
 	tme_rstate(q, R_DONE);
 	tmx_stage_put(&eng->x, &q->t);
 	if (q->own_mr) {
-		tm_dev_mem_put(eng->x.dev, q->b.mr);
+		tm_dev_mem_put(eng->x.dev, r->b.mr);
 		q->own_mr = 0;
-		q->b.mr = NULL;
+		r->b.mr = NULL;
 	}
 	ucs_list_add_tail(&eng->done_recv, &q->done_link);
 	tme_pend(eng, TM_PEND_DONE);

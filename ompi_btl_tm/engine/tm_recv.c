@@ -88,13 +88,11 @@ static inline void take_env(struct tm_recv *r, uint64_t tag, uint32_t app,
 static inline int take_eager(struct tm_engine *eng, struct tm_recv *r,
 			     uint32_t app, const uint8_t *data)
 {
-	struct tme_recv *q = rp(r);
-
 	if (app & TM_APP_SYNC)
 		tme_recv_reply(eng, r, TX_ACK);
-	r->recv_len = r->msg_len < q->b.len ? r->msg_len : q->b.len;
-	memcpy(q->b.buf, data, r->recv_len);
-	return r->msg_len > q->b.len ? TM_REQ_TRUNCATED : TM_REQ_OK;
+	r->recv_len = r->msg_len < r->b.len ? r->msg_len : r->b.len;
+	memcpy(r->b.buf, data, r->recv_len);
+	return r->msg_len > r->b.len ? TM_REQ_TRUNCATED : TM_REQ_OK;
 }
 
 /* Delivers unexpected message m into receive r (which left the queues). */
@@ -336,13 +334,13 @@ static inline int data_eager(struct tm_xport *x, struct tm_recv *r,
 	struct tme_recv *q = rp(r);
 
 	r->msg_len = c->byte_len;
-	r->recv_len = r->msg_len < q->b.len ? r->msg_len : q->b.len;
+	r->recv_len = r->msg_len < r->b.len ? r->msg_len : r->b.len;
 	if (q->t.stage >= 0) {
-		memcpy(q->b.buf, tmx_card_buf(x, &q->t, &q->b),
+		memcpy(r->b.buf, tmx_card_buf(x, &q->t, &r->b),
 		       r->recv_len);
 		tmx_stage_put(x, &q->t);
 	}
-	return r->msg_len > q->b.len ? TM_REQ_TRUNCATED : TM_REQ_OK;
+	return r->msg_len > r->b.len ? TM_REQ_TRUNCATED : TM_REQ_OK;
 }
 
 static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
@@ -391,7 +389,7 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 	    (c->status == IBV_WC_SUCCESS && (q->flags & RF_SW_RNDV))) {
 		/* handed to software, in either of mlx5's shapes (rule 16):
 		 * the card left TMH+RVH in the buffer (>= 32 bytes) */
-		memcpy(q->hdr, tmx_card_buf(&eng->x, &q->t, &q->b),
+		memcpy(q->hdr, tmx_card_buf(&eng->x, &q->t, &r->b),
 		       TMH_LEN + RVH_LEN);
 		tmx_stage_put(&eng->x, &q->t);
 		/* the RVH length is all there is: the metadata did not come,
@@ -529,9 +527,6 @@ static void recv_init(struct tm_recv *r)
 	r->match_stamp = r->cancel_stamp = 0;
 	r->on_card = 0;
 	tmx_tctx_init(&q->t);
-	q->b.buf = r->buf;
-	q->b.len = r->len;
-	q->b.mr = r->mr;
 	q->own_mr = 0;
 	q->state = R_IDLE;
 	q->ops_pending = 0;

@@ -184,11 +184,11 @@ static void read_done(struct tm_tx *tx, int status)
 	if (status != IBV_WC_SUCCESS)
 		tme_fin_failed(r);
 	tme_recv_reply(eng, r, TX_FIN);
-	r->recv_len = q->rd_len < q->b.len ? q->rd_len : q->b.len;
+	r->recv_len = q->rd_len < r->b.len ? q->rd_len : r->b.len;
 	if (status != IBV_WC_SUCCESS)
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
 	else
-		tme_recv_finish(eng, r, q->rd_len > q->b.len ? TM_REQ_TRUNCATED :
+		tme_recv_finish(eng, r, q->rd_len > r->b.len ? TM_REQ_TRUNCATED :
 				TM_REQ_OK);
 }
 
@@ -209,20 +209,20 @@ void tme_sw_rndv_start(struct tm_engine *eng, struct tm_recv *r,
 	q->rd_len = msg_len;
 	r->msg_len = msg_len;
 	eng->x.st.rndv_sw++;
-	if (q->rd_len && q->b.len && !q->b.mr) {
-		if (tm_dev_mem_get(eng->x.dev, q->b.buf, q->b.len,
-				   IBV_ACCESS_LOCAL_WRITE, &q->b.mr) == TM_OK)
+	if (q->rd_len && r->b.len && !r->b.mr) {
+		if (tm_dev_mem_get(eng->x.dev, r->b.buf, r->b.len,
+				   IBV_ACCESS_LOCAL_WRITE, &r->b.mr) == TM_OK)
 			q->own_mr = 1;
 	}
-	if (!q->rd_len || !q->b.len || !q->b.mr) {
-		int failed = !q->b.mr && q->rd_len && q->b.len;
+	if (!q->rd_len || !r->b.len || !r->b.mr) {
+		int failed = !r->b.mr && q->rd_len && r->b.len;
 
 		r->recv_len = 0;
 		if (failed)
 			tme_fin_failed(r);
 		tme_recv_reply(eng, r, TX_FIN);
 		tme_recv_finish(eng, r, failed ? TM_REQ_ERROR :
-				q->rd_len > q->b.len ? TM_REQ_TRUNCATED :
+				q->rd_len > r->b.len ? TM_REQ_TRUNCATED :
 				TM_REQ_OK);
 		return;
 	}
@@ -239,9 +239,9 @@ void tme_sw_rndv_start(struct tm_engine *eng, struct tm_recv *r,
 	tx->arg = r;
 	tx->rd_va = q->rd_va;
 	tx->rd_rkey = q->rd_rkey;
-	tx->rd_buf = q->b.buf;
-	tx->rd_lkey = q->b.mr->lkey;
-	tx->rd_end = q->rd_len < q->b.len ? q->rd_len : q->b.len;
+	tx->rd_buf = r->b.buf;
+	tx->rd_lkey = r->b.mr->lkey;
+	tx->rd_end = q->rd_len < r->b.len ? q->rd_len : r->b.len;
 	tme_rstate(q, R_SW_READ);
 	eng->reply.reads_active++;
 	tmx_tx_queue(&eng->x, tx);

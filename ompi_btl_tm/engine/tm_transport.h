@@ -89,13 +89,6 @@ struct tm_cqe {
 
 /* ---- a receive on the card (the transport's part of it) -------------- */
 
-/* A receive's buffer, as the card and a software read write into it. */
-struct tm_rbuf {
-	void *buf;
-	size_t len;
-	struct ibv_mr *mr;         /* NULL: not registered (yet) */
-};
-
 struct tm_tctx;
 
 /* A list op waiting for an op slot.  Embedded in the tag context (its

@@ -311,10 +311,6 @@ static int bring_up(const struct tm_dev_config *cfg,
 			    mtl_tm.dev->caps.max_num_tags,
 			    mtl_tm.dev->caps.max_ops,
 			    mtl_tm.dev->caps.max_rndv_hdr_size);
-	if (mtl_tm.dev->rcache_off)
-		opal_output_verbose(10, mtl_tm_output,
-				    "mtl tm: %s: no registration cache (%s): registering per message",
-				    mtl_tm.dev->name, mtl_tm.dev->rcache_off);
 	/* An eager message is one send: header and payload must fit it. */
 	if (mtl_tm.dev->max_msg_sz < sizeof(struct ibv_tmh) ||
 	    eager > mtl_tm.dev->max_msg_sz - sizeof(struct ibv_tmh)) {
@@ -376,6 +372,7 @@ static int agree(void)
 int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 		     struct ompi_proc_t **procs)
 {
+	struct mtl_tm_endpoint *ep;
 	opal_process_name_t *name;
 	int rc = OMPI_SUCCESS;
 	size_t i;
@@ -390,77 +387,21 @@ int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 		mtl_tm.agreed = true;
 	}
 	for (i = 0; i < nprocs; i++) {
+		/* no connection yet: the first use starts it (peer_ep); a
+		 * process of another job (spawn, connect/accept, join) gets
+		 * its endpoint then, or when it first asks */
 		name = &procs[i]->super.proc_name;
-		if (name->jobid != OMPI_PROC_MY_NAME->jobid ||
-		    name->vpid >= mtl_tm.nprocs) {
-			opal_output(0, "mtl tm: %s is not in this job: processes from MPI_Comm_spawn or connect/accept are not supported",
-				    OMPI_NAME_PRINT(name));
-			rc = OMPI_ERR_NOT_SUPPORTED;
+		ep = mtl_tm_ep_get(name, false);
+		if (!ep && name->jobid == OMPI_PROC_MY_NAME->jobid) {
+			opal_output(0, "mtl tm: %s: no such rank in this job of %u",
+				    OMPI_NAME_PRINT(name), mtl_tm.nprocs);
+			rc = OMPI_ERR_BAD_PARAM;
 			break;
 		}
-		/* no connection yet: the first use starts it (peer_ep) */
-		procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] =
-			&mtl_tm.eps[name->vpid];
+		procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = ep;
 	}
 	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
 	return rc;
-}
-
-struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
-				       int rank)
-{
-	ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
-	struct mtl_tm_endpoint *ep;
-
-	if (!proc)
-		return NULL;
-	ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
-	if (!ep) {
-		/* a proc pml cm has not handed us yet (lazy add_procs) */
-		if (mtl_tm_add_procs(&mtl_tm.super, 1, &proc) != OMPI_SUCCESS)
-			return NULL;
-		ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
-	}
-	if (ep && ep->state == MTL_TM_EP_NONE) {
-		/* its first use: the connection starts (mtl_tm_addr.c) */
-		OPAL_THREAD_LOCK(&mtl_tm.lock);
-		mtl_tm_connect(ep);
-		OPAL_THREAD_UNLOCK(&mtl_tm.lock);
-	}
-	return ep && ep->connected ? ep : NULL;
-}
-
-int mtl_tm_route_slow(struct ompi_communicator_t *comm, int rank,
-		      bool send, uint64_t *route)
-{
-	struct mtl_tm_comm *c = (void *)comm->c_pml_comm;
-	struct mtl_tm_endpoint *ep = mtl_tm_peer_ep(comm, rank);
-	uint32_t cid = 0;
-	int rc;
-
-	if (!ep) {
-		if (send)
-			opal_output(0, "mtl tm: rank %u: no connection to rank %d of %s",
-				    mtl_tm.my_vpid, rank, comm->c_name);
-		return OMPI_ERR_UNREACH;
-	}
-	*route = ep->peer + 1;
-	if (send) {
-		/* the receiver's id (mtl_tm_compat.h): it matches on its own */
-		rc = mtl_tm_peer_cid(comm, rank, &cid);
-		if (rc != OMPI_SUCCESS || cid > TM_MAX_CTX) {
-			opal_output(0, "mtl tm: rank %u: no context id of %s for its rank %d (%d, id %u)",
-				    mtl_tm.my_vpid, comm->c_name, rank, rc, cid);
-			return OMPI_ERR_UNREACH;
-		}
-		*route |= MTL_TM_ROUTE_SEND |
-			  (tm_tag_make(cid, (uint32_t)ompi_comm_rank(comm), 0) &
-			   ~(uint64_t)UINT32_MAX);
-	}
-	/* kept until del_comm: a peer's QPs live until finalize */
-	if (c && rank >= 0 && (uint32_t)rank < c->size)
-		__atomic_fetch_or(&c->route[rank], *route, __ATOMIC_RELAXED);
-	return OMPI_SUCCESS;
 }
 
 /* QPs stay until finalize: a proc leaving a communicator is not gone. */
@@ -541,42 +482,17 @@ int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
 	return OMPI_SUCCESS;
 }
 
-/* mtl_tm_unlock_and_complete() (mtl_tm.h) once the engine finished some. */
-int mtl_tm_complete_done(void)
-{
-	struct mtl_tm_request *req;
-	UCS_LIST_HEAD(list);
-	int n = 0;
-
-	ucs_list_splice_tail(&list, &mtl_tm.done);
-	ucs_list_head_init(&mtl_tm.done);
-	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
-	while (!ucs_list_is_empty(&list)) {
-		/* off the list first: completion may free or reuse req */
-		req = ucs_list_extract_head(&list, struct mtl_tm_request,
-					    done_link);
-		req->complete(req);
-		n++;
-	}
-	return n;
-}
-
-/*
- * Called from opal_progress() by every thread that waits.  The engine is
- * single threaded: a thread that finds it busy leaves the work to the
- * thread inside.
- */
-int mtl_tm_progress(void)
+/* mtl_tm_progress but for its common case: no engine, the done list,
+ * MPI threads. */
+static __attribute__((noinline)) int progress_general(void)
 {
 	int n;
 
-	if (OPAL_UNLIKELY(!mtl_tm.eng))
+	if (!mtl_tm.eng)
 		return 0;
-	if (OPAL_LIKELY(!opal_using_threads())) {
-		/* no lock: completions ran inside (mtl_tm.h) */
-		n = tm_engine_progress(mtl_tm.eng) + mtl_tm_cm_progress();
-		if (OPAL_UNLIKELY(!ucs_list_is_empty(&mtl_tm.done)))
-			n += mtl_tm_complete_done();
+	if (!opal_using_threads()) {
+		/* a buffered send's own copy, finished in an earlier call */
+		n = mtl_tm_complete_done() + tm_engine_progress(mtl_tm.eng);
 		return n > 0 ? n : 0;
 	}
 	if (OPAL_THREAD_TRYLOCK(&mtl_tm.lock))
@@ -584,6 +500,21 @@ int mtl_tm_progress(void)
 	n = tm_engine_progress(mtl_tm.eng);
 	if (OPAL_UNLIKELY(n < 0))
 		n = 0;
-	n += mtl_tm_cm_progress();
 	return n + mtl_tm_unlock_and_complete();
+}
+
+/*
+ * Called from opal_progress() by every thread that waits.  The engine is
+ * single threaded: a thread that finds it busy leaves the work to the
+ * thread inside.  The connection manager has a progress callback of its
+ * own (mtl_tm_addr.c).
+ */
+int mtl_tm_progress(void)
+{
+	/* no lock: completions run inside (mtl_tm.h); opal_progress takes
+	 * the engine's fatal error (< 0) as no event */
+	if (OPAL_LIKELY(mtl_tm.eng && !opal_using_threads() &&
+			ucs_list_is_empty(&mtl_tm.done)))
+		return tm_engine_progress(mtl_tm.eng);
+	return progress_general();
 }

@@ -7,14 +7,17 @@
  * -----
  *   mtl_tm_component.c  MCA parameters, open/close, selection, init
  *   mtl_tm.c            control path: device, QPs, modex, add/del procs,
- *                       add/del comm, progress, completion, finalize
+ *                       add/del comm, progress
  *   mtl_tm_send.c       sends (blocking, nonblocking, buffered)
  *   mtl_tm_recv.c       receives (irecv, imrecv)
+ *   mtl_tm_data.h       where a message's bytes are: in place, or Open
+ *                       MPI's datatype helpers
  *   mtl_tm_probe.c      probes (iprobe, improbe)
  *   mtl_tm_cancel.c     MPI_Cancel of its requests
  *   mtl_tm_select.c     one provider for the job: each rank's offer, the
  *                       rule, the refusal
- *   mtl_tm_addr.c       the address in the modex, connecting on first use
+ *   mtl_tm_addr.c       the address in the modex, connecting on first use,
+ *                       the connection manager's progress, routes
  *   mtl_tm_modex.c      the modex key of each initialisation
  *   mtl_tm_pvar.c       MPI_T performance variables (mtl_tm_pvar.h)
  *   mtl_tm_compat.h     the differences between Open MPI 4.1 and 5.0
@@ -59,8 +62,17 @@
  * ANY_SOURCE receive sees whoever connected.  A connection that cannot
  * be made within mtl_tm_connect_timeout fails that peer's requests, with
  * a message naming it.  The loopback pair (pml cm sends to self through
- * the MTL) is connected at first use too.  Processes of another job
- * (spawn, connect/accept) are refused at add_procs.
+ * the MTL) is connected at first use too.
+ *
+ * Processes of other jobs (MPI_Comm_spawn, connect/accept across mpiruns,
+ * MPI_Comm_join) connect the same way: the connection manager names every
+ * process by mtl_tm_proc_id (job id and rank), unique across jobs, and
+ * datagrams carry a key of the user's rather than of one job.  Their
+ * endpoints live in a table (mtl_tm.others), made when Open MPI hands the
+ * process over or it first asks to connect, never before; a request
+ * from another job is accepted only from a process Open MPI knows (it
+ * connected to that job) whose published address (mtl_tm_modex_recv_other)
+ * is the one the request comes from.
  *
  * Tag layout: the engine's (engine/tm_match.h): 14 bits of context id, 18
  * of source rank, 32 of user tag; hence mtl_max_contextid and the
@@ -86,23 +98,31 @@
  *
  * Locking and completion
  * ----------------------
- * Every engine call holds mtl_tm.lock.  Without MPI threads the lock is
- * no lock, and the engine's callbacks complete the request towards pml
- * cm at once (fill in the status, call pml cm's completion callback),
- * from inside the engine call: the engine lets a callback call back into
- * it (engine/tm_engine.h, "Completion"), so pml cm code that starts new
- * operations from there is fine.  With MPI threads (opal_using_threads(),
- * which also decides whether the lock is taken) pml cm code must not run
- * under the lock (it may start operations,
- * which take it): the callbacks only queue the request on mtl_tm.done,
- * and after the engine call mtl_tm_unlock_and_complete() drops the lock
- * and then completes them, each through its own completion function
- * (mtl_tm_request.complete, set by the file that started it: calls run
- * from the verbs' files to this one, never back).  A send the engine
- * finished in the call (TM_DONE: an eager standard send) has no callback:
- * the sender completes it after the call, with no pass over the list.  A buffered send's own copy always takes that
- * way (mtl_tm_send.c: its pml cm request keeps the copy's identity after
- * the engine call that may already have finished it).
+ * With MPI threads (opal_using_threads()) every engine call holds
+ * mtl_tm.lock.  Without, a send or receive makes one test of that and
+ * calls the engine with no lock and no look at the done list below, and
+ * the engine's callbacks complete the request towards pml cm at once
+ * (fill in the status, call pml cm's completion callback), from inside
+ * the engine call: the engine lets a callback call back into it
+ * (engine/tm_engine.h, "Completion"), so pml cm code that starts new
+ * operations from there is fine.  With MPI threads pml cm code must not
+ * run under the lock (it may start operations, which take it): the
+ * callbacks only queue the request on mtl_tm.done, setting its
+ * completion function (mtl_tm_request.complete, of the file that started
+ * it), and after the engine call mtl_tm_unlock_and_complete() drops the
+ * lock and then completes them.  A buffered send's own copy takes that
+ * way in either mode (mtl_tm_send.c: its pml cm request keeps the copy's
+ * identity after the engine call that may already have finished it);
+ * without threads the next progress call completes it.  A send the
+ * engine finished in the call (TM_DONE: an eager standard send) has no
+ * callback: the sender completes it after the call, with no pass over
+ * the list.  Calls run from the send and receive files to this header
+ * and mtl_tm_addr.c, never to mtl_tm.c.
+ *
+ * Each send and receive entry point is a few tests (no MPI threads, the
+ * bytes in place (mtl_tm_data.h), the route known) and then the engine
+ * call; anything else takes the general path, made of the same steps,
+ * out of line.
  *
  * Threads (MPI_THREAD_MULTIPLE): the thread that completes a request is
  * whichever drove the engine, often not the one waiting for it (Open MPI
@@ -198,7 +218,8 @@ enum mtl_tm_ep_state {
 
 struct mtl_tm_endpoint {
 	struct tm_dev_pair qps;  /* rx (no send queue) and tx, tm_dev.h */
-	uint32_t vpid;
+	opal_process_name_t name; /* its process: of this job, or of another
+				  * (spawn, connect/accept, join) */
 	uint32_t peer;           /* engine peer id, once connected */
 	bool connected;          /* peer is set (any state but NONE, or
 				  * FAILED before the engine knew it) */
@@ -218,8 +239,13 @@ struct mtl_tm_module {
 				  * this one included: the modex key's n */
 	uint32_t my_vpid;
 	struct mtl_tm_endpoint *eps; /* [nprocs], indexed by rank in the job */
+	/* processes of other jobs, by mtl_tm_proc_id: made at their first
+	 * use or their first request (mtl_tm_addr.c) */
+	struct mtl_tm_others *others;
 	struct tm_cm *cm;        /* the connection manager (mtl_tm_addr.c) */
-	uint32_t cm_skip;        /* progress calls since it was polled */
+	uint32_t cm_skip;        /* idle turns since it was polled */
+	bool cm_busy;            /* a connection is under way: polled on
+				  * every opal_progress (mtl_tm_addr.c) */
 	uint32_t nconnected;     /* connections made through it (pvar) */
 	unsigned int connect_timeout_ms; /* MCA mtl_tm_connect_timeout */
 	/* The engine is single threaded: every engine call holds this. */
@@ -252,7 +278,8 @@ enum mtl_tm_req_kind {
 struct mtl_tm_request {
 	struct mca_mtl_request_t super;
 	/* its completion towards pml cm, without the lock (mtl_tm_send.c,
-	 * mtl_tm_recv.c): what mtl_tm_complete_done runs */
+	 * mtl_tm_recv.c): what mtl_tm_complete_done runs; set by the
+	 * engine callback that puts it on mtl_tm.done */
 	void (*complete)(struct mtl_tm_request *req);
 	union {
 		struct tm_send send;
@@ -282,10 +309,9 @@ struct mtl_tm_request {
 	};
 	ucs_list_link_t done_link; /* on mtl_tm.done */
 	struct opal_convertor_t *convertor; /* receive: where to unpack */
-	void *pack_buf;          /* receive: the user's buffer, or the
-				  * staging copy of a non-contiguous type
-				  * (pack_free); send: pack_free's copy */
-	size_t pack_len;         /* receive: the user's length */
+	void *pack_buf;          /* pack_free's buffer: a send's packed copy,
+				  * a receive's staging copy of a
+				  * non-contiguous type (u.recv.buf) */
 	struct mtl_tm_request *bsend_waiter; /* our own copy: its pml cm
 				  * request, while mtl_tm_cancel waits */
 };
@@ -356,7 +382,24 @@ int mtl_tm_modex_send(const void *m, size_t size);
 int mtl_tm_modex_recv(const opal_process_name_t *name, bool again,
 		      void **m, int32_t *size);
 
+/* mtl_tm_modex.c: a process of another job's blob (free *m): the key of
+ * its job's first initialisation, its second exchange's if there was
+ * one.  An OPAL status. */
+int mtl_tm_modex_recv_other(const opal_process_name_t *name, void **m,
+			    int32_t *size);
+
 /* mtl_tm_addr.c */
+/* A process's id in the connection manager, unique across jobs: its
+ * job id in the upper 32 bits, its rank in that job in the lower. */
+static inline uint64_t mtl_tm_proc_id(const opal_process_name_t *name)
+{
+	return (uint64_t)name->jobid << 32 | name->vpid;
+}
+/* The endpoint of process name; one of another job is made if make and
+ * new.  NULL for a rank past this job's size, one of another job not
+ * made, or no memory (said why). */
+struct mtl_tm_endpoint *mtl_tm_ep_get(const opal_process_name_t *name,
+				      bool make);
 /* The endpoints (none connected), the connection manager, and this
  * rank's address in the modex. */
 int mtl_tm_qps_publish(void);
@@ -364,7 +407,8 @@ void mtl_tm_qps_destroy(void);
 /* Starts ep's connection (its engine peer exists from then on, held until
  * the connection is up); with the lock held. */
 int mtl_tm_connect(struct mtl_tm_endpoint *ep);
-/* The connection manager's share of progress (with the lock held). */
+/* Polls the connection manager now (with the lock held); opal_progress
+ * does by itself otherwise (mtl_tm_addr.c, cm_poll). */
 int mtl_tm_cm_progress(void);
 
 /* mtl_tm.c */
@@ -385,8 +429,9 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl);
  * this rank before MPI_Finalize's fence. */
 void mtl_tm_watch_finalize(struct ompi_communicator_t *comm);
 
-/* The endpoint of rank `rank` of comm (remote group for intercomms),
- * connected now if pml cm has not handed it over yet; NULL if none. */
+/* mtl_tm_addr.c, "routes": the endpoint of rank `rank` of comm (remote
+ * group for intercomms), connected now if pml cm has not handed it over
+ * yet; NULL if none. */
 struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
 				       int rank);
 /* mtl_tm_route() when the route is not known yet: looks it up, keeps it
@@ -396,25 +441,35 @@ int mtl_tm_route_slow(struct ompi_communicator_t *comm, int rank,
 
 /*
  * The route word (struct mtl_tm_comm) of rank `rank` of comm, with
- * MTL_TM_ROUTE_SEND if send: OMPI_SUCCESS, or OMPI_ERR_UNREACH when there
- * is no connection to it or (send) no context id.  Call it without the
- * lock: the first use may connect the peer or ask PMIx.
+ * MTL_TM_ROUTE_SEND if send, if it is known (false: not yet used, or no
+ * routes for comm).
+ */
+static inline __attribute__((always_inline)) bool
+mtl_tm_route_known(struct ompi_communicator_t *comm, int rank, bool send,
+		   uint64_t *route)
+{
+	const struct mtl_tm_comm *c = (const void *)comm->c_pml_comm;
+	uint64_t w;
+
+	if (OPAL_UNLIKELY(!c || (uint32_t)rank >= c->size))
+		return false;
+	w = __atomic_load_n(&c->route[rank], __ATOMIC_RELAXED);
+	*route = w;
+	return OPAL_LIKELY(w & (send ? MTL_TM_ROUTE_SEND : MTL_TM_ROUTE_PEER));
+}
+
+/*
+ * mtl_tm_route_known(), or else looked up: OMPI_SUCCESS, or
+ * OMPI_ERR_UNREACH when there is no connection to it or (send) no context
+ * id.  Call it without the lock: the first use may connect the peer or
+ * ask PMIx.
  */
 static inline __attribute__((always_inline)) int
 mtl_tm_route(struct ompi_communicator_t *comm, int rank, bool send,
 	     uint64_t *route)
 {
-	const struct mtl_tm_comm *c = (const void *)comm->c_pml_comm;
-	uint64_t w;
-
-	if (OPAL_LIKELY(c && (uint32_t)rank < c->size)) {
-		w = __atomic_load_n(&c->route[rank], __ATOMIC_RELAXED);
-		if (OPAL_LIKELY(w & (send ? MTL_TM_ROUTE_SEND :
-					    MTL_TM_ROUTE_PEER))) {
-			*route = w;
-			return OMPI_SUCCESS;
-		}
-	}
+	if (OPAL_LIKELY(mtl_tm_route_known(comm, rank, send, route)))
+		return OMPI_SUCCESS;
 	return mtl_tm_route_slow(comm, rank, send, route);
 }
 
@@ -486,9 +541,30 @@ static inline void mtl_tm_free_pack(struct mtl_tm_request *req)
 	req->pack_free = false;
 }
 
-/* mtl_tm.c: completes the requests on mtl_tm.done (each through its
- * complete function); see below. */
-int mtl_tm_complete_done(void);
+/*
+ * Drops mtl_tm.lock (taken for an engine call, if MPI threads) and
+ * completes the requests on mtl_tm.done, each through its complete
+ * function; returns how many.  Inline, with mtl_tm_unlock_and_complete:
+ * the send and receive files call it, and never call into mtl_tm.c.
+ */
+static inline int mtl_tm_complete_done(void)
+{
+	struct mtl_tm_request *req;
+	UCS_LIST_HEAD(list);
+	int n = 0;
+
+	ucs_list_splice_tail(&list, &mtl_tm.done);
+	ucs_list_head_init(&mtl_tm.done);
+	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+	while (!ucs_list_is_empty(&list)) {
+		/* off the list first: completion may free or reuse req */
+		req = ucs_list_extract_head(&list, struct mtl_tm_request,
+					    done_link);
+		req->complete(req);
+		n++;
+	}
+	return n;
+}
 
 /*
  * Drops mtl_tm.lock, taken for an engine call, then completes what the

@@ -36,6 +36,12 @@
  *   mtl_tm_fence()         commits this process's modex data and waits
  *                          until every process of the job has, collecting
  *                          theirs; an OPAL status
+ *   mtl_tm_modex_recv_now(p, key, &d, &size)  process p's blob under key
+ *                          (OPAL_MODEX_SEND_STRING's byte object; free *d),
+ *                          or OPAL_ERR_NOT_FOUND at once if the PMIx server
+ *                          has none (PMIX_IMMEDIATE): without it a key that
+ *                          was never published kept the caller waiting 2 s
+ *                          (4.1: the server waits for it to be posted)
  *   MTL_TM_INIT_PARAMS     mtl_init's parameters; 5.0 adds an OUT flag:
  *   mtl_tm_init_no_accelerator()  sets it: the MTL moves host memory only
  *                          (the component's accelerator_support field, 5.0
@@ -43,6 +49,9 @@
  *   MTL_TM_ATTR_COPY_PARAMS  the parameters of Open MPI's internal copy
  *                          function of a communicator attribute (4.1 adds
  *                          the new communicator; mtl_tm_fini.c)
+ *   MTL_TM_CONV_DEVICE     a convertor's flags that say its memory is a
+ *                          device's (CUDA in 4.1, any accelerator in 5.0):
+ *                          never in place (mtl_tm_data.h)
  *
  * Include it instead of Open MPI's mutex, pmix and rte headers.
  */
@@ -142,8 +151,38 @@ static inline int mtl_tm_peer_cid(ompi_communicator_t *c, int r,
 #define MTL_TM_INIT_PARAMS \
 	bool progress_threads, bool mpi_threads, bool *accelerator_support
 #define mtl_tm_init_no_accelerator() (*accelerator_support = false)
+#define MTL_TM_CONV_DEVICE \
+	(CONVERTOR_ACCELERATOR | CONVERTOR_ACCELERATOR_UNIFIED)
 #define MTL_TM_ATTR_COPY_PARAMS \
 	MPI_Comm comm, int keyval, void *extra, void *in, void *out, int *flag
+
+static inline int mtl_tm_modex_recv_now(const opal_process_name_t *p,
+					const char *key, void **d,
+					int32_t *size)
+{
+	pmix_value_t *v = NULL;
+	bool now = true;
+	pmix_proc_t proc;
+	pmix_info_t info;
+	pmix_status_t rc;
+
+	*size = 0;
+	OPAL_PMIX_CONVERT_NAME(&proc, p);
+	PMIX_INFO_LOAD(&info, PMIX_IMMEDIATE, &now, PMIX_BOOL);
+	rc = PMIx_Get(&proc, key, &info, 1, &v);
+	PMIX_INFO_DESTRUCT(&info);
+	if (rc != PMIX_SUCCESS || !v || v->type != PMIX_BYTE_OBJECT) {
+		if (v)
+			PMIX_VALUE_RELEASE(v);
+		return OPAL_ERR_NOT_FOUND;
+	}
+	*d = v->data.bo.bytes;
+	*size = (int32_t)v->data.bo.size;
+	v->data.bo.bytes = NULL; /* now the caller's */
+	v->data.bo.size = 0;
+	PMIX_VALUE_RELEASE(v);
+	return OPAL_SUCCESS;
+}
 
 static inline int mtl_tm_fence(void)
 {
@@ -181,9 +220,40 @@ static inline int mtl_tm_fence(void)
 #define mtl_tm_marker_dir() (ompi_process_info.jobfam_session_dir)
 #define MTL_TM_INIT_PARAMS bool progress_threads, bool mpi_threads
 #define mtl_tm_init_no_accelerator() ((void)0)
+#define MTL_TM_CONV_DEVICE (CONVERTOR_CUDA | CONVERTOR_CUDA_UNIFIED)
 #define MTL_TM_ATTR_COPY_PARAMS \
 	MPI_Comm comm, int keyval, void *extra, void *in, void *out, \
 	int *flag, MPI_Comm newcomm
+
+static inline int mtl_tm_modex_recv_now(const opal_process_name_t *p,
+					const char *key, void **d,
+					int32_t *size)
+{
+	opal_value_t *kv = NULL, *info = OBJ_NEW(opal_value_t);
+	opal_list_t ilist;
+	int rc = OPAL_ERR_OUT_OF_RESOURCE;
+
+	*size = 0;
+	OBJ_CONSTRUCT(&ilist, opal_list_t);
+	if (info) {
+		info->key = strdup(OPAL_PMIX_IMMEDIATE);
+		info->type = OPAL_BOOL;
+		info->data.flag = true;
+		opal_list_append(&ilist, &info->super);
+		rc = opal_pmix.get(p, key, &ilist, &kv);
+	}
+	OPAL_LIST_DESTRUCT(&ilist);
+	if (rc != OPAL_SUCCESS || !kv || kv->type != OPAL_BYTE_OBJECT) {
+		if (kv)
+			OBJ_RELEASE(kv);
+		return OPAL_ERR_NOT_FOUND;
+	}
+	*d = kv->data.bo.bytes;
+	*size = kv->data.bo.size;
+	kv->data.bo.bytes = NULL; /* now the caller's */
+	OBJ_RELEASE(kv);
+	return OPAL_SUCCESS;
+}
 
 static inline int mtl_tm_fence(void)
 {

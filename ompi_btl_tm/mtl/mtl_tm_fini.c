@@ -182,6 +182,11 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 		OBJ_DESTRUCT(&mtl_tm.lock);
 	}
 	mtl_tm_qps_destroy();
+	/* known only once something was registered (made at first use) */
+	if (mtl_tm.dev && mtl_tm.dev->rcache_off)
+		opal_output_verbose(10, mtl_tm_output,
+				    "mtl tm: %s: there was no registration cache (%s): buffers were registered per message",
+				    mtl_tm.dev->name, mtl_tm.dev->rcache_off);
 	tm_dev_close(mtl_tm.dev);
 	mtl_tm.dev = NULL;
 	/* for the next initialisation (MPI sessions): Open MPI frees the

@@ -15,16 +15,24 @@
  * from that cache.  Every rank of a job initialises the MTL the same
  * number of times (each initialisation is the whole job's), so n is the
  * same on both ends.
+ *
+ * A process of another job (spawned, or connected from another mpirun)
+ * counts its own initialisations, which this one cannot know: it is read
+ * under its first (a process starts MPI once unless it uses sessions),
+ * and under that one's ".again" key when its job needed the second
+ * exchange (the first one's address was closed then).  So a process that
+ * re-initialised is reached from another job only at its first
+ * initialisation's address, which is gone: that connection fails, naming
+ * the process, after mtl_tm_connect_timeout (mtl_tm(7), LIMITS).
  */
 #include "mtl_tm.h"
 
 #include <stdio.h>
 
-/* The key of this initialisation's exchange (again: the second one). */
-static void modex_key(char *key, size_t len, bool again)
+/* The key of initialisation n's exchange (again: the second one). */
+static void modex_key(char *key, size_t len, uint32_t n, bool again)
 {
-	snprintf(key, len, "mtl.tm.addr.%u%s", mtl_tm.inits,
-		 again ? ".again" : "");
+	snprintf(key, len, "mtl.tm.addr.%u%s", n, again ? ".again" : "");
 }
 
 int mtl_tm_modex_send(const void *m, size_t size)
@@ -32,7 +40,7 @@ int mtl_tm_modex_send(const void *m, size_t size)
 	char key[MTL_TM_MODEX_KEY_LEN];
 	int rc;
 
-	modex_key(key, sizeof(key), mtl_tm.again);
+	modex_key(key, sizeof(key), mtl_tm.inits, mtl_tm.again);
 	OPAL_MODEX_SEND_STRING(rc, MTL_TM_MODEX_GLOBAL, key, m, size);
 	return rc;
 }
@@ -43,7 +51,22 @@ int mtl_tm_modex_recv(const opal_process_name_t *name, bool again,
 	char key[MTL_TM_MODEX_KEY_LEN];
 	int rc;
 
-	modex_key(key, sizeof(key), again);
+	modex_key(key, sizeof(key), mtl_tm.inits, again);
+	OPAL_MODEX_RECV_STRING(rc, key, name, m, size);
+	return rc;
+}
+
+int mtl_tm_modex_recv_other(const opal_process_name_t *name, void **m,
+			    int32_t *size)
+{
+	char key[MTL_TM_MODEX_KEY_LEN];
+	int rc;
+
+	/* (at once: most jobs never publish it) */
+	modex_key(key, sizeof(key), 1, true);
+	if (mtl_tm_modex_recv_now(name, key, m, size) == OPAL_SUCCESS)
+		return OPAL_SUCCESS;
+	modex_key(key, sizeof(key), 1, false);
 	OPAL_MODEX_RECV_STRING(rc, key, name, m, size);
 	return rc;
 }

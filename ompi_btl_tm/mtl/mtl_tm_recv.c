@@ -3,9 +3,9 @@
  * (irecv), receives of a probed message (imrecv), and their completion
  * towards pml cm.
  *
- * Data: a contiguous buffer is handed to the engine as is; any other
- * datatype is received through a temporary buffer
- * (ompi_mtl_datatype_recv_buf) and unpacked at completion.
+ * Data: a contiguous buffer is handed to the engine as is (mtl_tm_data.h
+ * says which are); any other datatype is received through a temporary
+ * buffer (ompi_mtl_datatype_recv_buf) and unpacked at completion.
  *
  * Small receives go to the engine as they are: below mtl_tm_offload_thresh
  * it matches them in software, which finishes a truncated rendezvous into
@@ -21,6 +21,7 @@
  * that process dies (MPI_ANY_SOURCE ones do not).
  */
 #include "mtl_tm.h"
+#include "mtl_tm_data.h"
 
 #include <string.h>
 
@@ -75,31 +76,35 @@ static void unpack(struct mtl_tm_request *req, void *from, size_t got)
 	opal_convertor_unpack(req->convertor, &iov, &iov_count, &len);
 }
 
-/* A matched message into the user's buffer and status (inline: the
- * receive's completion is one function). */
+/* The status of a matched message: its envelope, the bytes delivered. */
 static inline __attribute__((always_inline)) void
-recv_deliver(struct mtl_tm_request *req, ompi_status_public_t *st)
+recv_status(const struct tm_recv *r, int err, ompi_status_public_t *st)
+{
+	st->MPI_SOURCE = r->env.src;
+	st->MPI_TAG = r->env.tag;
+	st->_ucount = r->recv_len;
+	st->MPI_ERROR = err;
+}
+
+/* A matched message into the user's buffer and status. */
+static void recv_deliver(struct mtl_tm_request *req, ompi_status_public_t *st)
 {
 	struct tm_recv *r = &req->u.recv;
 	size_t got = r->recv_len;
-	uint8_t *from = req->pack_buf;
 	bool trunc = r->status == TM_REQ_TRUNCATED;
 
-	st->MPI_SOURCE = r->env.src;
-	st->MPI_TAG = r->env.tag;
-	st->_ucount = got;
 	/* a message that fills the receive is whole elements of its type */
-	st->MPI_ERROR = trunc ? MPI_ERR_TRUNCATE :
-			got != req->pack_len &&
-			partial_element(req->convertor, got) ? MPI_ERR_TYPE :
-			OMPI_SUCCESS;
+	recv_status(r, trunc ? MPI_ERR_TRUNCATE :
+		    got != r->len &&
+		    partial_element(req->convertor, got) ? MPI_ERR_TYPE :
+		    OMPI_SUCCESS, st);
 	if (OPAL_UNLIKELY(req->pack_free) && got)
-		unpack(req, from, got);
+		unpack(req, r->buf, got);
 }
 
-/* A finished receive towards pml cm (inline: recv_cb's whole work). */
-static inline __attribute__((always_inline)) void
-recv_complete(struct mtl_tm_request *req)
+/* A finished receive towards pml cm: its status, its staging copy
+ * unpacked and freed, then pml cm's completion callback. */
+static void recv_complete(struct mtl_tm_request *req)
 {
 	struct tm_recv *r = &req->u.recv;
 	ompi_status_public_t *st = &req->super.ompi_req->req_status;
@@ -110,10 +115,8 @@ recv_complete(struct mtl_tm_request *req)
 	} else if (r->status == TM_REQ_CANCELLED) {
 		st->_cancelled = true;
 	} else {
-		st->MPI_SOURCE = r->env.src;
-		st->MPI_TAG = r->env.tag;
+		recv_status(r, MPI_ERR_OTHER, st);
 		st->_ucount = 0;
-		st->MPI_ERROR = MPI_ERR_OTHER;
 		opal_output_verbose(10, mtl_tm_output,
 				    "mtl tm: rank %u: receive failed (peer %u)",
 				    mtl_tm.my_vpid, r->peer);
@@ -123,57 +126,132 @@ recv_complete(struct mtl_tm_request *req)
 	req->super.completion_callback(&req->super);
 }
 
-/* req->complete of a receive: from the done list (mtl_tm_complete_done) */
-static void recv_complete_fn(struct mtl_tm_request *req)
+/* recv_cb but for its common case: the done list with MPI threads, or
+ * recv_complete. */
+static __attribute__((noinline)) void recv_cb_general(struct mtl_tm_request *req)
 {
-	recv_complete(req);
+	if (!opal_using_threads()) {
+		recv_complete(req);
+		return;
+	}
+	req->complete = recv_complete;
+	ucs_list_add_tail(&mtl_tm.done, &req->done_link);
 }
 
-/* The engine's callback: runs inside an engine call, under the lock;
+/*
+ * The engine's callback: runs inside an engine call, under the lock;
  * without MPI threads it completes the receive at once (mtl_tm.h,
- * "Locking and completion"). */
+ * "Locking and completion").  The common case, a message that fills a
+ * receive in place, in a few tests: recv_complete's steps for it.
+ */
 static void recv_cb(struct tm_recv *r)
 {
 	struct mtl_tm_request *req = ucs_container_of(r, struct mtl_tm_request,
 						      u.recv);
 
-	if (OPAL_LIKELY(!opal_using_threads()))
-		recv_complete(req);
-	else
-		ucs_list_add_tail(&mtl_tm.done, &req->done_link);
+	if (OPAL_LIKELY(!opal_using_threads() && r->status == TM_REQ_OK &&
+			r->recv_len == r->len && !req->pack_free)) {
+		recv_status(r, OMPI_SUCCESS, &req->super.ompi_req->req_status);
+		req->super.completion_callback(&req->super);
+		return;
+	}
+	recv_cb_general(req);
+}
+
+/* A receive whose bytes are not in place (mtl_tm_data.h): Open MPI's
+ * staging buffer for them (pack_free), unpacked at completion. */
+static int recv_staged(struct opal_convertor_t *convertor,
+		       struct mtl_tm_request *req)
+{
+	struct tm_recv *r = &req->u.recv;
+	bool free_on_error;
+	int rc;
+
+	rc = ompi_mtl_datatype_recv_buf(convertor, &r->buf, &r->len,
+					&free_on_error);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	if (free_on_error && !r->buf)
+		return OMPI_ERR_OUT_OF_RESOURCE;
+	req->pack_free = free_on_error;
+	req->pack_buf = r->buf;
+	return OMPI_SUCCESS;
+}
+
+/* The fields of a receive into (buf, len) but its envelope. */
+static inline __attribute__((always_inline)) void
+fill_recv(struct opal_convertor_t *convertor, struct mtl_tm_request *req)
+{
+	struct tm_recv *r = &req->u.recv;
+
+	req->kind = MTL_TM_REQ_RECV;
+	req->flags = 0;
+	req->convertor = convertor;
+	r->cb = recv_cb;
+	r->mr = NULL;
 }
 
 /*
  * Where a receive lands: a contiguous datatype's bytes where they lie in
- * the user's buffer, any other into a staging buffer of ours, unpacked at
- * completion (Open MPI's own rule, ompi_mtl_datatype_recv_buf).  Fills
- * the engine request's buffer; always inline: each MPI receive is one
- * function of ours.
+ * the user's buffer (mtl_tm_data.h), any other into a staging buffer of
+ * ours, unpacked at completion (Open MPI's own rule,
+ * ompi_mtl_datatype_recv_buf).
  */
 static inline __attribute__((always_inline)) int
-prepare_recv(struct opal_convertor_t *convertor, struct mtl_tm_request *req)
+prepare_recv(struct opal_convertor_t *convertor,
+	     struct mtl_tm_request *req)
 {
-	bool free_on_error;
-	int rc;
-
-	rc = ompi_mtl_datatype_recv_buf(convertor, &req->pack_buf,
-					&req->pack_len, &free_on_error);
-	if (OPAL_UNLIKELY(rc != OMPI_SUCCESS))
-		return rc;
-	if (OPAL_UNLIKELY(free_on_error && !req->pack_buf))
-		return OMPI_ERR_OUT_OF_RESOURCE;
-	req->kind = MTL_TM_REQ_RECV;
-	req->complete = recv_complete_fn;
-	req->flags = 0;
-	req->pack_free = free_on_error;
-	req->convertor = convertor;
-	req->u.recv.cb = recv_cb;
-	req->u.recv.buf = req->pack_buf;
-	req->u.recv.len = req->pack_len;
-	req->u.recv.mr = NULL;
-	return OMPI_SUCCESS;
+	fill_recv(convertor, req);
+	if (mtl_tm_recv_in_place(convertor, &req->u.recv.buf,
+				 &req->u.recv.len))
+		return OMPI_SUCCESS;
+	return recv_staged(convertor, req);
 }
 
+/* A post the engine refused: the staging copy freed, Open MPI's error. */
+static __attribute__((noinline)) int
+recv_failed(struct mtl_tm_request *req, int rc)
+{
+	mtl_tm_free_pack(req);
+	return mtl_tm_to_ompi(rc);
+}
+
+/* The engine call of a receive or a probed message's, under the lock
+ * with MPI threads. */
+static inline __attribute__((always_inline)) int
+post_recv(struct mtl_tm_request *req, struct tm_msg *msg)
+{
+	int rc;
+
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	rc = msg ? tm_engine_post_mrecv(mtl_tm.eng, &req->u.recv, msg) :
+		   tm_engine_post_recv(mtl_tm.eng, &req->u.recv);
+	if (opal_using_threads())
+		mtl_tm_unlock_and_complete();
+	return rc == TM_OK ? OMPI_SUCCESS : recv_failed(req, rc);
+}
+
+/* mtl_tm_irecv but for its fast path: the same steps, for any datatype,
+ * a source not used yet, MPI threads. */
+static __attribute__((noinline)) int
+irecv_general(struct ompi_communicator_t *comm, int src, int tag,
+	      struct opal_convertor_t *convertor, struct mtl_tm_request *req)
+{
+	struct tm_recv *r = &req->u.recv;
+	int rc;
+
+	r->from = mtl_tm_src_peer(comm, src);
+	rc = prepare_recv(convertor, req);
+	if (rc != OMPI_SUCCESS)
+		return rc;
+	mtl_tm_recv_env(comm, src, tag, &r->tag, &r->mask);
+	return post_recv(req, NULL);
+}
+
+/*
+ * The common receive in a few tests: no MPI threads, its bytes in place,
+ * its source's route known (or any source); then no lock and no staging.
+ */
 int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 		 struct ompi_communicator_t *comm, int src, int tag,
 		 struct opal_convertor_t *convertor,
@@ -181,21 +259,20 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 {
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
 	struct tm_recv *r = &req->u.recv;
+	uint64_t route = 0;
 	int rc;
 
-	r->from = mtl_tm_src_peer(comm, src);
-	rc = prepare_recv(convertor, req);
-	if (OPAL_UNLIKELY(rc != OMPI_SUCCESS))
-		return rc;
+	if (OPAL_UNLIKELY(opal_using_threads() ||
+			  (src != MPI_ANY_SOURCE &&
+			   !mtl_tm_route_known(comm, src, false, &route)) ||
+			  !mtl_tm_recv_in_place(convertor, &r->buf, &r->len)))
+		return irecv_general(comm, src, tag, convertor, req);
+	r->from = src == MPI_ANY_SOURCE ? TM_PEER_ANY :
+					  mtl_tm_route_peer(route);
+	fill_recv(convertor, req);
 	mtl_tm_recv_env(comm, src, tag, &r->tag, &r->mask);
-	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_post_recv(mtl_tm.eng, r);
-	mtl_tm_unlock_and_complete();
-	if (OPAL_UNLIKELY(rc != TM_OK)) {
-		mtl_tm_free_pack(req);
-		return mtl_tm_to_ompi(rc);
-	}
-	return OMPI_SUCCESS;
+	return OPAL_LIKELY(rc == TM_OK) ? OMPI_SUCCESS : recv_failed(req, rc);
 }
 
 int mtl_tm_imrecv(struct mca_mtl_base_module_t *mtl,
@@ -210,13 +287,9 @@ int mtl_tm_imrecv(struct mca_mtl_base_module_t *mtl,
 	rc = prepare_recv(convertor, req);
 	if (rc != OMPI_SUCCESS)
 		return rc;
-	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_post_mrecv(mtl_tm.eng, &req->u.recv, msg);
-	mtl_tm_unlock_and_complete();
-	if (rc != TM_OK) {
-		mtl_tm_free_pack(req);
-		return mtl_tm_to_ompi(rc);
-	}
+	rc = post_recv(req, msg);
+	if (rc != OMPI_SUCCESS)
+		return rc;
 	/* the engine owns the message now; the handle is spent */
 	ompi_message_return(*message);
 	*message = MPI_MESSAGE_NULL;

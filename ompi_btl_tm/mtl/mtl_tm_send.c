@@ -2,9 +2,9 @@
  * mtl_tm_send.c - MPI sends on the matching engine: blocking, nonblocking
  * and buffered, and their completion towards pml cm.
  *
- * Data: a contiguous buffer goes to the engine as is; any other datatype
- * is packed into a temporary buffer (ompi_mtl_datatype_pack), freed at
- * completion.  Ready sends are standard ones here; only synchronous sends
+ * Data: a contiguous buffer goes to the engine as is (mtl_tm_data.h
+ * says which are); any other datatype is packed into a temporary buffer
+ * (ompi_mtl_datatype_pack), freed at completion.  Ready sends are standard ones here; only synchronous sends
  * need the receiver's word (TM_SEND_SYNC).
  *
  * Buffered sends: pml cm packs them into the attached buffer and calls
@@ -30,6 +30,7 @@
  * rendezvous) becomes MPI_ERR_OTHER in the request's status.
  */
 #include "mtl_tm.h"
+#include "mtl_tm_data.h"
 
 #include <stdlib.h>
 
@@ -139,6 +140,7 @@ static void send_cb(struct tm_send *s)
 		send_complete(req);
 		return;
 	}
+	req->complete = send_complete_fn;
 	ucs_list_add_tail(&mtl_tm.done, &req->done_link);
 }
 
@@ -151,40 +153,25 @@ static void keep_bsend_identity(struct mtl_tm_request *parent,
 	 * identity where a cancel can find it, as a completed eager send
 	 * (should a cancel re-arm it) */
 	parent->u.send.cb = send_cb;
-	parent->complete = send_complete_fn;
 	tm_engine_send_detach(mtl_tm.eng, own, &parent->u.send);
 }
 
-/*
- * Hands (buf, len) to the engine on req.  req owns buf from here if
- * pack_free (freed at completion, or here on failure).  OMPI_SUCCESS and
- * *done: the engine finished req in the call (TM_DONE), and its
- * completion is the caller's.
- */
-static inline __attribute__((always_inline)) int
-post_send(struct ompi_communicator_t *comm, int dest, int tag, void *buf,
-	  size_t len, bool pack_free, unsigned flags,
-	  struct mtl_tm_request *bsend_parent, struct mtl_tm_request *req,
-	  bool *done)
+/* req's fields and its engine send of (buf, len) to the route's peer. */
+static inline __attribute__((always_inline)) void
+fill_send(uint64_t route, int tag, void *buf, size_t len, bool pack_free,
+	  unsigned flags, bool detached, struct mtl_tm_request *req)
 {
 	struct tm_send *s = &req->u.send;
-	uint64_t route;
-	int rc;
 
 	req->kind = MTL_TM_REQ_SEND;
-	req->complete = send_complete_fn;
 	req->flags = 0;
 	req->pack_free = pack_free;
-	req->detached = bsend_parent != NULL;
-	req->pack_buf = buf;
-	req->bsend_waiter = NULL;
-	/* outside the lock: the first send to dest may connect it and ask
-	 * PMIx for its context id */
-	rc = mtl_tm_route(comm, dest, true, &route);
-	if (OPAL_UNLIKELY(rc != OMPI_SUCCESS)) {
-		mtl_tm_free_pack(req);
-		return rc;
-	}
+	req->detached = detached;
+	/* read only with these (mtl_tm_free_pack, send_complete_other) */
+	if (pack_free)
+		req->pack_buf = buf;
+	if (detached)
+		req->bsend_waiter = NULL;
 	s->cb = send_cb;
 	s->buf = buf;
 	s->len = len;
@@ -192,40 +179,141 @@ post_send(struct ompi_communicator_t *comm, int dest, int tag, void *buf,
 	s->tag = (route & ~(uint64_t)UINT32_MAX) | (uint32_t)tag;
 	s->peer = mtl_tm_route_peer(route);
 	s->flags = flags;
-
-	OPAL_THREAD_LOCK(&mtl_tm.lock);
-	rc = tm_engine_post_send(mtl_tm.eng, s);
-	if (rc >= TM_OK && bsend_parent)
-		keep_bsend_identity(bsend_parent, s);
-	mtl_tm_unlock_and_complete();
-	if (OPAL_UNLIKELY(rc < TM_OK)) {
-		mtl_tm_free_pack(req);
-		opal_output_verbose(10, mtl_tm_output,
-				    "mtl tm: isend of %zu bytes to rank %d: %s",
-				    len, dest, tm_status_str(rc));
-		return mtl_tm_to_ompi(rc);
-	}
-	*done = rc == TM_DONE;
-	return OMPI_SUCCESS;
 }
 
-/* Inline, as post_send: each MPI send is one function of ours. */
+/* What a post that failed (rc < TM_OK) leaves: its copy freed, the
+ * error as Open MPI's. */
+static __attribute__((noinline)) int
+send_failed(struct mtl_tm_request *req, int rc)
+{
+	mtl_tm_free_pack(req);
+	opal_output_verbose(10, mtl_tm_output,
+			    "mtl tm: send of %zu bytes to peer %u: %s",
+			    req->u.send.len, req->u.send.peer,
+			    tm_status_str(rc));
+	return mtl_tm_to_ompi(rc);
+}
+
+/*
+ * Hands (buf, len) to the engine on req.  req owns buf from here if
+ * pack_free (freed at completion, or here on failure).  Returns an OMPI
+ * error, TM_OK (posted), or TM_DONE: the engine finished req in the call,
+ * and its completion is the caller's.  Without MPI threads no lock and no
+ * look at the done list: nothing pml cm waits for goes there (mtl_tm.h).
+ */
+static inline __attribute__((always_inline)) int
+post_send(struct ompi_communicator_t *comm, int dest, int tag,
+	  void *buf, size_t len, bool pack_free, unsigned flags,
+	  struct mtl_tm_request *bsend_parent,
+	  struct mtl_tm_request *req)
+{
+	uint64_t route;
+	int rc;
+
+	/* outside the lock: the first send to dest may connect it and ask
+	 * PMIx for its context id */
+	rc = mtl_tm_route(comm, dest, true, &route);
+	if (OPAL_UNLIKELY(rc != OMPI_SUCCESS)) {
+		if (pack_free)
+			free(buf);
+		return rc;
+	}
+	fill_send(route, tag, buf, len, pack_free, flags, bsend_parent != NULL,
+		  req);
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	rc = tm_engine_post_send(mtl_tm.eng, &req->u.send);
+	if (rc >= TM_OK && bsend_parent)
+		keep_bsend_identity(bsend_parent, &req->u.send);
+	if (opal_using_threads())
+		mtl_tm_unlock_and_complete();
+	return OPAL_UNLIKELY(rc < TM_OK) ? send_failed(req, rc) : rc;
+}
+
+/* A send's bytes when they are not in place (mtl_tm_data.h): a prepared
+ * convertor's contiguous data past its buffer's start, or Open MPI's
+ * packed copy (*free_after). */
+static int send_data_slow(struct opal_convertor_t *convertor, void **buf,
+			  size_t *len, bool *free_after)
+{
+	*free_after = false;
+	if (mtl_tm_send_start_of(convertor, buf, len))
+		return OMPI_SUCCESS;
+	return ompi_mtl_datatype_pack(convertor, buf, len, free_after);
+}
+
+static inline unsigned send_flags(mca_pml_base_send_mode_t mode)
+{
+	return mode == MCA_PML_BASE_SEND_SYNCHRONOUS ? TM_SEND_SYNC : 0;
+}
+
+/* Any send but a buffered one: its bytes, then post_send. */
 static inline __attribute__((always_inline)) int
 start_send(struct ompi_communicator_t *comm, int dest, int tag,
-	   struct opal_convertor_t *convertor, mca_pml_base_send_mode_t mode,
-	   struct mtl_tm_request *req, bool *done)
+	   struct opal_convertor_t *convertor,
+	   mca_pml_base_send_mode_t mode, struct mtl_tm_request *req)
 {
 	void *buf;
 	size_t len;
-	bool free_after;
+	bool free_after = false;
 	int rc;
 
-	rc = ompi_mtl_datatype_pack(convertor, &buf, &len, &free_after);
-	if (rc != OMPI_SUCCESS)
-		return rc;
+	if (!mtl_tm_send_in_place(convertor, &buf, &len)) {
+		rc = send_data_slow(convertor, &buf, &len, &free_after);
+		if (rc != OMPI_SUCCESS)
+			return rc;
+	}
 	return post_send(comm, dest, tag, buf, len, free_after,
-			 mode == MCA_PML_BASE_SEND_SYNCHRONOUS ? TM_SEND_SYNC : 0,
-			 NULL, req, done);
+			 send_flags(mode), NULL, req);
+}
+
+/*
+ * The common send in a few tests: no MPI threads, its bytes in place, its
+ * route known.  Then the same steps as start_send, with no lock and no
+ * copy; *rc as post_send's.  false: start_send it.
+ */
+static inline __attribute__((always_inline)) bool
+send_fast(struct ompi_communicator_t *comm, int dest, int tag,
+	  struct opal_convertor_t *convertor, mca_pml_base_send_mode_t mode,
+	  struct mtl_tm_request *req, int *rc)
+{
+	uint64_t route;
+	void *buf;
+	size_t len;
+
+	if (OPAL_UNLIKELY(opal_using_threads() ||
+			  !mtl_tm_route_known(comm, dest, true, &route) ||
+			  !mtl_tm_send_in_place(convertor, &buf, &len)))
+		return false;
+	fill_send(route, tag, buf, len, false, send_flags(mode), false, req);
+	*rc = tm_engine_post_send(mtl_tm.eng, &req->u.send);
+	if (OPAL_UNLIKELY(*rc < TM_OK))
+		*rc = send_failed(req, *rc);
+	return true;
+}
+
+/* A blocking send the engine did not finish at post (TM_OK): its wait. */
+static int send_wait(struct mtl_tm_request *req)
+{
+	while (!req->done)
+		opal_progress();
+	return req->error;
+}
+
+/* mtl_tm_send but for send_fast: start_send, then the wait.  Its
+ * parameters are mtl_tm_send's, in the same registers. */
+static __attribute__((noinline, noclone)) int
+send_general(struct mca_mtl_base_module_t *mtl,
+	     struct ompi_communicator_t *comm, int dest, int tag,
+	     struct opal_convertor_t *convertor, mca_pml_base_send_mode_t mode)
+{
+	struct mtl_tm_request req;
+	int rc;
+
+	req.super.ompi_req = NULL; /* done instead */
+	rc = start_send(comm, dest, tag, convertor, mode, &req);
+	if (rc == TM_DONE)
+		return send_error(&req);
+	return rc == OMPI_SUCCESS ? send_wait(&req) : rc;
 }
 
 int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
@@ -234,19 +322,17 @@ int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
 		mca_pml_base_send_mode_t mode)
 {
 	struct mtl_tm_request req;
-	bool done = false;
 	int rc;
 
-	req.super.ompi_req = NULL;
-	req.super.completion_callback = NULL; /* done instead */
-	rc = start_send(comm, dest, tag, convertor, mode, &req, &done);
-	if (rc != OMPI_SUCCESS)
-		return rc;
-	if (done)
+	req.super.ompi_req = NULL; /* done instead */
+	if (!send_fast(comm, dest, tag, convertor, mode, &req, &rc))
+		return send_general(mtl, comm, dest, tag, convertor, mode);
+	/* TM_DONE: final, and the bytes are the user's (nothing to free) */
+	if (OPAL_LIKELY(rc == TM_DONE && req.u.send.status == TM_REQ_OK))
+		return OMPI_SUCCESS;
+	if (rc == TM_DONE)
 		return send_error(&req);
-	while (!req.done)
-		opal_progress();
-	return req.error;
+	return rc == OMPI_SUCCESS ? send_wait(&req) : rc;
 }
 
 /* The packed bytes of a buffered send, in a copy of our own (or NULL for
@@ -277,7 +363,6 @@ static int start_buffered(struct ompi_communicator_t *comm, int dest,
 {
 	struct mtl_tm_request *pml = (struct mtl_tm_request *)mtl_request;
 	struct mtl_tm_request *own = malloc(sizeof(*own));
-	bool done = false;
 	void *copy;
 	size_t len;
 	int rc;
@@ -293,14 +378,13 @@ static int start_buffered(struct ompi_communicator_t *comm, int dest,
 	pml->kind = MTL_TM_REQ_BSEND;
 	pml->detached = false;
 	pml->cancel_wait = false;
-	rc = post_send(comm, dest, tag, copy, len, copy != NULL, 0, pml, own,
-		       &done);
-	if (rc != OMPI_SUCCESS) {
+	rc = post_send(comm, dest, tag, copy, len, copy != NULL, 0, pml, own);
+	if (rc < OMPI_SUCCESS) {
 		free(own);
 		pml->kind = 0;
 		return rc;
 	}
-	if (done)
+	if (rc == TM_DONE)
 		send_complete(own); /* frees it */
 	mtl_request->ompi_req->req_status.MPI_ERROR = OMPI_SUCCESS;
 	mtl_request->completion_callback(mtl_request);
@@ -314,15 +398,16 @@ int mtl_tm_isend(struct mca_mtl_base_module_t *mtl,
 		 mca_mtl_request_t *mtl_request)
 {
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
-	bool done = false;
 	int rc;
 
-	if (mode == MCA_PML_BASE_SEND_BUFFERED)
+	if (OPAL_UNLIKELY(mode == MCA_PML_BASE_SEND_BUFFERED))
 		return start_buffered(comm, dest, tag, convertor, mtl_request);
-	rc = start_send(comm, dest, tag, convertor, mode, req, &done);
-	if (done) {
+	if (!send_fast(comm, dest, tag, convertor, mode, req, &rc))
+		rc = start_send(comm, dest, tag, convertor, mode, req);
+	if (OPAL_LIKELY(rc == TM_DONE)) {
 		req->engine_done = true;
 		send_complete(req);
+		return OMPI_SUCCESS;
 	}
 	return rc;
 }

@@ -182,11 +182,73 @@ static void test_done_at_post(void)
 		  "tm_engine_isend: a context id past the tag layout: TM_ERR_RANGE");
 }
 
+static struct ibv_mr *mr_at_cb;
+
+static void own_cb(struct tm_recv *r)
+{
+	mr_at_cb = r->mr;
+	eu_recv_cb(r);
+}
+
+/* A receive given no registration: the engine keeps its own in mr while
+ * the receive is posted, and the input is given back (NULL) before the
+ * callback; buf and len are never written.  Case 0: posted first, the
+ * card reads the rendezvous into it; case 1: posted after the request
+ * came, software reads it. */
+static void test_own_registration(void)
+{
+	static const char *what[] = {
+		"a card-held receive (the card reads the rendezvous)",
+		"a receive posted after its request (a software rendezvous read)",
+	};
+	struct tm_engine_stats st0, st1;
+	struct eu_send s;
+	struct eu_recv r;
+	uint64_t tag, mask;
+	int ok;
+
+	for (int i = 0; i < 2; i++) {
+		eu_pump(&W);
+		st0 = eu_node_stats(&W, 1);
+		tm_tag_recv(2, 0, 9, &tag, &mask);
+		memset(&r, 0, sizeof(r));
+		r.r.cb = own_cb;
+		r.r.buf = W.node[1].arena;
+		r.r.len = 16384;
+		r.r.mr = NULL;
+		r.r.tag = tag;
+		r.r.mask = mask;
+		r.r.from = TM_PEER_ANY;
+		mr_at_cb = (struct ibv_mr *)&r; /* anything but NULL */
+		eu_fill(W.node[0].arena, 4096, 0x52 + i);
+		if (i) {
+			send_raw(&s, 4096, 0);
+			eu_pump(&W);
+		}
+		if (tm_engine_post_recv(W.node[1].eng, &r.r) != TM_OK)
+			tap_bail("cannot post a receive");
+		if (!i)
+			send_raw(&s, 4096, 0);
+		eu_pump(&W);
+		st1 = eu_node_stats(&W, 1);
+		ok = i ? st1.rndv_sw > st0.rndv_sw :
+			 st1.rndv_card > st0.rndv_card;
+		tap_check(ok && r.done == 1 && r.r.status == TM_REQ_OK &&
+				  r.r.recv_len == 4096 &&
+				  eu_check(W.node[1].arena, 4096, 0x52 + i) &&
+				  !mr_at_cb && !r.r.mr &&
+				  r.r.buf == W.node[1].arena && r.r.len == 16384,
+			  "%s with no registration: data in place, mr NULL again in its callback, buf and len as given",
+			  what[i]);
+	}
+}
+
 int main(void)
 {
 	open_world();
 	test_bad_envelope();
 	test_done_at_post();
+	test_own_registration();
 	tap_check(eu_quiet(&W), "nothing left in flight");
 	eu_world_fini(&W);
 	return tap_done();

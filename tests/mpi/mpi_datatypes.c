@@ -4,8 +4,10 @@
  * Types: a vector of doubles (blocks of 3, stride 5), an indexed type of
  * ints (blocks of varying length and gaps), a struct {char; double[2];
  * int[3]} (with its padding) resized to its C size and sent as many
- * elements; each small (hundreds of bytes) and large (about 2.3 MiB of
- * data over a larger extent).  Rank 1 sends to rank 0; the reference for
+ * elements, and one block of ints that starts 24 bytes into its buffer
+ * (contiguous, true lower bound 24: the MTL's in-place bytes must start
+ * there, mtl_tm_data.h); each small (hundreds of bytes) and large (about
+ * 2.3 MiB of data over a larger extent).  Rank 1 sends to rank 0; the reference for
  * every byte is MPI_Pack / MPI_Unpack of the same buffers.
  *
  *   a  typed send -> contiguous receive (unexpected): the bytes are the
@@ -15,7 +17,10 @@
  *   c  typed send -> typed receive;
  *   d  contiguous send, MPI_Mprobe, MPI_Get_count / MPI_Get_elements in
  *      the type, MPI_Mrecv into the non-contiguous type;
- *   e  MPI_Sendrecv of typed data both ways between ranks 0 and 1.
+ *   e  MPI_Sendrecv of typed data both ways between ranks 0 and 1;
+ *   f  a persistent typed send (MPI_Send_init, started twice: pml cm
+ *      prepares its convertor, unlike a plain send's) -> contiguous
+ *      receive.
  */
 #include "mpitest.h"
 #include <stddef.h>
@@ -63,6 +68,15 @@ static void make(struct tcase *t, int kind, int large)
 		t->count = 1;
 		t->name = large ? "indexed, 150000 blocks of 1..7 ints" :
 				  "indexed, 8 blocks of 1..7 ints";
+	} else if (kind == 3) {
+		int n = large ? 600000 : 10;
+		MPI_Aint at = 24;
+
+		MT_CALL(MPI_Type_create_hindexed(1, &n, &at, MPI_INT,
+						 &t->type));
+		t->count = 1;
+		t->name = large ? "600000 ints 24 bytes into the buffer" :
+				  "10 ints 24 bytes into the buffer";
 	} else {
 		int len[3] = { 1, 2, 3 };
 		MPI_Aint disp[3] = { offsetof(struct rec, c),
@@ -232,6 +246,33 @@ static void run(struct tcase *t, uint64_t k)
 		else
 			cmp(rb, expect, t->span, what);
 	}
+
+	/* f: persistent typed send -> contiguous receive, twice */
+	snprintf(what, sizeof(what), "%s: persistent typed send, contiguous receive",
+		 t->name);
+	mt_set_phase("%s", what);
+	if (mt_rank == 1) {
+		MPI_Request r;
+
+		MT_CALL(MPI_Send_init(src, t->count, t->type, 0, 6, comm, &r));
+		for (int i = 0; i < 2; i++) {
+			MT_CALL(MPI_Start(&r));
+			MT_CALL(MPI_Wait(&r, MPI_STATUS_IGNORE));
+		}
+		MT_CALL(MPI_Request_free(&r));
+	} else if (mt_rank == 0) {
+		char *c = mt_malloc(plen);
+
+		for (int i = 0; i < 2; i++) {
+			memset(c, FRESH, plen);
+			rc = MPI_Recv(c, plen, MPI_BYTE, 1, 6, comm, &st);
+			if (rc != MPI_SUCCESS)
+				mt_fail("%s: %s", what, mt_errstr(rc));
+			else
+				cmp(c, packed, plen, what);
+		}
+		free(c);
+	}
 	MT_CALL(MPI_Barrier(comm));
 	free(src);
 	free(packed);
@@ -246,13 +287,13 @@ int main(int argc, char **argv)
 	mt_init(&argc, &argv, "mpi_datatypes", 2);
 	comm = mt_dup(MPI_COMM_WORLD);
 	for (int large = 0; large < 2; large++)
-		for (int kind = 0; kind < 3; kind++) {
+		for (int kind = 0; kind < 4; kind++) {
 			struct tcase t;
 
 			make(&t, kind, large);
 			run(&t, 0xD000 + kind);
 			bytes += t.packed;
-			mt_checked("%s (%d B of data over %zu B): typed->contiguous, contiguous->typed (gaps untouched), typed->typed, MPI_Mprobe + MPI_Mrecv into the type (count, elements), MPI_Sendrecv",
+			mt_checked("%s (%d B of data over %zu B): typed->contiguous, contiguous->typed (gaps untouched), typed->typed, MPI_Mprobe + MPI_Mrecv into the type (count, elements), MPI_Sendrecv, persistent typed->contiguous",
 				   t.name, t.packed, t.span);
 			MPI_Type_free(&t.type);
 		}

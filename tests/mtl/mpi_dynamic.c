@@ -8,6 +8,13 @@
  *                        the job splits in two halves, the first half's
  *                        rank 0 opens a port and hands its name to the
  *                        other half's through MPI_COMM_WORLD
+ *   mpi_dynamic server FILE, mpi_dynamic client FILE
+ *                        MPI_Comm_accept / MPI_Comm_connect between two
+ *                        separately started mpiruns: the server job's
+ *                        rank 0 opens a port and writes its name to FILE
+ *                        (whole, by a rename); the client job's rank 0
+ *                        waits for FILE (at most 60 s) and hands the
+ *                        name to its job
  *   mpi_dynamic join     MPI_Comm_join: ranks 0 and 1 meet over a TCP
  *                        socket on 127.0.0.1 (rank 0 listens on a port the
  *                        kernel picks and sends its number over
@@ -199,6 +206,61 @@ static void accept_connect(void)
 	CALL(MPI_Comm_free(&half));
 }
 
+/* Rank 0 of the server job: the port's name into path, whole. */
+static void write_port(const char *port, const char *path)
+{
+	char tmp[4096];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f || fputs(port, f) < 0 || fclose(f) || rename(tmp, path)) {
+		FAIL("cannot write the port name to %s", path);
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+}
+
+/* Rank 0 of the client job: the port's name from path, once it is
+ * there (the server may start later). */
+static void read_port(char *port, const char *path)
+{
+	FILE *f = NULL;
+
+	for (int i = 0; i < 600 && !(f = fopen(path, "r")); i++)
+		usleep(100 * 1000);
+	if (!f || !fgets(port, MPI_MAX_PORT_NAME, f)) {
+		FAIL("no port name in %s after 60 s", path);
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+	fclose(f);
+}
+
+/* Two mpiruns: the server job (side 0) accepts, the client (1) connects. */
+static void two_jobs(int side, const char *path)
+{
+	char port[MPI_MAX_PORT_NAME];
+	MPI_Comm inter;
+
+	memset(port, 0, sizeof(port));
+	if (side == 0 && wrank == 0) {
+		CALL(MPI_Open_port(MPI_INFO_NULL, port));
+		write_port(port, path);
+	} else if (wrank == 0) {
+		read_port(port, path);
+	}
+	CALL(MPI_Bcast(port, MPI_MAX_PORT_NAME, MPI_CHAR, 0, MPI_COMM_WORLD));
+	if (side == 0)
+		CALL(MPI_Comm_accept(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD,
+				     &inter));
+	else
+		CALL(MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD,
+				      &inter));
+	traffic(inter, side, "jobs");
+	CALL(MPI_Comm_disconnect(&inter));
+	if (side == 0 && wrank == 0)
+		CALL(MPI_Close_port(port));
+}
+
 /* Ranks 0 and 1: a connected TCP socket between them, or -1. */
 static int socket_pair_end(void)
 {
@@ -270,8 +332,12 @@ int main(int argc, char **argv)
 		accept_connect();
 	else if (!strcmp(mode, "join"))
 		join();
+	else if (argc > 2 && !strcmp(mode, "server"))
+		two_jobs(0, argv[2]);
+	else if (argc > 2 && !strcmp(mode, "client"))
+		two_jobs(1, argv[2]);
 	else
-		FAIL("usage: mpi_dynamic spawn|accept|join");
+		FAIL("usage: mpi_dynamic spawn|accept|join|server FILE|client FILE");
 	MPI_Finalize();
 	return fails ? 1 : 0;
 }
