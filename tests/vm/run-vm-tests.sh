@@ -31,7 +31,9 @@
 #            rank on vm2 killed (tests/mtl/mpi_peer_dead: under tm, with
 #            orte_enable_recovery, rank 0's requests must fail in bounded
 #            time; ob1 cannot, so there mpirun must end the job in bounded
-#            time, naming the killed rank), the VM-to-VM cable of
+#            time, naming the killed rank), connect on first use
+#            (tests/mtl/mpi_connect 1, tm only: rank 0 on vm1 sends to
+#            rank 1 on vm2 only; connected_peers 1, 1, 0, 0), the VM-to-VM cable of
 #            vm2 pulled for VM_FLAP_SECONDS (tests/vm/mpi_linkflap: the
 #            job survives or fails cleanly, never hangs), and (full list
 #            only) for VM_FLAP_LONG_SECONDS, longer than RC's retries
@@ -96,7 +98,7 @@ ci) suite=$ci_suite ;;
 *) echo "Bail out! VM_LIST=$list: full or ci"; exit 1 ;;
 esac
 targets=(tests/mtl/mpi_hello tests/mtl/mpi_ring tests/mtl/mpi_peer_dead
-	 tests/vm/mpi_linkflap tests/vm/mpi_finalize)
+	 tests/mtl/mpi_connect tests/vm/mpi_linkflap tests/vm/mpi_finalize)
 for t in $suite mpi_cancel mpi_scancel mpi_truncate mpi_probe mpi_wildcard; do
 	[[ " ${targets[*]} " == *" tests/mpi/$t "* ]] || targets+=("tests/mpi/$t")
 done
@@ -110,12 +112,14 @@ programs=(
 	"truncate 2 $P/mpi/mpi_truncate"
 	"probe 2 $P/mpi/mpi_probe"
 	"peerdead 3 $P/mtl/mpi_peer_dead 20"
+	"connect 4 $P/mtl/mpi_connect 1"
 	"linkflap 2 $P/vm/mpi_linkflap 16"
 	"linkflaplong 2 $P/vm/mpi_linkflap 30"
 )
 read -r -a configs <<< "${VM_CONFIGS:-ob1 tm}"
 # ci_skip NAME CONFIG: 0 when the ci list leaves this case out
 ci_skip() {
+	[ "$2:$1" = ob1:connect ] && return 0 # a tm pvar: tm only, both lists
 	[ "$list" = ci ] || return 1
 	case $2:$1 in
 	*:linkflaplong) return 0 ;;

@@ -167,6 +167,9 @@ judge() {
 	finalize)
 		judge_finalize "$c" "$rc" "$log" "$np"
 		;;
+	connect)
+		judge_connect "$rc" "$log"
+		;;
 	linkflap*)
 		if [ "$rc" = 0 ] && grep -q 'survived' "$log"; then
 			verdict=ok why=$(grep -m1 'survived' "$log")
@@ -191,6 +194,25 @@ judge() {
 	   grep -q 'cannot connect to rank' "$log"; then
 		verdict=skip why="the soft HCA cannot connect its ranks without ptrace permission yet (\"$(grep -m1 -a 'cannot connect to rank' "$log" | sed 's/^[^m]*mtl tm: //' | cut -c1-100)\"; VM_NONROOT_TM_REQUIRED=1 makes this a failure)"
 	fi
+}
+
+# judge_connect RC LOG (judge's "connect", tests/mtl/mpi_connect 1 on 4
+# ranks mapped by node: 0 and 2 on vm1, 1 and 3 on vm2): rank 0 sent to
+# rank 1 only, across the VMs, and rank 1 took it from MPI_ANY_SOURCE;
+# connected_peers reads 1 on ranks 0 and 1, 0 on ranks 2 and 3.
+judge_connect() {
+	local rc=$1 log=$2 want line
+	[ "$rc" = 0 ] || return 0
+	for want in "rank 1 got 4242 from rank 0" "rank 0 connected_peers 1" \
+		    "rank 1 connected_peers 1" "rank 2 connected_peers 0" \
+		    "rank 3 connected_peers 0" "connect: done"; do
+		if ! grep -qx "$want" "$log"; then
+			line=$(grep -m1 "^${want% *}" "$log" || true)
+			why="no \"$want\"${line:+ (\"$line\")}"
+			return 0
+		fi
+	done
+	verdict=ok why="one connection each, across the VMs, on ranks 0 and 1; none on 2 and 3"
 }
 
 # judge_finalize CONFIG RC LOG NP (judge's "finalize"): under tm, every
