@@ -253,6 +253,7 @@ static int lazy_index(struct tm_mq *mq)
 
 	while (!ucs_list_is_empty(&mq->lazy)) {
 		r = ucs_list_head(&mq->lazy, struct tm_mq_recv, link);
+		r->kind = (uint8_t)kind_of(r->mask);
 		b = bucket_get(mq, r->kind, r->tag & kind_keymask[r->kind]);
 		if (!b)
 			return TM_ERR_NO_MEMORY;

@@ -165,7 +165,7 @@ struct tm_mq_recv {
 	uint64_t seq;
 	uint64_t tag;
 	uint64_t mask;
-	uint8_t kind;
+	uint8_t kind;                /* tm_mq_kind(mask), once in a bucket */
 	uint8_t sw_held;
 	uint8_t uncounted; /* held lazily: on mq->uncounted, not counted */
 	/* while sw_held: the wider buckets whose counters it adds to (a
@@ -241,8 +241,7 @@ static inline int tm_mq_post(struct tm_mq *mq, struct tm_mq_recv *r,
 	r->tag = tag & mask;
 	r->mask = mask;
 	r->seq = seq;
-	r->kind = (uint8_t)tm_mq_kind(mask);
-	r->sw_held = 0;
+	r->sw_held = 0; /* its kind: when it joins a bucket (lazy_index) */
 	r->uncounted = how == TM_MQ_HELD_LAZY;
 	if (r->uncounted) {
 		ucs_list_add_tail(&mq->uncounted, &r->ulink);
@@ -254,21 +253,36 @@ static inline int tm_mq_post(struct tm_mq *mq, struct tm_mq_recv *r,
 	return TM_OK;
 }
 
-/* Removes a posted receive; inline while it is still in the lazy FIFO. */
-static inline void tm_mq_recv_remove(struct tm_mq *mq, struct tm_mq_recv *r)
+/* A lazily held receive leaves mq->uncounted (it is counted no more). */
+static inline void tm_mq_uncount(struct tm_mq *mq, struct tm_mq_recv *r)
 {
 	if (r->uncounted) {
 		r->uncounted = 0;
 		ucs_list_del(&r->ulink);
 		mq->nsw_held--;
 	}
-	if (r->bucket) {
-		tm_mq_recv_remove_indexed(mq, r);
-		return;
-	}
-	ucs_list_del(&r->link); /* lazy: never counted, no bucket */
+}
+
+/* Removes a posted receive in no bucket (still in the lazy FIFO). */
+static inline void tm_mq_recv_remove_lazy(struct tm_mq *mq,
+					  struct tm_mq_recv *r)
+{
+	tm_mq_uncount(mq, r);
+	ucs_list_del(&r->link);
 	mq->nrecvs--;
 }
+
+/* Removes a posted receive; inline while it is still in the lazy FIFO. */
+static inline void tm_mq_recv_remove(struct tm_mq *mq, struct tm_mq_recv *r)
+{
+	if (!r->bucket) {
+		tm_mq_recv_remove_lazy(mq, r);
+		return;
+	}
+	tm_mq_uncount(mq, r);
+	tm_mq_recv_remove_indexed(mq, r);
+}
+
 /*
  * Marks a posted receive software-held or not, in place: it keeps its
  * position (post order) in its bucket.  Fails only to allocate a bucket

@@ -351,20 +351,30 @@ static inline void tme_env_from_tag(struct tm_env *env, uint64_t tag)
 	env->tag = tm_tag_user(tag);
 }
 
-/* r is done: its buffers go back, its callback is queued. */
-static inline void tme_recv_done(struct tm_engine *eng, struct tm_recv *r)
+/* Step of tme_recv_done: r's callback is queued (r holds no registration
+ * of its own any more). */
+static inline void tme_recv_queue_done(struct tm_engine *eng,
+				       struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
 
 	tme_rstate(q, R_DONE);
 	tmx_stage_put(&eng->x, &q->t);
+	ucs_list_add_tail(&eng->done_recv, &q->done_link);
+	tme_pend(eng, TM_PEND_DONE);
+}
+
+/* r is done: its buffers go back, its callback is queued. */
+static inline void tme_recv_done(struct tm_engine *eng, struct tm_recv *r)
+{
+	struct tme_recv *q = rp(r);
+
 	if (q->own_mr) {
 		tm_dev_mem_put(eng->x.dev, r->b.mr);
 		q->own_mr = 0;
 		r->b.mr = NULL;
 	}
-	ucs_list_add_tail(&eng->done_recv, &q->done_link);
-	tme_pend(eng, TM_PEND_DONE);
+	tme_recv_queue_done(eng, r);
 }
 
 /* Completes r once finished and nothing names it any more. */

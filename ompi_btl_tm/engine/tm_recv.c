@@ -83,16 +83,24 @@ static inline void take_env(struct tm_recv *r, uint64_t tag, uint32_t app,
 	tme_rstate(rp(r), R_IDLE); /* out of the queues; finished below */
 }
 
+/* Step: an eager message's outcome for r, and how much of it r takes. */
+static inline int eager_fit(struct tm_recv *r)
+{
+	r->recv_len = r->msg_len < r->b.len ? r->msg_len : r->b.len;
+	return r->msg_len > r->b.len ? TM_REQ_TRUNCATED : TM_REQ_OK;
+}
+
 /* Step: an eager message's payload into r (its ACK first if it asks for
  * one); r's outcome.  The payload is r->msg_len bytes at data. */
 static inline int take_eager(struct tm_engine *eng, struct tm_recv *r,
 			     uint32_t app, const uint8_t *data)
 {
+	int status = eager_fit(r);
+
 	if (app & TM_APP_SYNC)
 		tme_recv_reply(eng, r, TX_ACK);
-	r->recv_len = r->msg_len < r->b.len ? r->msg_len : r->b.len;
 	memcpy(r->b.buf, data, r->recv_len);
-	return r->msg_len > r->b.len ? TM_REQ_TRUNCATED : TM_REQ_OK;
+	return status;
 }
 
 /* Delivers unexpected message m into receive r (which left the queues). */
@@ -139,9 +147,9 @@ recv_unwatch(struct tm_engine *eng, struct tm_recv *r)
 	eng->send.nwatched--;
 }
 
-/* Inline: a step of the fast path (recv_fast) as of the slow one. */
+/* Step: r leaves the watch, and the small list or its FIFO. */
 static inline __attribute__((always_inline)) void
-recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
+recv_leave_lists(struct tm_engine *eng, struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
 
@@ -153,7 +161,15 @@ recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
 		tme_small_del(eng, r);
 	else if (q->flags & RF_SWQ)
 		tme_swq_del(eng, r);
-	tm_mq_recv_remove(&eng->mq, &q->mq);
+}
+
+/* Inline: a step of the fast paths (recv_fast, plain_fast) as of the slow
+ * ones. */
+static inline __attribute__((always_inline)) void
+recv_leave_queues(struct tm_engine *eng, struct tm_recv *r)
+{
+	recv_leave_lists(eng, r);
+	tm_mq_recv_remove(&eng->mq, &rp(r)->mq);
 }
 
 /*
@@ -283,10 +299,12 @@ unexpected_keep(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
  * An unexpected tagged message in a plain buffer: matched at once by the
  * software-held receive that wants it (deliver_plain: from where it
  * landed), else kept (unexpected_keep).  1: the message holds on to its
- * plain buffer.
+ * plain buffer.  Out of line: plain_fast's cases take the same steps
+ * with no tests.
  */
-int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
-		      const struct tm_cqe *c)
+static __attribute__((noinline)) int
+on_unexpected_slow(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
+		   const struct tm_cqe *c)
 {
 	const struct ibv_tmh *tmh = (const void *)buf;
 	uint64_t tag = be64toh(tmh->tag);
@@ -300,6 +318,46 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 				     want, struct tme_recv, mq)), buf, tag,
 				     c->byte_len - TMH_LEN, c);
 	return unexpected_keep(eng, buf, idx, c, tag, want);
+}
+
+/*
+ * The common arrival: an eager message for the first software-held
+ * receive of the lazy FIFO (no bucket yet), neither synchronous nor for
+ * a receive in a FIFO or holding a registration, from a peer in the
+ * qpn cache, with no test hook.  deliver_plain's steps less their tests,
+ * the copy last; no frame.  Anything else: on_unexpected_slow.
+ */
+int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
+		      const struct tm_cqe *c)
+{
+	const struct ibv_tmh *tmh = (const void *)buf;
+	uint64_t tag = be64toh(tmh->tag);
+	uint32_t app = be32toh(tmh->app_ctx), qi = c->qp_num & (TM_QPN_CACHE - 1);
+	struct tme_recv *q;
+	struct tm_recv *r;
+
+	if (eng->mq.nbucketed || !eng->mq.nrecvs)
+		return on_unexpected_slow(eng, buf, idx, c);
+	q = ucs_list_head(&eng->mq.lazy, struct tme_recv, mq.link);
+	if (!tm_tag_accepts(q->mq.tag, q->mq.mask, tag) ||
+	    tmh->opcode != IBV_TMH_EAGER || c->byte_len < TMH_LEN ||
+	    q->state != R_SW || (q->flags & RF_SWQ) || q->own_mr ||
+	    (app & TM_APP_SYNC) || eng->x.test.arrival_hook ||
+	    eng->x.qpn_cache[qi].qpn != c->qp_num ||
+	    eng->x.qpn_cache[qi].peer == UINT32_MAX)
+		return on_unexpected_slow(eng, buf, idx, c);
+	r = rpub(q);
+	tmx_count_unexpected(&eng->x);
+	recv_leave_lists(eng, r);
+	tm_mq_recv_remove_lazy(&eng->mq, &q->mq);
+	eng->x.st.unexp_to_sw_recv++;
+	take_env(r, tag, app, eng->x.qpn_cache[qi].peer, eng->clock++,
+		 c->byte_len - TMH_LEN);
+	tme_recv_outcome(eng, r, eager_fit(r));
+	if (!q->ops_pending)
+		tme_recv_queue_done(eng, r);
+	memcpy(r->b.buf, buf + TMH_LEN, r->recv_len);
+	return 0;
 }
 
 /* ---- the card's completions ------------------------------------------ */
@@ -587,6 +645,24 @@ void tme_recv_peer_dead(struct tm_engine *eng, uint32_t peer)
 	}
 }
 
+/* Step: r starts, stamped in post order (inline: every post). */
+static inline void recv_start(struct tm_engine *eng, struct tm_recv *r)
+{
+	recv_init(r);
+	rp(r)->want_peer = r->from;
+	r->post_stamp = eng->clock++;
+	eng->x.st.recv_posted++;
+}
+
+/* Step: r, which stays in software, joins the queues and, naming a
+ * peer, the keepalive's watch (cannot fail). */
+static inline void recv_wait_sw(struct tm_engine *eng, struct tm_recv *r)
+{
+	tme_place_sw(eng, r, r->tag, r->mask);
+	if (r->from != TM_PEER_ANY)
+		recv_watch(eng, r);
+}
+
 static int recv_post(struct tm_engine *eng, struct tm_recv *r)
 {
 	uint64_t rtag = r->tag, mask = r->mask;
@@ -594,10 +670,7 @@ static int recv_post(struct tm_engine *eng, struct tm_recv *r)
 	struct tm_mq_msg *m;
 	int rc;
 
-	recv_init(r);
-	rp(r)->want_peer = peer;
-	r->post_stamp = eng->clock++;
-	eng->x.st.recv_posted++;
+	recv_start(eng, r);
 	m = tm_mq_find_msg(&eng->mq, rtag, mask);
 	if (m) {
 		tm_mq_msg_remove(&eng->mq, m);
@@ -605,14 +678,17 @@ static int recv_post(struct tm_engine *eng, struct tm_recv *r)
 		deliver(eng, r, ucs_container_of(m, struct tm_msg, mq));
 		return TM_OK;
 	}
-	if (peer != TM_PEER_ANY && eng->x.peers[peer]->dead) {
+	if (peer != TM_PEER_ANY && eng->x.ndead && eng->x.peers[peer]->dead) {
 		/* what it sent before dying was looked at above */
 		r->peer = peer;
 		tme_recv_finish(eng, r, TM_REQ_ERROR);
 		return TM_OK;
 	}
-	rc = tme_recv_stays_sw(eng, r) ? tme_place_sw(eng, r, rtag, mask) :
-	     tme_recv_place(eng, r, tm_tag_ctx(rtag), rtag, mask);
+	if (tme_recv_stays_sw(eng, r)) {
+		recv_wait_sw(eng, r);
+		return TM_OK;
+	}
+	rc = tme_recv_place(eng, r, tm_tag_ctx(rtag), rtag, mask);
 	if (rc != TM_OK)
 		return rc;
 	if (peer != TM_PEER_ANY)
@@ -645,14 +721,11 @@ static void recv_imrecv(struct tm_engine *eng, struct tm_recv *r,
 
 /* ---- entry points (tm_engine.h) ------------------------------------ */
 
-int tm_engine_post_recv(struct tm_engine *eng, struct tm_recv *r)
+static __attribute__((noinline)) int
+post_recv_slow(struct tm_engine *eng, struct tm_recv *r)
 {
 	int rc;
 
-	if (!tm_tag_recv_ok(r->tag, r->mask) ||
-	    (r->from != TM_PEER_ANY &&
-	     (r->from >= eng->x.npeers || !(r->mask & TM_MASK_SRC))))
-		return TM_ERR_RANGE;
 	if (eng->x.fatal)
 		return eng->x.fatal;
 	/* Only a receive bound for the card needs what the CQs hold first
@@ -668,6 +741,26 @@ int tm_engine_post_recv(struct tm_engine *eng, struct tm_recv *r)
 	if (rc != TM_OK)
 		return rc;
 	tme_call_end(eng);
+	return TM_OK;
+}
+
+/*
+ * recv_post's steps less its tests, for a receive that stays in software
+ * with no unexpected message, no dead peer and nothing for tme_call_end
+ * to do, before or after (the steps queue no work and no callback).  A
+ * leaf with no frame: the rest is post_recv_slow's.
+ */
+int tm_engine_post_recv(struct tm_engine *eng, struct tm_recv *r)
+{
+	if (!tm_tag_recv_ok(r->tag, r->mask) ||
+	    (r->from != TM_PEER_ANY &&
+	     (r->from >= eng->x.npeers || !(r->mask & TM_MASK_SRC))))
+		return TM_ERR_RANGE;
+	if (eng->x.fatal | eng->mq.nmsgs | eng->x.ndead ||
+	    !tme_recv_stays_sw(eng, r) || !tme_fire_now_ok(eng))
+		return post_recv_slow(eng, r);
+	recv_start(eng, r);
+	recv_wait_sw(eng, r);
 	return TM_OK;
 }
 

@@ -332,6 +332,7 @@ struct tm_xport {
 	/* peers (tm_rx.c adds them) */
 	struct tmx_peer **peers;
 	uint32_t npeers;
+	uint32_t ndead;      /* peers failed: while 0, none to look up */
 	khash_t(tm_qpn) *qpn;
 	/* direct-mapped in front of qpn: a completion's peer without hashing
 	 * (peer UINT32_MAX: the slot is empty) */

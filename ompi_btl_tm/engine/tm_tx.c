@@ -578,6 +578,7 @@ void tmx_peer_fail(struct tm_xport *x, uint32_t peer)
 		return;
 	p = x->peers[peer];
 	p->dead = 1;
+	x->ndead++;
 	x->st.peer_failures++;
 	if (p->held) {
 		ucs_list_del(&p->plug.link);
