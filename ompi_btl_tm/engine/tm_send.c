@@ -241,7 +241,7 @@ void tme_send_on_reply(struct tm_engine *eng, uint32_t peer, uint32_t app,
 	tme_send_try_done(eng, s);
 }
 
-/* send_start's answer: s is done, and the call has nothing else to do
+/* send_start_rest's answer: s is done, and the call has nothing else to do
  * (tme_call_end would only fire its callback): tm_engine_post_send tells
  * the caller instead (TM_DONE) */
 #define SEND_FIRE 2
@@ -286,7 +286,7 @@ eager_now(struct tm_engine *eng, struct tm_send *s)
 /*
  * A standard eager send that goes out now with nothing else pending
  * (tme_fire_now_ok): eager_now's first step, done at post, and nothing
- * of s kept but what a later cancel reads (send_start set it).  The
+ * of s kept but what a later cancel reads (send_begin set it).  The
  * fields eager_now fills are for a send that waits; this one does not.
  */
 static inline __attribute__((always_inline)) int
@@ -328,7 +328,21 @@ static void send_fill(struct tm_tx *tx, struct tm_send *s)
 	tx->hdr_len = RNDV_HDR_LEN;
 }
 
-static int send_start(struct tm_engine *eng, struct tm_send *s)
+/* Step: s starts, with its sequence number on its peer, holding nothing. */
+static inline void send_begin(struct tm_engine *eng, struct tm_send *s)
+{
+	struct tme_send *q = sp(s);
+
+	s->status = TM_REQ_OK;
+	s->seq = eng->peers[s->peer]->next_seq++ & TM_APP_SEQ_MASK;
+	q->own_mr = 0;
+	q->cflags = 0;
+	q->waiting = 0;
+}
+
+/* A send (begun) that eager_done_now did not take: queued, or posted to
+ * wait for its completion or reply. */
+static int send_start_rest(struct tm_engine *eng, struct tm_send *s)
 {
 	struct tme_send *q = sp(s);
 	uint32_t peer = s->peer;
@@ -336,13 +350,6 @@ static int send_start(struct tm_engine *eng, struct tm_send *s)
 	struct tm_tx *tx;
 	int ret, reply;
 
-	s->status = TM_REQ_OK;
-	s->seq = eng->peers[peer]->next_seq++ & TM_APP_SEQ_MASK;
-	q->own_mr = 0;
-	q->cflags = 0;
-	q->waiting = 0;
-	if (eager_done_now(eng, s))
-		return SEND_FIRE;
 	/* A send takes no stamp: the completions in the CQs may wait for the
 	 * next call.  An eager one drains only if the fast path found the
 	 * send queue or the slots full, which retiring WRs may cure. */
@@ -440,21 +447,31 @@ int tme_send_withdraw(struct tm_engine *eng, struct tm_send *s, int status)
 
 /* ---- sends ----------------------------------------------------------- */
 
-int tm_engine_post_send(struct tm_engine *eng, struct tm_send *s)
+static __attribute__((noinline)) int
+post_send_rest(struct tm_engine *eng, struct tm_send *s)
 {
-	int rc;
+	int rc = send_start_rest(eng, s);
 
-	if (s->peer >= eng->x.npeers)
-		return TM_ERR_RANGE;
-	if (eng->x.fatal)
-		return eng->x.fatal;
-	rc = send_start(eng, s);
 	if (rc == SEND_FIRE)
 		return TM_DONE;
 	if (rc != TM_OK)
 		return rc;
 	tme_call_end(eng);
 	return TM_OK;
+}
+
+/* The eager fast path (eager_done_now) in a small frame; the rest out of
+ * line (post_send_rest). */
+int tm_engine_post_send(struct tm_engine *eng, struct tm_send *s)
+{
+	if (s->peer >= eng->x.npeers)
+		return TM_ERR_RANGE;
+	if (eng->x.fatal)
+		return eng->x.fatal;
+	send_begin(eng, s);
+	if (eager_done_now(eng, s))
+		return TM_DONE;
+	return post_send_rest(eng, s);
 }
 
 struct tm_send *tm_engine_find_send(struct tm_engine *eng, uint32_t peer,

@@ -163,6 +163,53 @@ void tmx_tx_withdraw(struct tm_xport *x, struct tm_tx *tx)
 	tmx_tx_free(tx);
 }
 
+/* Step: p's WR ring and counts take one more posted WR. */
+static inline void sq_record(struct tm_xport *x, struct tmx_peer *p,
+			     int32_t slot, int sig, struct tm_tx *keep)
+{
+	struct tm_wr *w = &p->wrs[p->wr_head++ & p->wr_mask];
+
+	w->slot = slot;
+	w->sig = sig;
+	w->tx = keep;
+	p->sq_out++;
+	x->tx.sq_out++;
+}
+
+/* The post of an unsignalled WR the QP refused: sq_record and its count
+ * taken back (the poll budget stays lowered, which is harmless). */
+static __attribute__((noinline, cold)) void
+sq_unrecord_unsig(struct tm_xport *x, struct tmx_peer *p)
+{
+	struct tm_wr *w = &p->wrs[--p->wr_head & p->wr_mask];
+
+	p->sq_out--;
+	x->tx.sq_out--;
+	p->unsig--;
+	p->unsig_slots -= w->slot >= 0;
+}
+
+/* A signalled WR: posted, then counted (out of line: one in sig_max). */
+static __attribute__((noinline)) int
+sq_post_sig(struct tm_xport *x, struct tmx_peer *p, struct ibv_send_wr *wr,
+	    int32_t slot, struct tm_tx *keep)
+{
+	struct ibv_send_wr *bad;
+	int ret = tmx_fault(x, TM_SITE_POST_SEND);
+
+	if (!ret)
+		ret = ibv_post_send(p->qp, wr, &bad);
+	if (ret)
+		return ret;
+	sq_record(x, p, slot, 1, keep);
+	p->unsig = 0;
+	p->unsig_slots = 0;
+	p->sig_out++;
+	x->tx.sig_out++;
+	x->tx.poll_budget = 0;
+	return 0;
+}
+
 /*
  * Selective signalling.  A WR is posted signalled when something must
  * happen at its completion (a rendezvous request, a read, a keepalive), or
@@ -178,14 +225,15 @@ void tmx_tx_withdraw(struct tm_xport *x, struct tm_tx *tx)
  * room for as many again; the last WR below sq_limit is signalled, so a
  * full send queue always drains.  An error completes even an unsignalled
  * WR, and retires everything up to it.  Inline in the eager fast path
- * (tmx_eager_post), out of line (sq_post) for the rest.
+ * (tmx_eager_post), out of line (sq_post) for the rest.  An unsignalled
+ * WR is counted before its post, so that nothing but x and p lives across
+ * the call, and taken back if the QP refuses it.
  */
 static inline __attribute__((always_inline)) int
 sq_post_inl(struct tm_xport *x, struct tmx_peer *p, struct ibv_send_wr *wr,
 	    int32_t slot, struct tm_tx *keep)
 {
 	struct ibv_send_wr *bad;
-	struct tm_wr *w;
 	int ret, sig = keep || p->unsig + 1 >= x->tx.sig_max ||
 		       (slot >= 0 && p->unsig_slots + 1 >= x->tx.sig_every) ||
 		       p->sq_out + 1 >= x->tx.sq_limit ||
@@ -194,30 +242,19 @@ sq_post_inl(struct tm_xport *x, struct tmx_peer *p, struct ibv_send_wr *wr,
 	wr->wr_id = ((uint64_t)p->id << 32) | p->wr_head;
 	wr->send_flags = (wr->send_flags & IBV_SEND_INLINE) |
 			 (sig ? IBV_SEND_SIGNALED : 0);
+	if (sig)
+		return sq_post_sig(x, p, wr, slot, keep);
+	sq_record(x, p, slot, 0, NULL);
+	p->unsig++;
+	p->unsig_slots += slot >= 0;
+	if (x->tx.poll_budget > TM_POLL_SKIP)
+		x->tx.poll_budget = TM_POLL_SKIP;
 	ret = tmx_fault(x, TM_SITE_POST_SEND);
 	if (!ret)
 		ret = ibv_post_send(p->qp, wr, &bad);
 	if (ret)
-		return ret;
-	w = &p->wrs[p->wr_head++ & p->wr_mask];
-	w->slot = slot;
-	w->sig = sig;
-	w->tx = keep;
-	p->sq_out++;
-	x->tx.sq_out++;
-	if (sig) {
-		p->unsig = 0;
-		p->unsig_slots = 0;
-		p->sig_out++;
-		x->tx.sig_out++;
-		x->tx.poll_budget = 0;
-	} else {
-		p->unsig++;
-		p->unsig_slots += slot >= 0;
-		if (x->tx.poll_budget > TM_POLL_SKIP)
-			x->tx.poll_budget = TM_POLL_SKIP;
-	}
-	return 0;
+		sq_unrecord_unsig(x, p);
+	return ret;
 }
 
 static int sq_post(struct tm_xport *x, struct tmx_peer *p,
@@ -519,6 +556,27 @@ int tmx_poll_send(struct tm_xport *x)
 	return n > 0 ? n : 0;
 }
 
+/* tmx_eager_post of a send that does not fit inline: copied into a slot. */
+static __attribute__((noinline)) int
+eager_post_slot(struct tm_xport *x, struct tmx_peer *p, uint64_t tag,
+		uint32_t app, const void *buf, size_t len)
+{
+	uint8_t hdr[TMH_LEN] __attribute__((aligned(8)));
+	struct ibv_send_wr wr;
+	struct ibv_sge sge;
+	int32_t slot;
+
+	if (!x->tx.n_free_slots)
+		return 0;
+	tmh_fill(hdr, IBV_TMH_EAGER, app, tag);
+	slot = slot_fill(x, hdr, TMH_LEN, buf, len, &wr, &sge);
+	if (sq_post_inl(x, p, &wr, slot, NULL)) {
+		x->tx.free_slots[x->tx.n_free_slots++] = (uint32_t)slot;
+		return 0;
+	}
+	return 1;
+}
+
 int tmx_eager_post(struct tm_xport *x, uint32_t peer, uint64_t tag,
 		   uint32_t app, const void *buf, size_t len)
 {
@@ -526,23 +584,17 @@ int tmx_eager_post(struct tm_xport *x, uint32_t peer, uint64_t tag,
 	uint8_t hdr[TMH_LEN] __attribute__((aligned(8)));
 	struct ibv_send_wr wr;
 	struct ibv_sge sge[2];
-	int inl = TMH_LEN + len <= p->max_inline;
-	int32_t slot = -1;
 
 	if (p->dead || !ucs_list_is_empty(&p->txq) ||
-	    p->sq_out >= x->tx.sq_limit || (!inl && !x->tx.n_free_slots))
+	    p->sq_out >= x->tx.sq_limit)
 		return 0; /* tmx_eager_ready's tests */
+	if (TMH_LEN + len > p->max_inline)
+		return eager_post_slot(x, p, tag, app, buf, len);
 	tmh_fill(hdr, IBV_TMH_EAGER, app, tag);
-	if (inl)
-		inline_fill(hdr, TMH_LEN, buf, len, &wr, sge);
-	else
-		slot = slot_fill(x, hdr, TMH_LEN, buf, len, &wr, sge);
-	if (sq_post_inl(x, p, &wr, slot, NULL)) {
-		if (slot >= 0)
-			x->tx.free_slots[x->tx.n_free_slots++] = (uint32_t)slot;
+	inline_fill(hdr, TMH_LEN, buf, len, &wr, sge);
+	if (sq_post_inl(x, p, &wr, -1, NULL))
 		return 0;
-	}
-	x->st.sends_inline += inl;
+	x->st.sends_inline++;
 	return 1;
 }
 
