@@ -186,6 +186,7 @@ struct tmx_peer {
 	uint32_t unsig;      /* unsignalled WRs since the last signalled one */
 	uint32_t unsig_slots; /* ... of which hold a send slot */
 	uint32_t sig_out;    /* signalled WRs not yet completed */
+	uint32_t slots_out;  /* WRs holding a send slot, not yet retired */
 	ucs_list_link_t txq;
 	uint64_t ka_last_ns; /* when the last keepalive was queued */
 	int ka_out;          /* a keepalive is queued or posted */

@@ -172,6 +172,7 @@ static inline void sq_record(struct tm_xport *x, struct tmx_peer *p,
 	w->slot = slot;
 	w->sig = sig;
 	w->tx = keep;
+	p->slots_out += slot >= 0;
 	p->sq_out++;
 	x->tx.sq_out++;
 }
@@ -187,6 +188,7 @@ sq_unrecord_unsig(struct tm_xport *x, struct tmx_peer *p)
 	x->tx.sq_out--;
 	p->unsig--;
 	p->unsig_slots -= w->slot >= 0;
+	p->slots_out -= w->slot >= 0;
 }
 
 /* A signalled WR: posted, then counted (out of line: one in sig_max). */
@@ -489,8 +491,10 @@ static void wr_retire(struct tm_xport *x, struct tmx_peer *p, int status)
 
 	p->sq_out--;
 	x->tx.sq_out--;
-	if (w->slot >= 0)
+	if (w->slot >= 0) {
 		x->tx.free_slots[x->tx.n_free_slots++] = (uint32_t)w->slot;
+		p->slots_out--;
+	}
 	if (w->sig) {
 		p->sig_out--;
 		x->tx.sig_out--;
@@ -507,6 +511,7 @@ static void on_send_cqe(struct tm_xport *x, const struct ibv_wc *wc)
 {
 	uint32_t peer = (uint32_t)(wc->wr_id >> 32);
 	uint32_t n = (uint32_t)wc->wr_id;
+	const struct tm_wr *w;
 	struct tmx_peer *p;
 
 	if (peer >= x->npeers)
@@ -517,10 +522,17 @@ static void on_send_cqe(struct tm_xport *x, const struct ibv_wc *wc)
 	if (n - p->wr_tail >= p->sq_out)
 		return;
 	/* the WRs before it completed silently: most are inline eager sends
-	 * that hold nothing, which leave only the counts (in one step) */
+	 * that hold nothing, which leave only the counts (in one step; all
+	 * at once when it is the only signalled WR out and no other holds a
+	 * slot: then none before it holds anything) */
+	w = &p->wrs[n & p->wr_mask];
+	if (w->sig && p->sig_out == 1 && p->slots_out == (w->slot >= 0)) {
+		p->sq_out -= n - p->wr_tail;
+		x->tx.sq_out -= n - p->wr_tail;
+		p->wr_tail = n;
+	}
 	while (p->wr_tail != n) {
 		uint32_t k = 0;
-		const struct tm_wr *w;
 
 		for (;;) {
 			w = &p->wrs[(p->wr_tail + k) & p->wr_mask];
