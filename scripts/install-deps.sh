@@ -26,6 +26,7 @@ PACKAGES=(
 	dpkg-dev		# dpkg-source, for scripts/ompi-headers.sh
 	clang			# the fuzz target (tests/fuzz)
 	libclang-rt-dev		# libFuzzer and the sanitizers for the default clang (14 on Debian 12, 19 on 13)
+	valgrind		# callgrind: the counted tests (test_fast_paths, test_arrival_cost) and bench/*instr.sh
 )
 
 missing=()
