@@ -147,9 +147,9 @@ recv_unwatch(struct tm_engine *eng, struct tm_recv *r)
 	eng->send.nwatched--;
 }
 
-/* Step: r leaves the watch, and the small list or its FIFO. */
+/* Step: r leaves the watch and the small list (a receive in no FIFO). */
 static inline __attribute__((always_inline)) void
-recv_leave_lists(struct tm_engine *eng, struct tm_recv *r)
+recv_leave_small(struct tm_engine *eng, struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
 
@@ -159,7 +159,14 @@ recv_leave_lists(struct tm_engine *eng, struct tm_recv *r)
 		recv_unwatch(eng, r);
 	if (q->flags & RF_SMALL)
 		tme_small_del(eng, r);
-	else if (q->flags & RF_SWQ)
+}
+
+/* Step: r leaves the watch, and the small list or its FIFO. */
+static inline __attribute__((always_inline)) void
+recv_leave_lists(struct tm_engine *eng, struct tm_recv *r)
+{
+	recv_leave_small(eng, r);
+	if (rp(r)->flags & RF_SWQ)
 		tme_swq_del(eng, r);
 }
 
@@ -332,7 +339,8 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 {
 	const struct ibv_tmh *tmh = (const void *)buf;
 	uint64_t tag = be64toh(tmh->tag);
-	uint32_t app = be32toh(tmh->app_ctx), qi = c->qp_num & (TM_QPN_CACHE - 1);
+	uint32_t app = be32toh(tmh->app_ctx);
+	uint32_t peer = tmx_peer_cached(&eng->x, c->qp_num);
 	struct tme_recv *q;
 	struct tm_recv *r;
 
@@ -343,16 +351,14 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	    tmh->opcode != IBV_TMH_EAGER || c->byte_len < TMH_LEN ||
 	    q->state != R_SW || (q->flags & RF_SWQ) || q->own_mr ||
 	    (app & TM_APP_SYNC) || eng->x.test.arrival_hook ||
-	    eng->x.qpn_cache[qi].qpn != c->qp_num ||
-	    eng->x.qpn_cache[qi].peer == UINT32_MAX)
+	    peer == UINT32_MAX)
 		return on_unexpected_slow(eng, buf, idx, c);
 	r = rpub(q);
 	tmx_count_unexpected(&eng->x);
-	recv_leave_lists(eng, r);
+	recv_leave_small(eng, r);
 	tm_mq_recv_remove_lazy(&eng->mq, &q->mq);
 	eng->x.st.unexp_to_sw_recv++;
-	take_env(r, tag, app, eng->x.qpn_cache[qi].peer, eng->clock++,
-		 c->byte_len - TMH_LEN);
+	take_env(r, tag, app, peer, eng->clock++, c->byte_len - TMH_LEN);
 	tme_recv_outcome(eng, r, eager_fit(r));
 	if (!q->ops_pending)
 		tme_recv_queue_done(eng, r);
@@ -369,19 +375,26 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
  * excludes.
  */
 
-/* Step: the card matched r; this is the message's linearisation point. */
-static inline void match_take(struct tm_engine *eng, struct tm_recv *r,
-			      const struct tm_cqe *c)
+/* Step: the card matched r (from peer); this is the message's
+ * linearisation point. */
+static inline void match_take_from(struct tm_engine *eng, struct tm_recv *r,
+				   const struct tm_cqe *c, uint32_t peer)
 {
 	uint32_t app = c->tm.priv;
 
 	rp(r)->flags |= RF_MATCH_SEEN;
 	r->on_card = 1;
 	tme_env_from_tag(&r->env, c->tm.tag);
-	r->peer = tmx_peer_of_qpn(&eng->x, c->qp_num);
+	r->peer = peer;
 	r->send_seq = app & TM_APP_SEQ_MASK;
 	r->match_stamp = eng->clock++;
 	eng->x.st.card_matched++;
+}
+
+static inline void match_take(struct tm_engine *eng, struct tm_recv *r,
+			      const struct tm_cqe *c)
+{
+	match_take_from(eng, r, c, tmx_peer_of_qpn(&eng->x, c->qp_num));
 }
 
 /* Step: an eager message's data is in place: copied out of its staging
@@ -390,15 +403,16 @@ static inline int data_eager(struct tm_xport *x, struct tm_recv *r,
 			     const struct tm_cqe *c)
 {
 	struct tme_recv *q = rp(r);
+	int status;
 
 	r->msg_len = c->byte_len;
-	r->recv_len = r->msg_len < r->b.len ? r->msg_len : r->b.len;
+	status = eager_fit(r);
 	if (q->t.stage >= 0) {
 		memcpy(r->b.buf, tmx_card_buf(x, &q->t, &r->b),
 		       r->recv_len);
 		tmx_stage_put(x, &q->t);
 	}
-	return r->msg_len > r->b.len ? TM_REQ_TRUNCATED : TM_REQ_OK;
+	return status;
 }
 
 static void on_card_match(struct tm_engine *eng, struct tm_recv *r,
@@ -473,45 +487,12 @@ static void on_card_data(struct tm_engine *eng, struct tm_recv *r,
 	tme_recv_finish(eng, r, TM_REQ_ERROR);
 }
 
-/*
- * The common case in one pass: a small eager message, neither
- * synchronous nor rendezvous, matched and delivered by one successful
- * MATCH|DATA_VALID completion to a card-held receive with nothing else
- * going on (no protocol flag but a peer watch: no FIFO, no cancel or DEL;
- * no op pending: a signalled ADD completed before its entry could match,
- * in the same CQ; no test hook).  The steps of on_card_match and
- * on_card_data, without their tests for the cases excluded here: no
- * rendezvous or ACK, no claim, no FIFO to leave, nothing left
- * naming it when it finishes.  0: not that case.
- */
-static int recv_fast(struct tm_engine *eng, struct tm_recv *r,
-		     const struct tm_cqe *c)
+/* A card-held receive's completion, in general: the match, the data, or
+ * both (the cases tme_on_recv_cqe does not take in one pass). */
+static __attribute__((noinline)) void
+on_recv_cqe_slow(struct tm_engine *eng, struct tm_recv *r,
+		 const struct tm_cqe *c)
 {
-	struct tme_recv *q = rp(r);
-
-	if (c->status != IBV_WC_SUCCESS ||
-	    (c->flags & (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID)) !=
-	    (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID) ||
-	    (c->tm.priv & (TM_APP_RNDV | TM_APP_SYNC)) ||
-	    (q->flags & ~RF_WATCHED) || q->state != R_CARD ||
-	    q->ops_pending || eng->x.test.arrival_hook)
-		return 0;
-	match_take(eng, r, c);
-	recv_leave_queues(eng, r);
-	tme_rstate(q, R_WAIT_DATA);
-	tmx_entry_gone(&eng->x, &q->t);
-	tme_recv_outcome(eng, r, data_eager(&eng->x, r, c));
-	tme_recv_done(eng, r); /* tme_recv_try_done's tests hold */
-	return 1;
-}
-
-void tme_on_recv_cqe(void *arg, struct tm_tctx *t, const struct tm_cqe *c)
-{
-	struct tm_engine *eng = arg;
-	struct tm_recv *r = recv_of_tctx(t);
-
-	if (recv_fast(eng, r, c))
-		return;
 	if (!(rp(r)->flags & RF_MATCH_SEEN))
 		on_card_match(eng, r, c);
 	/* RNDV_INCOMPLETE without DATA_VALID keeps the tag: the data
@@ -520,6 +501,53 @@ void tme_on_recv_cqe(void *arg, struct tm_tctx *t, const struct tm_cqe *c)
 	    (c->status != IBV_WC_SUCCESS &&
 	     c->status != IBV_WC_TM_RNDV_INCOMPLETE))
 		on_card_data(eng, r, c);
+}
+
+/*
+ * The common case in one pass: a small eager message, neither
+ * synchronous nor rendezvous, matched and delivered by one successful
+ * MATCH|DATA_VALID completion to a card-held receive with nothing else
+ * going on (no protocol flag but a peer watch: no FIFO, no cancel or DEL;
+ * no op pending: a signalled ADD completed before its entry could match,
+ * in the same CQ; no registration of its own; no bucket yet; its peer's
+ * QP in the cache; no test hook).  The steps of on_card_match and
+ * on_card_data, without their tests for the cases excluded here: no
+ * rendezvous or ACK, no claim, no FIFO to leave, nothing left naming it
+ * when it finishes; the copy out of its staging buffer last, so that the
+ * function needs no frame.  Anything else: on_recv_cqe_slow.
+ */
+void tme_on_recv_cqe(void *arg, struct tm_tctx *t, const struct tm_cqe *c)
+{
+	struct tm_engine *eng = arg;
+	struct tm_recv *r = recv_of_tctx(t);
+	struct tme_recv *q = rp(r);
+	uint32_t peer = tmx_peer_cached(&eng->x, c->qp_num);
+	const void *from;
+	int staged;
+
+	if (c->status != IBV_WC_SUCCESS ||
+	    (c->flags & (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID)) !=
+	    (IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID) ||
+	    (c->tm.priv & (TM_APP_RNDV | TM_APP_SYNC)) ||
+	    (q->flags & ~RF_WATCHED) || q->state != R_CARD ||
+	    q->ops_pending || q->own_mr || q->mq.bucket ||
+	    peer == UINT32_MAX || eng->x.test.arrival_hook) {
+		on_recv_cqe_slow(eng, r, c);
+		return;
+	}
+	match_take_from(eng, r, c, peer);
+	recv_leave_small(eng, r);
+	tm_mq_recv_remove_lazy(&eng->mq, &q->mq);
+	tme_rstate(q, R_WAIT_DATA);
+	tmx_entry_gone(&eng->x, &q->t);
+	r->msg_len = c->byte_len;
+	staged = q->t.stage >= 0;
+	from = tmx_card_buf(&eng->x, &q->t, &r->b);
+	tme_recv_outcome(eng, r, eager_fit(r));
+	tme_recv_queue_done(eng, r); /* puts the stage back: nothing runs
+				      * before the copy below */
+	if (staged)
+		memcpy(r->b.buf, from, r->recv_len);
 }
 
 /* What a completed (or dropped) list op means for the receive it names. */

@@ -373,13 +373,21 @@ static inline int tmx_fault(struct tm_xport *x, enum tm_site site)
 	return x->test.fault ? x->test.fault(x->test.hook_arg, site) : 0;
 }
 
-static inline uint32_t tmx_peer_of_qpn(struct tm_xport *x, uint32_t qpn)
+/* The peer of qpn if the direct-mapped cache has it, else UINT32_MAX. */
+static inline uint32_t tmx_peer_cached(const struct tm_xport *x, uint32_t qpn)
 {
 	uint32_t i = qpn & (TM_QPN_CACHE - 1);
+
+	return x->qpn_cache[i].qpn == qpn ? x->qpn_cache[i].peer : UINT32_MAX;
+}
+
+static inline uint32_t tmx_peer_of_qpn(struct tm_xport *x, uint32_t qpn)
+{
+	uint32_t i = qpn & (TM_QPN_CACHE - 1), peer = tmx_peer_cached(x, qpn);
 	khiter_t it;
 
-	if (x->qpn_cache[i].qpn == qpn && x->qpn_cache[i].peer != UINT32_MAX)
-		return x->qpn_cache[i].peer;
+	if (peer != UINT32_MAX)
+		return peer;
 	it = kh_get(tm_qpn, x->qpn, qpn);
 	if (it == kh_end(x->qpn))
 		return UINT32_MAX;
