@@ -210,8 +210,8 @@ on_unexpected_slow(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 /*
  * The common arrival: an eager message for the first software-held
  * receive of the lazy FIFO (no bucket yet), neither synchronous nor for
- * a receive in a FIFO or holding a registration, from a peer in the
- * qpn cache, with no test hook.  deliver_plain's steps less their tests,
+ * a receive in a FIFO (one a failed allocation left out of its bucket),
+ * from a peer in the qpn cache, with no test hook.  deliver_plain's steps less their tests,
  * the copy last; no frame.  Anything else: on_unexpected_slow.
  */
 int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
@@ -229,10 +229,13 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	q = ucs_list_head(&eng->mq.lazy, struct tme_recv, mq.link);
 	if (!tm_tag_accepts(q->mq.tag, q->mq.mask, tag) ||
 	    tmh->opcode != IBV_TMH_EAGER || c->byte_len < TMH_LEN ||
-	    q->state != R_SW || (q->flags & RF_SWQ) || q->own_mr ||
+	    q->state != R_SW || (q->flags & RF_SWQ) ||
 	    (app & TM_APP_SYNC) || eng->x.test.arrival_hook ||
 	    peer == UINT32_MAX)
 		return on_unexpected_slow(eng, buf, idx, c);
+	/* registered by the offload checklist: only a receive it sent to the
+	 * card, which on coming back joins a FIFO */
+	TME_ASSERT(!q->own_mr);
 	r = rpub(q);
 	tmx_count_unexpected(&eng->x);
 	recv_leave_small(eng, r);
@@ -417,11 +420,19 @@ post_recv_slow(struct tm_engine *eng, struct tm_recv *r)
 	return TM_OK;
 }
 
+/* The end of a post (tme_call_end) that found work or callbacks queued:
+ * out of line, so that tm_engine_post_recv needs no frame. */
+static __attribute__((noinline)) int post_recv_end(struct tm_engine *eng)
+{
+	tme_call_end(eng);
+	return TM_OK;
+}
+
 /*
  * recv_post's steps less its tests, for a receive that stays in software
- * with no unexpected message, no dead peer and nothing for tme_call_end
- * to do, before or after (the steps queue no work and no callback).  A
- * leaf with no frame: the rest is post_recv_slow's.
+ * with no unexpected message queued and no dead peer (the steps queue no
+ * work and no callback).  A leaf with no frame: the rest is
+ * post_recv_slow's, and the call's end post_recv_end's.
  */
 int tm_engine_post_recv(struct tm_engine *eng, struct tm_recv *r)
 {
@@ -430,10 +441,12 @@ int tm_engine_post_recv(struct tm_engine *eng, struct tm_recv *r)
 	     (r->from >= eng->x.npeers || !(r->mask & TM_MASK_SRC))))
 		return TM_ERR_RANGE;
 	if (eng->x.fatal | eng->mq.nmsgs | eng->x.ndead ||
-	    !tme_recv_stays_sw(eng, r) || !tme_fire_now_ok(eng))
+	    !tme_recv_stays_sw(eng, r))
 		return post_recv_slow(eng, r);
 	recv_start(eng, r);
 	recv_wait_sw(eng, r);
+	if (!tme_fire_now_ok(eng))
+		return post_recv_end(eng);
 	return TM_OK;
 }
 

@@ -21,6 +21,8 @@ double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+size_t fu_offload_thresh;
+
 int node_open(struct pnode *nd, size_t arena)
 {
 	struct tm_dev_config dc;
@@ -38,7 +40,7 @@ int node_open(struct pnode *nd, size_t arena)
 	tm_engine_config_default(&ec);
 	ec.eager_limit = 1024;
 	ec.keepalive_ms = FU_KA_MS;
-	ec.offload_thresh = 0; /* card-held receives, as before */
+	ec.offload_thresh = fu_offload_thresh; /* 0: card-held, as before */
 	if (tm_dev_open(&dc, &nd->dev) != TM_OK ||
 	    tm_engine_create(nd->dev, &ec, &nd->eng) != TM_OK)
 		return -1;

@@ -28,6 +28,9 @@ double now_s(void);
 /* Soft HCA device, engine (eager 1 KiB, keepalive FU_KA_MS), an arena of
  * arena bytes registered for remote reads.  0 or -1. */
 int node_open(struct pnode *nd, size_t arena);
+/* The offload_thresh node_open gives the engine (0, every receive on the
+ * card, unless a test sets it first). */
+extern size_t fu_offload_thresh;
 void node_close(struct pnode *nd);
 /* Both sides: make a QP pair, swap addresses over fd, connect, add the
  * peer in slot. */

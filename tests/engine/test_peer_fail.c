@@ -344,12 +344,15 @@ static void test_dies_before(void)
 	enum { NB = 300 };
 	static struct eu_send burst[NB];
 	struct eu_send e, y, r;
+	struct eu_recv dr;
 	struct pnode nd;
 	uint8_t b;
 	int i, once = 1, err = 1, honest = 1, n_ok = 0;
 	pid_t pid;
 
+	fu_offload_thresh = 1024; /* this node only sends, but the last */
 	parent_open(&nd);
+	fu_offload_thresh = 0;
 	pid = spawn(&nd, 0, child_main, C_DIE_AT_ONCE);
 	/* EOF: the child is dead (a zombie until reaped) */
 	if (read(nd.sock[0], &b, 1) != 0)
@@ -390,6 +393,16 @@ static void test_dies_before(void)
 	tap_check(honest && tm_engine_idle(nd.eng) &&
 		  eu_stats(nd.eng).peer_failures == 1,
 		  "idle afterwards, one peer failure");
+	/* a receive naming the dead peer, posted now (64 B, below this
+	 * node's offload_thresh: the post's fast path would take it), fails
+	 * within its post: nothing can come */
+	memset(&dr, 0, sizeof(dr));
+	dr.r.cb = eu_recv_cb;
+	tap_check(tm_engine_irecv_from(nd.eng, &dr.r, 1, 0, 9, nd.peer[0],
+				       nd.arena, 64, nd.mr) == TM_OK &&
+		  dr.done == 1 && dr.r.status == TM_REQ_ERROR &&
+		  tm_engine_idle(nd.eng),
+		  "a receive naming the dead peer fails within its post");
 	reap(pid);
 	parent_close(&nd);
 }
