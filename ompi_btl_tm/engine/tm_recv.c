@@ -243,8 +243,10 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	eng->x.st.unexp_to_sw_recv++;
 	take_env(r, tag, app, peer, eng->clock++, c->byte_len - TMH_LEN);
 	tme_recv_outcome(eng, r, eager_fit(r));
-	if (!q->ops_pending)
-		tme_recv_queue_done(eng, r);
+	/* no list op (never on the card) and no reply owed yet (not
+	 * synchronous): tme_recv_try_done's tests hold */
+	TME_ASSERT(!q->ops_pending);
+	tme_recv_queue_done(eng, r);
 	memcpy(r->b.buf, buf + TMH_LEN, r->recv_len);
 	return 0;
 }
