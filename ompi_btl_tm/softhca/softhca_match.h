@@ -118,8 +118,8 @@ rx_plain(struct sh_qp *qp, const struct sh_pkt *pkt, const uint8_t *data,
 	 enum ibv_wc_opcode opcode, bool unexpected)
 {
 	struct sh_srq *srq = qp->srq;
-	struct sh_rq *rq = srq ? &srq->rq : &qp->rq;
-	struct sh_cq *cq = srq && srq->tm ? srq->cq : qp->rcq;
+	struct sh_rq *rq = qp->rx_rq;
+	struct sh_cq *cq = qp->rx_cq;
 	const struct sh_rbuf *b;
 
 	if (!rq->count) {
@@ -219,8 +219,7 @@ sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt, const uint8_t *data)
 	int32_t h;
 
 	/* (one call of rx_plain, which the compiler then inlines) */
-	if (!srq || !srq->tm ||
-	    !tmh_valid(pkt, qp->ctx->cfg.max_rndv_hdr_size)) {
+	if (!qp->rx_tm || !tmh_valid(pkt, qp->ctx->cfg.max_rndv_hdr_size)) {
 		/* a plain SRQ or QP, or no valid TMH: a plain receive */
 	} else if (tmh->opcode == IBV_TMH_NO_TAG ||
 		   tmh->opcode == IBV_TMH_FIN) {

@@ -315,6 +315,12 @@ struct sh_qp {
 	struct sh_cq *scq, *rcq;
 	struct sh_srq *srq;
 	struct sh_rq rq;             /* used when srq == NULL */
+	/* fixed at creation, read per arrival (softhca_match.h): where a
+	 * message with no tagged buffer lands and completes, and whether the
+	 * card matches tags here (a TM-SRQ) */
+	struct sh_rq *rx_rq;
+	struct sh_cq *rx_cq;
+	bool rx_tm;
 	uint32_t max_send_wr, max_recv_wr, sq_sig_all;
 	uint32_t max_send_sge;       /* more SGEs in a WR: ENOMEM, as mlx5 */
 	uint32_t max_inline;         /* larger IBV_SEND_INLINE: ENOMEM */
