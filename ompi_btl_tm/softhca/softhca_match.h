@@ -94,9 +94,7 @@ rx_plain_one(struct sh_qp *qp, const struct sh_pkt *pkt, const uint8_t *data,
 		return ENOMEM;
 	e->wr_id = b->wr_id;
 	e->tag = 0;
-	e->retire_seq = 0;
-	e->srq = NULL;
-	e->release_handle = -1;
+	e->srq = NULL; /* (so retire_seq and release_handle are not read) */
 	e->priv = 0;
 	e->byte_len = len;
 	e->qp_num = qp->qp.qp_num;
