@@ -687,64 +687,6 @@ static void test_decision_order(void)
 	sh_env_close(&env);
 }
 
-/*
- * A QP on the TM-SRQ whose receive CQ is not the SRQ's: what arrives
- * without a tagged buffer (NO_TAG, unexpected) completes on the TM-SRQ's
- * CQ, as everything the card decides there does (the XRQ's CQ on mlx5);
- * the QP's own receive CQ stays empty.
- */
-static void test_srq_cq(void)
-{
-	struct ibv_qp_init_attr qa;
-	struct ibv_cq_ex *own;
-	struct ibv_qp *sqp, *rqp;
-	struct sh_wc wc;
-	int n, m;
-
-	open_env(0, 1);
-	own = sh_cq_ex(env.b.ctx, 16);
-	memset(&qa, 0, sizeof(qa));
-	qa.send_cq = ibv_cq_ex_to_cq(env.p[0].rcq);
-	qa.recv_cq = ibv_cq_ex_to_cq(own);
-	qa.srq = env.b.srq;
-	qa.qp_type = IBV_QPT_RC;
-	qa.cap.max_send_wr = 16;
-	qa.cap.max_send_sge = 2;
-	rqp = own ? sh_v()->create_qp(env.b.pd, &qa) : NULL;
-	sqp = sh_qp_create(&env.a, env.p[0].scq, env.a.srq, NULL);
-	if (!rqp || !sqp || sh_qp_connect(sqp, &env.b.gid, rqp->qp_num) ||
-	    sh_qp_connect(rqp, &env.a.gid, sqp->qp_num))
-		tap_bail("a QP with its own receive CQ");
-	plain(700, 256);
-	plain(701, 256);
-	{
-		char msg[SH_TMH_LEN + 8];
-
-		sh_put_tmh(msg, IBV_TMH_NO_TAG, 0, 0);
-		memcpy(msg + SH_TMH_LEN, "own cq!", 8);
-		if (sh_qp_send(&env.a, sqp, msg, sizeof(msg), 1, 0))
-			tap_bail("send NO_TAG");
-		sh_put_tmh(msg, IBV_TMH_EAGER, 0, 0x5eed);
-		if (sh_qp_send(&env.a, sqp, msg, sizeof(msg), 2, 0))
-			tap_bail("send eager");
-	}
-	sh_flush(&env);
-	n = sh_poll(env.b.cq, &wc);
-	tap_check(n == 1 && wc.opcode == IBV_WC_TM_NO_TAG && wc.wr_id == 700 &&
-		  wc.qp_num == rqp->qp_num,
-		  "QP with its own receive CQ: NO_TAG completes on the TM-SRQ's CQ (%s)",
-		  sh_wc_str(&wc));
-	n = sh_poll(env.b.cq, &wc);
-	tap_check(n == 1 && is_unexpected(&wc) && wc.wr_id == 701,
-		  "... and so does an unexpected message (%s)", sh_wc_str(&wc));
-	m = sh_poll(own, &wc);
-	tap_check(m == 0, "... the QP's own receive CQ gets nothing (%d)", m);
-	sh_v()->destroy_qp(sqp);
-	sh_v()->destroy_qp(rqp);
-	sh_cq_destroy(own);
-	sh_env_close(&env);
-}
-
 int main(void)
 {
 	alarm(60);
@@ -758,6 +700,5 @@ int main(void)
 	test_multi_sge();
 	test_rnr();
 	test_decision_order();
-	test_srq_cq();
 	return tap_done();
 }
