@@ -150,28 +150,40 @@ static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 	return cq_start_poll_run(cq, quiet);
 }
 
+/* next_poll found nothing */
+static inline int cq_next_none(struct sh_cq *cq)
+{
+	/* a poll of the zeroed slot alone leaves the index right: one such
+	 * slot per overrun, not a stream of them */
+	if (cq->rxe_cq)
+		cq->rxe_overrun = cq->cur != &rxe_zero;
+	return ENOENT;
+}
+
+static __attribute__((noinline)) int cq_next_pop(struct sh_cq *cq)
+{
+	int err;
+
+	sh_lock(cq->ctx);
+	err = cq_pop(cq);
+	sh_unlock(cq->ctx);
+	if (err)
+		return cq_next_none(cq);
+	cq->cq_ex.wr_id = cq->cur->wr_id;
+	cq->cq_ex.status = cq->cur->status;
+	return 0;
+}
+
+/* (the usual end of a poll, an empty queue, returns from here: one load,
+ * without the lock or a frame, as at start_poll; an entry pushed meanwhile
+ * is the next poll's) */
 static int cq_next_poll(struct ibv_cq_ex *ibcq)
 {
 	struct sh_cq *cq = (struct sh_cq *)ibcq;
-	int err = ENOENT;
 
-	/* an empty queue is one load, without the lock, as at start_poll
-	 * (an entry pushed meanwhile is the next poll's) */
-	if (__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE)) {
-		sh_lock(cq->ctx);
-		err = cq_pop(cq);
-		sh_unlock(cq->ctx);
-	}
-	if (!err) {
-		ibcq->wr_id = cq->cur->wr_id;
-		ibcq->status = cq->cur->status;
-	} else {
-		/* a poll of the zeroed slot alone leaves the index right:
-		 * one such slot per overrun, not a stream of them */
-		if (cq->rxe_cq)
-			cq->rxe_overrun = cq->cur != &rxe_zero;
-	}
-	return err;
+	if (!__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE))
+		return cq_next_none(cq);
+	return cq_next_pop(cq);
 }
 
 static void cq_end_poll(struct ibv_cq_ex *ibcq)

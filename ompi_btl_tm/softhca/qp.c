@@ -88,6 +88,9 @@ struct ibv_qp *sh_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	qp->scq = to_sh_cq(attr->send_cq);
 	qp->rcq = to_sh_cq(attr->recv_cq);
 	qp->srq = attr->srq ? to_sh_srq(attr->srq) : NULL;
+	qp->rx_rq = qp->srq ? &qp->srq->rq : &qp->rq;
+	qp->rx_tm = qp->srq && qp->srq->tm;
+	qp->rx_cq = qp->rx_tm ? qp->srq->cq : qp->rcq;
 	qp->max_send_wr = attr->cap.max_send_wr;
 	qp->max_send_sge = attr->cap.max_send_sge;
 	qp->no_sq = !attr->cap.max_send_wr;

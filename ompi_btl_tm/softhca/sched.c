@@ -156,11 +156,12 @@ static bool card_step(struct sh_context *ctx, enum softhca_work kind,
 	return false;
 }
 
-/* sh_qp_rx_ready for a QP known to be watched (ctx->rxw_qp) */
-static inline bool watched_ready(const struct sh_qp *qp)
+/* sh_qp_rx_ready for a QP known to be watched (ctx->rxw_qp): the next
+ * slot's seq in *seq, read with acquire for sh_rx_take */
+static inline bool watched_ready(const struct sh_qp *qp, uint32_t *seq)
 {
-	return atomic_load_explicit(&qp->in_slot->seq, memory_order_relaxed) !=
-	       qp->in_empty;
+	*seq = atomic_load_explicit(&qp->in_slot->seq, memory_order_acquire);
+	return *seq != qp->in_empty;
 }
 
 /*
@@ -176,10 +177,13 @@ static inline __attribute__((always_inline)) bool
 rx_visit(struct sh_context *ctx, struct sh_qp *qp, int *n, bool inl)
 {
 	bool stuck = false;
+	uint32_t seq;
 
-	if (watched_ready(qp)) {
-		while (!(stuck = !(inl ? sh_rx_step(qp) : sh_qp_rx_step(qp))) &&
-		       (++*n, watched_ready(qp)))
+	if (watched_ready(qp, &seq)) {
+		/* (inline: the step's second half, with the seq just read) */
+		while (!(stuck = !(inl ? sh_rx_take(qp, seq)
+				       : sh_qp_rx_step(qp))) &&
+		       (++*n, watched_ready(qp, &seq)))
 			;
 		/* (a QP failed by these steps: flushed before another's) */
 		flush_due(ctx);

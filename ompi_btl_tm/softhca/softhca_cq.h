@@ -26,7 +26,8 @@ struct sh_cqe {
 	uint64_t wr_id;
 	uint64_t tag;
 	uint64_t retire_seq;    /* list ops up to this seq (excl.) retire */
-	struct sh_srq *srq;     /* owner of release_handle / retire_seq */
+	struct sh_srq *srq;     /* owner of release_handle / retire_seq,
+				 * which are read only when it is set */
 	int32_t release_handle; /* tag slot reference dropped when polled */
 	uint32_t priv;
 	uint32_t byte_len;

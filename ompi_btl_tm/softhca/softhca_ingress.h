@@ -10,7 +10,9 @@
  * Contract: sh_rx_step(qp) takes one packet from qp's ring if the card can
  * (checked on a copy of its header, as ingress.c says) and returns whether
  * it did; false leaves the packet where it is (no plain buffer, a read
- * response under way), or there was none.
+ * response under way), or there was none.  sh_rx_take(qp, seq) is its
+ * second half, for a watched QP whose next slot's seq the caller read (with
+ * acquire) and found not "empty".
  */
 #ifndef SOFTHCA_INGRESS_H
 #define SOFTHCA_INGRESS_H
@@ -79,7 +81,8 @@ static inline bool pkt_valid(const struct sh_qp *qp, const struct sh_pkt *pkt)
 }
 
 /*
- * Takes one packet from this QP's inbound ring, if the card can.  The peer
+ * Takes the packet under seq (the next slot's, not "empty") from this QP's
+ * inbound ring, if the card can.  The peer
  * can rewrite the slot at any time, so the card works on a copy of the
  * header (and of the first bytes of payload, which hold the TMH and RVH),
  * checks it once, and reads only the payload from the ring afterwards.
@@ -90,7 +93,7 @@ _Static_assert(SH_PKT_PEEK <= 64, "peek within a slot's payload");
 _Static_assert(SH_MAX_MTU < SH_MAX_MSG, "one packet, one valid message");
 
 static inline __attribute__((always_inline)) bool
-sh_rx_step(struct sh_qp *qp)
+sh_rx_take(struct sh_qp *qp, uint32_t seq)
 {
 	union {
 		struct sh_pkt pkt;
@@ -98,13 +101,7 @@ sh_rx_step(struct sh_qp *qp)
 	} copy;
 	const struct sh_pkt *slot = qp->in_slot;
 	struct sh_pkt *pkt = &copy.pkt;
-	uint32_t seq;
 
-	if (qp->rxw < 0)
-		return false;
-	seq = atomic_load_explicit(&qp->in_slot->seq, memory_order_acquire);
-	if (seq == qp->in_empty)
-		return false;
 	if (seq != qp->in_tail + 1) {
 		/*
 		 * Neither empty nor the packet due: a producer that lies.  The
@@ -159,6 +156,25 @@ consumed:
 			      memory_order_release);
 	sh_rx_watch_set(qp);
 	return true;
+}
+
+/*
+ * The step: a watched QP's next slot, taken if its seq (read with acquire,
+ * so the packet under it is seen) is not "empty".  A caller that has just
+ * read that seq itself (sched.c, a poll's ring pass) goes to sh_rx_take
+ * with it.
+ */
+static inline __attribute__((always_inline)) bool
+sh_rx_step(struct sh_qp *qp)
+{
+	uint32_t seq;
+
+	if (qp->rxw < 0)
+		return false;
+	seq = atomic_load_explicit(&qp->in_slot->seq, memory_order_acquire);
+	if (seq == qp->in_empty)
+		return false;
+	return sh_rx_take(qp, seq);
 }
 
 #endif /* SOFTHCA_INGRESS_H */

@@ -94,9 +94,7 @@ rx_plain_one(struct sh_qp *qp, const struct sh_pkt *pkt, const uint8_t *data,
 		return ENOMEM;
 	e->wr_id = b->wr_id;
 	e->tag = 0;
-	e->retire_seq = 0;
-	e->srq = NULL;
-	e->release_handle = -1;
+	e->srq = NULL; /* (so retire_seq and release_handle are not read) */
 	e->priv = 0;
 	e->byte_len = len;
 	e->qp_num = qp->qp.qp_num;
@@ -118,8 +116,8 @@ rx_plain(struct sh_qp *qp, const struct sh_pkt *pkt, const uint8_t *data,
 	 enum ibv_wc_opcode opcode, bool unexpected)
 {
 	struct sh_srq *srq = qp->srq;
-	struct sh_rq *rq = srq ? &srq->rq : &qp->rq;
-	struct sh_cq *cq = srq && srq->tm ? srq->cq : qp->rcq;
+	struct sh_rq *rq = qp->rx_rq;
+	struct sh_cq *cq = qp->rx_cq;
 	const struct sh_rbuf *b;
 
 	if (!rq->count) {
@@ -219,8 +217,7 @@ sh_rx_first(struct sh_qp *qp, const struct sh_pkt *pkt, const uint8_t *data)
 	int32_t h;
 
 	/* (one call of rx_plain, which the compiler then inlines) */
-	if (!srq || !srq->tm ||
-	    !tmh_valid(pkt, qp->ctx->cfg.max_rndv_hdr_size)) {
+	if (!qp->rx_tm || !tmh_valid(pkt, qp->ctx->cfg.max_rndv_hdr_size)) {
 		/* a plain SRQ or QP, or no valid TMH: a plain receive */
 	} else if (tmh->opcode == IBV_TMH_NO_TAG ||
 		   tmh->opcode == IBV_TMH_FIN) {

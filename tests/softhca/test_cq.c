@@ -1,6 +1,7 @@
 /*
  * test_cq.c - soft HCA: extended CQ poll API, legacy ibv_poll_cq, send
- * completions, CQ growth, an entry held while more are pushed, inline sends, QP receive queues and basic SRQs.
+ * completions, CQ growth, an entry held while more are pushed, inline sends, QP receive queues and basic SRQs,
+ * and which CQ a QP on a TM-SRQ completes on.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -473,6 +474,67 @@ static void test_flush_midway(void)
 	sh_env_close(&e);
 }
 
+/*
+ * A QP on the TM-SRQ whose receive CQ is not the SRQ's: what arrives
+ * without a tagged buffer (NO_TAG, unexpected) completes on the TM-SRQ's
+ * CQ, as everything the card decides there does (the XRQ's CQ on mlx5);
+ * the QP's own receive CQ stays empty.
+ */
+static void test_srq_cq(void)
+{
+	struct softhca_config cfg;
+	struct ibv_qp_init_attr qa;
+	struct ibv_cq_ex *own;
+	struct ibv_qp *sqp, *rqp;
+	char msg[SH_TMH_LEN + 8];
+	struct sh_wc wc;
+	int n, m;
+
+	sh_config(&cfg);
+	if (sh_env_open(&env, &cfg, SOFTHCA_SCHED_MANUAL, 1))
+		tap_bail("sh_env_open failed");
+	own = sh_cq_ex(env.b.ctx, 16);
+	memset(&qa, 0, sizeof(qa));
+	qa.send_cq = ibv_cq_ex_to_cq(env.p[0].rcq);
+	qa.recv_cq = ibv_cq_ex_to_cq(own);
+	qa.srq = env.b.srq;
+	qa.qp_type = IBV_QPT_RC;
+	qa.cap.max_send_wr = 16;
+	qa.cap.max_send_sge = 2;
+	rqp = own ? sh_v()->create_qp(env.b.pd, &qa) : NULL;
+	sqp = sh_qp_create(&env.a, env.p[0].scq, env.a.srq, NULL);
+	if (!rqp || !sqp || sh_qp_connect(sqp, &env.b.gid, rqp->qp_num) ||
+	    sh_qp_connect(rqp, &env.a.gid, sqp->qp_num))
+		tap_bail("a QP with its own receive CQ");
+	for (int i = 0; i < 2; i++)
+		if (sh_post_plain(&env.b, 700 + i, sh_alloc(&env.b, 256), 256))
+			tap_bail("post plain");
+	sh_put_tmh(msg, IBV_TMH_NO_TAG, 0, 0);
+	memcpy(msg + SH_TMH_LEN, "own cq!", 8);
+	if (sh_qp_send(&env.a, sqp, msg, sizeof(msg), 1, 0))
+		tap_bail("send NO_TAG");
+	sh_put_tmh(msg, IBV_TMH_EAGER, 0, 0x5eed);
+	if (sh_qp_send(&env.a, sqp, msg, sizeof(msg), 2, 0))
+		tap_bail("send eager");
+	sh_flush(&env);
+	n = sh_poll(env.b.cq, &wc);
+	tap_check(n == 1 && wc.opcode == IBV_WC_TM_NO_TAG && wc.wr_id == 700 &&
+		  wc.qp_num == rqp->qp_num,
+		  "QP on the TM-SRQ with its own receive CQ: NO_TAG completes "
+		  "on the TM-SRQ's CQ (%s)", sh_wc_str(&wc));
+	n = sh_poll(env.b.cq, &wc);
+	tap_check(n == 1 && wc.status == IBV_WC_SUCCESS &&
+		  wc.opcode == IBV_WC_TM_RECV && !(wc.wc_flags & TM_FLAGS) &&
+		  wc.wr_id == 701,
+		  "... and so does an unexpected message (%s)", sh_wc_str(&wc));
+	m = sh_poll(own, &wc);
+	tap_check(m == 0, "... the QP's own receive CQ gets nothing (%d)", m);
+	sh_v()->destroy_qp(sqp);
+	sh_v()->destroy_qp(rqp);
+	sh_cq_destroy(own);
+	sh_env_close(&env);
+}
+
 int main(void)
 {
 	struct softhca_config cfg;
@@ -490,5 +552,6 @@ int main(void)
 	test_rq_and_basic_srq();
 	sh_env_close(&env);
 	test_flush_midway();
+	test_srq_cq();
 	return tap_done();
 }
