@@ -99,8 +99,9 @@
  * Locking and completion
  * ----------------------
  * With MPI threads (opal_using_threads()) every engine call holds
- * mtl_tm.lock.  Without, a send or receive makes one test of that and
- * calls the engine with no lock and no look at the done list below, and
+ * mtl_tm.lock.  Without, a send or receive (its entry installed for
+ * that, below) calls the engine with no lock and no look at the done
+ * list below, and
  * the engine's callbacks complete the request towards pml cm at once
  * (fill in the status, call pml cm's completion callback), from inside
  * the engine call: the engine lets a callback call back into it
@@ -119,10 +120,20 @@
  * the list.  Calls run from the send and receive files to this header
  * and mtl_tm_addr.c, never to mtl_tm.c.
  *
- * Each send and receive entry point is a few tests (no MPI threads, the
- * bytes in place (mtl_tm_data.h), the route known) and then the engine
- * call; anything else takes the general path, made of the same steps,
- * out of line.
+ * Two sets of send and receive entry points (mtl_tm.super's mtl_send,
+ * mtl_isend, mtl_irecv), installed by mtl_tm_threads_check: without MPI
+ * threads each is two tests (the bytes in place (mtl_tm_data.h), the
+ * route known) and then the engine call, and anything else takes the
+ * general entry, made of the same steps, out of line; with MPI threads
+ * the general entries are installed themselves.  Open MPI decides
+ * opal_using_threads() before it initialises the MTL, except when an MPI
+ * 5.0 session asks for MPI_THREAD_MULTIPLE after the first one started:
+ * the general entries then come at that session's first communicator
+ * (add_comm) or at the first progress call that sees the flag, whichever
+ * is first (mtl_tm_progress tests it at every call, so threads that only
+ * wait never run the engine unlocked).  The general entries, the
+ * callbacks and the lock follow opal_using_threads() itself, so the two
+ * agree while the entries change.
  *
  * Threads (MPI_THREAD_MULTIPLE): the thread that completes a request is
  * whichever drove the engine, often not the one waiting for it (Open MPI
