@@ -352,7 +352,9 @@ struct mtl_tm_comm {
 	uint64_t route[];
 };
 
-extern struct mtl_tm_module mtl_tm;
+/* hidden, as -fvisibility=hidden defines it: the other files then reach
+ * it directly, not through the GOT */
+extern struct mtl_tm_module mtl_tm __attribute__((visibility("hidden")));
 extern struct mtl_tm_params mtl_tm_params;
 extern int mtl_tm_output;    /* opal_output stream, verbosity = verbose */
 MTL_TM_DECLSPEC extern mca_mtl_base_component_2_0_0_t
