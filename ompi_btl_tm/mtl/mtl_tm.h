@@ -150,6 +150,7 @@
 #include "opal/util/proc.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -156,7 +156,6 @@ static __attribute__((noinline)) void recv_cb_staged(struct tm_recv *r)
 static void recv_cb(struct tm_recv *r)
 {
 	struct mtl_tm_request *req = recv_req(r);
-
 	ompi_status_public_t *st;
 
 	if (OPAL_LIKELY(!opal_using_threads() && r->status == TM_REQ_OK &&

@@ -265,7 +265,7 @@ start_send(struct ompi_communicator_t *comm, int dest, int tag,
 }
 
 /*
- * The common send in a few tests, without MPI threads (mtl.h, the two
+ * The common send in a few tests, without MPI threads (mtl_tm.h, the two
  * sets of entry points): its route known, its bytes in place.  Then
  * post_send's steps, with no lock and no copy; *rc as
  * tm_engine_post_send's.  false: the general entry takes it.
