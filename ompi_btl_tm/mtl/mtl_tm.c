@@ -269,6 +269,14 @@ int mtl_tm_module_init(void)
 	if (rc != OMPI_SUCCESS)
 		return rc;
 	ucs_list_head_init(&mtl_tm.done);
+	mtl_tm.progress_fast = true;
+	/* this initialisation's entry points (mtl_tm.h): a session after
+	 * one with MPI threads starts with them too */
+	mtl_tm.threads = false;
+	mtl_tm.super.mtl_send = mtl_tm_send;
+	mtl_tm.super.mtl_isend = mtl_tm_isend;
+	mtl_tm.super.mtl_irecv = mtl_tm_irecv;
+	mtl_tm_threads_check();
 
 	OBJ_CONSTRUCT(&mtl_tm.lock, opal_mutex_t);
 	/* pml cm has no progress hook of its own: without this nothing
@@ -286,6 +294,7 @@ int mtl_tm_module_init(void)
 /* Engine, QPs and device, whichever exist. */
 static void tear_down(void)
 {
+	mtl_tm.progress_fast = false;
 	tm_engine_destroy(mtl_tm.eng);
 	mtl_tm.eng = NULL;
 	mtl_tm_qps_destroy();
@@ -364,6 +373,7 @@ static int agree(void)
 	dev_config(&cfg);
 	mtl_tm_use_config(use, &cfg);
 	rc = bring_up(&cfg, &ecfg);
+	mtl_tm.progress_fast = mtl_tm.eng && ucs_list_is_empty(&mtl_tm.done);
 	/* into the fence even after a failure: the others wait there */
 	fence = mtl_tm_fence();
 	return rc != OMPI_SUCCESS ? rc : fence;
@@ -471,6 +481,9 @@ int mtl_tm_add_comm(struct mca_mtl_base_module_t *mtl,
 	}
 	add_routes(comm, size);
 	mtl_tm_watch_finalize(comm);
+	/* a session that asked for MPI_THREAD_MULTIPLE after this
+	 * initialisation: its communicators come through here first */
+	mtl_tm_threads_check();
 	return OMPI_SUCCESS;
 }
 
@@ -480,6 +493,28 @@ int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
 	free(comm->c_pml_comm);
 	comm->c_pml_comm = NULL;
 	return OMPI_SUCCESS;
+}
+
+/*
+ * mtl_tm.h, the two sets of entry points.  Open MPI sets
+ * opal_using_threads() before it initialises the MTL (MPI_Init_thread
+ * above MPI_THREAD_SINGLE on 4.1, MPI_THREAD_MULTIPLE on 5.0, btl tcp's
+ * progress thread), except on 5.0 when a session asks for
+ * MPI_THREAD_MULTIPLE after the first one started: the general entries
+ * from that session's first communicator (add_comm), or the first
+ * progress call that sees it (mtl_tm_progress), whichever comes first.
+ */
+void mtl_tm_threads_check(void)
+{
+	if (OPAL_LIKELY(mtl_tm.threads || !opal_using_threads()))
+		return;
+	mtl_tm.super.mtl_send = mtl_tm_send_general;
+	mtl_tm.super.mtl_isend = mtl_tm_isend_general;
+	mtl_tm.super.mtl_irecv = mtl_tm_irecv_general;
+	if (!__atomic_exchange_n(&mtl_tm.threads, true, __ATOMIC_SEQ_CST))
+		opal_output_verbose(10, mtl_tm_output,
+				    "mtl tm: rank %u: MPI threads: the general send and receive entry points",
+				    mtl_tm.my_vpid);
 }
 
 /* mtl_tm_progress but for its common case: no engine, the done list,
@@ -495,6 +530,7 @@ static __attribute__((noinline)) int progress_general(void)
 		n = mtl_tm_complete_done() + tm_engine_progress(mtl_tm.eng);
 		return n > 0 ? n : 0;
 	}
+	mtl_tm_threads_check();
 	if (OPAL_THREAD_TRYLOCK(&mtl_tm.lock))
 		return 0;
 	n = tm_engine_progress(mtl_tm.eng);
@@ -513,8 +549,7 @@ int mtl_tm_progress(void)
 {
 	/* no lock: completions run inside (mtl_tm.h); opal_progress takes
 	 * the engine's fatal error (< 0) as no event */
-	if (OPAL_LIKELY(mtl_tm.eng && !opal_using_threads() &&
-			ucs_list_is_empty(&mtl_tm.done)))
+	if (OPAL_LIKELY(mtl_tm.progress_fast && !opal_using_threads()))
 		return tm_engine_progress(mtl_tm.eng);
 	return progress_general();
 }

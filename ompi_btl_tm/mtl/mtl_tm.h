@@ -99,8 +99,9 @@
  * Locking and completion
  * ----------------------
  * With MPI threads (opal_using_threads()) every engine call holds
- * mtl_tm.lock.  Without, a send or receive makes one test of that and
- * calls the engine with no lock and no look at the done list below, and
+ * mtl_tm.lock.  Without, a send or receive (its entry installed for
+ * that, below) calls the engine with no lock and no look at the done
+ * list below, and
  * the engine's callbacks complete the request towards pml cm at once
  * (fill in the status, call pml cm's completion callback), from inside
  * the engine call: the engine lets a callback call back into it
@@ -119,10 +120,20 @@
  * the list.  Calls run from the send and receive files to this header
  * and mtl_tm_addr.c, never to mtl_tm.c.
  *
- * Each send and receive entry point is a few tests (no MPI threads, the
- * bytes in place (mtl_tm_data.h), the route known) and then the engine
- * call; anything else takes the general path, made of the same steps,
- * out of line.
+ * Two sets of send and receive entry points (mtl_tm.super's mtl_send,
+ * mtl_isend, mtl_irecv), installed by mtl_tm_threads_check: without MPI
+ * threads each is two tests (the bytes in place (mtl_tm_data.h), the
+ * route known) and then the engine call, and anything else takes the
+ * general entry, made of the same steps, out of line; with MPI threads
+ * the general entries are installed themselves.  Open MPI decides
+ * opal_using_threads() before it initialises the MTL, except when an MPI
+ * 5.0 session asks for MPI_THREAD_MULTIPLE after the first one started:
+ * the general entries then come at that session's first communicator
+ * (add_comm) or at the first progress call that sees the flag, whichever
+ * is first (mtl_tm_progress tests it at every call, so threads that only
+ * wait never run the engine unlocked).  The general entries, the
+ * callbacks and the lock follow opal_using_threads() itself, so the two
+ * agree while the entries change.
  *
  * Threads (MPI_THREAD_MULTIPLE): the thread that completes a request is
  * whichever drove the engine, often not the one waiting for it (Open MPI
@@ -139,8 +150,10 @@
 #include "opal/util/proc.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include "dev/tm_dev.h"
 #include "dev/tm_dev_param.h"
 #include "dev/tm_dev_cm.h"
@@ -259,6 +272,13 @@ struct mtl_tm_module {
 	 */
 	ucs_list_link_t done;
 	bool progress_registered;
+	/* mtl_tm_progress's one test besides MPI threads: an engine, and
+	 * nothing on done (mtl_tm_done_add clears it, the pass over done
+	 * sets it again) */
+	bool progress_fast;
+	/* super's send and receive entry points are the general ones: MPI
+	 * threads were seen (mtl_tm_threads_check) */
+	bool threads;
 };
 
 /*
@@ -285,13 +305,14 @@ struct mtl_tm_request {
 		struct tm_send send;
 		struct tm_recv recv;
 	} u;
-	int kind;                /* enum mtl_tm_req_kind */
 	int error;               /* blocking send: result, set at completion */
-	/* The flags a send or receive resets when it starts: all at once,
-	 * through `flags`. */
+	/* The flags a send or receive resets when it starts, and its kind:
+	 * all at once, through `flags` (mtl_tm_req_start). */
 	union {
 		uint64_t flags;
 		struct {
+			/* first: a constant of kind alone is a small one */
+			uint8_t kind;    /* enum mtl_tm_req_kind */
 			bool pack_free;  /* pack_buf is ours: freed at
 					  * completion */
 			bool detached;   /* a buffered send's own request:
@@ -332,7 +353,9 @@ struct mtl_tm_comm {
 	uint64_t route[];
 };
 
-extern struct mtl_tm_module mtl_tm;
+/* hidden, as -fvisibility=hidden defines it: the other files then reach
+ * it directly, not through the GOT */
+extern struct mtl_tm_module mtl_tm __attribute__((visibility("hidden")));
 extern struct mtl_tm_params mtl_tm_params;
 extern int mtl_tm_output;    /* opal_output stream, verbosity = verbose */
 MTL_TM_DECLSPEC extern mca_mtl_base_component_2_0_0_t
@@ -422,6 +445,10 @@ int mtl_tm_add_comm(struct mca_mtl_base_module_t *mtl,
 int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm);
 int mtl_tm_progress(void);
+/* Installs the general entry points once opal_using_threads() is true
+ * (at init; a later session's MPI_THREAD_MULTIPLE at its first
+ * communicator or progress call). */
+void mtl_tm_threads_check(void);
 
 /* mtl_tm_fini.c */
 int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl);
@@ -532,6 +559,17 @@ static inline void mtl_tm_recv_env(struct ompi_communicator_t *comm,
 		    tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, rtag, mask);
 }
 
+/* A request's flags cleared and its kind set, in one store. */
+static inline void mtl_tm_req_start(struct mtl_tm_request *req,
+				    uint8_t kind)
+{
+	uint64_t f = 0;
+
+	memcpy((char *)&f + offsetof(struct mtl_tm_request, kind) -
+	       offsetof(struct mtl_tm_request, flags), &kind, 1);
+	req->flags = f;
+}
+
 /* Frees a request's packed copy or receive staging buffer, if its own. */
 static inline void mtl_tm_free_pack(struct mtl_tm_request *req)
 {
@@ -555,6 +593,7 @@ static inline int mtl_tm_complete_done(void)
 
 	ucs_list_splice_tail(&list, &mtl_tm.done);
 	ucs_list_head_init(&mtl_tm.done);
+	mtl_tm.progress_fast = mtl_tm.eng != NULL;
 	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
 	while (!ucs_list_is_empty(&list)) {
 		/* off the list first: completion may free or reuse req */
@@ -564,6 +603,15 @@ static inline int mtl_tm_complete_done(void)
 		n++;
 	}
 	return n;
+}
+
+/* req on mtl_tm.done, for mtl_tm_complete_done (with the lock held). */
+static inline void mtl_tm_done_add(struct mtl_tm_request *req,
+				   void (*complete)(struct mtl_tm_request *))
+{
+	req->complete = complete;
+	ucs_list_add_tail(&mtl_tm.done, &req->done_link);
+	mtl_tm.progress_fast = false;
 }
 
 /*
@@ -581,21 +629,41 @@ static inline int mtl_tm_unlock_and_complete(void)
 	return mtl_tm_complete_done();
 }
 
+/*
+ * The send and receive entry points come in two sets
+ * (mtl_tm_threads_check installs one in mtl_tm.super): without MPI
+ * threads, a few tests and the engine call, or else the general entry,
+ * made of the same steps; and the general entries alone, which take the
+ * lock and look at the done list when opal_using_threads() says so.
+ */
 /* mtl_tm_send.c */
 int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
 		struct ompi_communicator_t *comm, int dest, int tag,
 		struct opal_convertor_t *convertor,
 		mca_pml_base_send_mode_t mode);
+int mtl_tm_send_general(struct mca_mtl_base_module_t *mtl,
+			struct ompi_communicator_t *comm, int dest, int tag,
+			struct opal_convertor_t *convertor,
+			mca_pml_base_send_mode_t mode);
 int mtl_tm_isend(struct mca_mtl_base_module_t *mtl,
 		 struct ompi_communicator_t *comm, int dest, int tag,
 		 struct opal_convertor_t *convertor,
 		 mca_pml_base_send_mode_t mode, bool blocking,
 		 mca_mtl_request_t *mtl_request);
+int mtl_tm_isend_general(struct mca_mtl_base_module_t *mtl,
+			 struct ompi_communicator_t *comm, int dest, int tag,
+			 struct opal_convertor_t *convertor,
+			 mca_pml_base_send_mode_t mode, bool blocking,
+			 mca_mtl_request_t *mtl_request);
 /* mtl_tm_recv.c */
 int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 		 struct ompi_communicator_t *comm, int src, int tag,
 		 struct opal_convertor_t *convertor,
 		 mca_mtl_request_t *mtl_request);
+int mtl_tm_irecv_general(struct mca_mtl_base_module_t *mtl,
+			 struct ompi_communicator_t *comm, int src, int tag,
+			 struct opal_convertor_t *convertor,
+			 mca_mtl_request_t *mtl_request);
 /* mtl_tm_probe.c */
 int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,
 		  struct ompi_communicator_t *comm, int src, int tag,

@@ -52,6 +52,11 @@
  *   MTL_TM_CONV_DEVICE     a convertor's flags that say its memory is a
  *                          device's (CUDA in 4.1, any accelerator in 5.0):
  *                          never in place (mtl_tm_data.h)
+ *   MTL_TM_CONV_THIN       4.1 only (without heterogeneous support): the
+ *                          flags, of those mtl_tm_data.h tests, of pml
+ *                          cm's thin send convertor, which pml cm builds
+ *                          by hand for contiguous data (5.0 prepares
+ *                          every send convertor; mtl_tm_data.h)
  *
  * Include it instead of Open MPI's mutex, pmix and rte headers.
  */
@@ -221,6 +226,9 @@ static inline int mtl_tm_fence(void)
 #define MTL_TM_INIT_PARAMS bool progress_threads, bool mpi_threads
 #define mtl_tm_init_no_accelerator() ((void)0)
 #define MTL_TM_CONV_DEVICE (CONVERTOR_CUDA | CONVERTOR_CUDA_UNIFIED)
+#if !OPAL_ENABLE_HETEROGENEOUS_SUPPORT
+#define MTL_TM_CONV_THIN CONVERTOR_HOMOGENEOUS
+#endif
 #define MTL_TM_ATTR_COPY_PARAMS \
 	MPI_Comm comm, int keyval, void *extra, void *in, void *out, \
 	int *flag, MPI_Comm newcomm

@@ -10,25 +10,36 @@
  * convert), host memory (none of MTL_TM_CONV_DEVICE, mtl_tm_compat.h),
  * and a datatype whose count elements are one block of memory.
  *
- *   send     the convertor not completed (a count or size of 0 is, and
- *            Open MPI's helper gives no buffer for it), the datatype
- *            contiguous and without gaps (so any count of it is one
+ *   send     pml cm's thin convertor (Open MPI 4.1, MTL_TM_CONV_THIN):
+ *            built by hand, with the local convertor's flags only
+ *            (CONVERTOR_HOMOGENEOUS; no CONVERTOR_SEND, no datatype
+ *            flags), and only for data pml cm found contiguous for its
+ *            count (opal_datatype_is_contiguous_memory_layout), with
+ *            pBaseBuf = buf + true_lb: the bytes are local_size bytes at
+ *            pBaseBuf, whatever the datatype.  Or a prepared convertor
+ *            (CONVERTOR_SEND; every send on Open MPI 5.0, persistent and
+ *            buffered ones on 4.1) not completed (a count or size of 0
+ *            is, and Open MPI's helper gives no buffer for it), whose
+ *            datatype flags, which preparing copies into the convertor's,
+ *            say contiguous and without gaps (so any count of it is one
  *            block; one element of a type with gaps at its ends is left
  *            to the helper, whose test, opal_datatype_is_contiguous_
- *            memory_layout, takes it), and its data at the buffer's
- *            first byte (true_lb 0).  pml cm hands
- *            over two kinds of send convertor: a thin send's, built by
- *            hand for a contiguous type with pBaseBuf = buf + true_lb, and
- *            a prepared one (persistent sends; CONVERTOR_SEND set) with
- *            pBaseBuf = buf.  With true_lb 0 both start at pBaseBuf.
+ *            memory_layout, takes it): the bytes start true_lb past
+ *            pBaseBuf (= buf).  One test of the flags tells the three
+ *            apart.
  *   receive  the convertor's datatype flags without gaps (NO_GAPS; count
- *            1 of a type with gaps at its ends is left to the helper), a
- *            length above 0; the bytes from pBaseBuf plus the first
- *            element's displacement, as Open MPI's helper reads it.
+ *            1 of a type with gaps at its ends is left to the helper), not
+ *            completed (a receive convertor is always prepared, and
+ *            preparing marks a length of 0 completed); the bytes from
+ *            pBaseBuf plus the datatype's true lower bound, where
+ *            opal_convertor_get_current_pointer puts them (a type
+ *            without gaps is contiguous: its first byte is its true
+ *            lower bound; Open MPI's helper reads the same offset off
+ *            the type's description).
  *
- * mtl_tm_send_start_of() is the start of a prepared convertor's data of a
- * contiguous type with true_lb != 0: Open MPI 4.1's helper sends from
- * pBaseBuf there, true_lb bytes before the data.
+ * mtl_tm_send_start_of() is the start of a prepared convertor's data of
+ * one element of a contiguous type with gaps at its ends: Open MPI 4.1's
+ * helper sends from pBaseBuf there, true_lb bytes before the data.
  */
 #ifndef MTL_TM_DATA_H
 #define MTL_TM_DATA_H
@@ -40,7 +51,6 @@
 
 #include "opal/datatype/opal_convertor.h"
 #include "opal/datatype/opal_datatype.h"
-#include "opal/datatype/opal_datatype_internal.h"
 
 /* What a convertor's flags must say for its bytes to be used in place. */
 #define MTL_TM_CONV_TESTED \
@@ -49,31 +59,39 @@
 #define MTL_TM_DT_SOLID \
 	(OPAL_DATATYPE_FLAG_CONTIGUOUS | OPAL_DATATYPE_FLAG_NO_GAPS)
 
+/* The flags the send test looks at: its two accepted values are
+ * MTL_TM_CONV_THIN and MTL_TM_CONV_SOLID_SEND. */
+#define MTL_TM_CONV_SEND_TESTED \
+	(MTL_TM_CONV_TESTED | CONVERTOR_SEND | MTL_TM_DT_SOLID)
+#define MTL_TM_CONV_SOLID_SEND \
+	(CONVERTOR_HOMOGENEOUS | CONVERTOR_SEND | MTL_TM_DT_SOLID)
+
 static inline bool mtl_tm_send_in_place(const struct opal_convertor_t *c,
 					void **buf, size_t *len)
 {
-	const opal_datatype_t *dt = c->pDesc;
+	uint32_t f = c->flags & MTL_TM_CONV_SEND_TESTED;
 
-	if (OPAL_UNLIKELY((c->flags & MTL_TM_CONV_TESTED) !=
-			  CONVERTOR_HOMOGENEOUS || !dt || dt->true_lb ||
-			  (dt->flags & MTL_TM_DT_SOLID) != MTL_TM_DT_SOLID))
-		return false;
-	*buf = c->pBaseBuf;
 	*len = c->local_size;
+#ifdef MTL_TM_CONV_THIN
+	if (OPAL_LIKELY(f == MTL_TM_CONV_THIN)) {
+		*buf = c->pBaseBuf;
+		return true;
+	}
+#endif
+	if (OPAL_UNLIKELY(f != MTL_TM_CONV_SOLID_SEND))
+		return false;
+	*buf = c->pBaseBuf + c->pDesc->true_lb;
 	return true;
 }
 
 static inline bool mtl_tm_recv_in_place(const struct opal_convertor_t *c,
 					void **buf, size_t *len)
 {
-	const dt_type_desc_t *d = c->use_desc;
-
 	if (OPAL_UNLIKELY((c->flags & (MTL_TM_CONV_TESTED |
 				       OPAL_DATATYPE_FLAG_NO_GAPS)) !=
-			  (CONVERTOR_HOMOGENEOUS | OPAL_DATATYPE_FLAG_NO_GAPS) ||
-			  !c->local_size))
+			  (CONVERTOR_HOMOGENEOUS | OPAL_DATATYPE_FLAG_NO_GAPS)))
 		return false;
-	*buf = c->pBaseBuf + d->desc[d->used].end_loop.first_elem_disp;
+	*buf = c->pBaseBuf + c->pDesc->true_lb;
 	*len = c->local_size;
 	return true;
 }

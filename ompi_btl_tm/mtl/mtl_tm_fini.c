@@ -168,6 +168,7 @@ int mtl_tm_finalize(struct mca_mtl_base_module_t *mtl)
 		opal_progress_unregister(mtl_tm_progress);
 		mtl_tm.progress_registered = false;
 	}
+	mtl_tm.progress_fast = false;
 	if (mtl_tm.eng) {
 		if (!fence_drain)
 			note_errors();

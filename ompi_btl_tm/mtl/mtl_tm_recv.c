@@ -126,36 +126,50 @@ static void recv_complete(struct mtl_tm_request *req)
 	req->super.completion_callback(&req->super);
 }
 
-/* recv_cb but for its common case: the done list with MPI threads, or
- * recv_complete. */
-static __attribute__((noinline)) void recv_cb_general(struct mtl_tm_request *req)
+static inline struct mtl_tm_request *recv_req(struct tm_recv *r)
 {
+	return ucs_container_of(r, struct mtl_tm_request, u.recv);
+}
+
+/*
+ * The engine's callback of a receive staged in a buffer of ours (and of
+ * the others' uncommon cases): runs inside an engine call, under the
+ * lock; without MPI threads it completes the receive at once (mtl_tm.h,
+ * "Locking and completion"), with them it leaves it on the done list.
+ */
+static __attribute__((noinline)) void recv_cb_staged(struct tm_recv *r)
+{
+	struct mtl_tm_request *req = recv_req(r);
+
 	if (!opal_using_threads()) {
 		recv_complete(req);
 		return;
 	}
-	req->complete = recv_complete;
-	ucs_list_add_tail(&mtl_tm.done, &req->done_link);
+	mtl_tm_done_add(req, recv_complete);
 }
 
 /*
- * The engine's callback: runs inside an engine call, under the lock;
- * without MPI threads it completes the receive at once (mtl_tm.h,
- * "Locking and completion").  The common case, a message that fills a
- * receive in place, in a few tests: recv_complete's steps for it.
+ * The engine's callback of a receive in place (the callback is chosen at
+ * post: prepare_recv).  Its common case, a message that fills it, in a
+ * few tests: recv_complete's steps for it.
  */
 static void recv_cb(struct tm_recv *r)
 {
-	struct mtl_tm_request *req = ucs_container_of(r, struct mtl_tm_request,
-						      u.recv);
+	struct mtl_tm_request *req = recv_req(r);
+	ompi_status_public_t *st;
 
 	if (OPAL_LIKELY(!opal_using_threads() && r->status == TM_REQ_OK &&
-			r->recv_len == r->len && !req->pack_free)) {
-		recv_status(r, OMPI_SUCCESS, &req->super.ompi_req->req_status);
+			r->recv_len == r->len)) {
+		/* recv_status but MPI_ERROR: pml cm sets OMPI_SUCCESS there
+		 * when it starts a receive, before it calls irecv or imrecv */
+		st = &req->super.ompi_req->req_status;
+		st->MPI_SOURCE = r->env.src;
+		st->MPI_TAG = r->env.tag;
+		st->_ucount = r->recv_len;
 		req->super.completion_callback(&req->super);
 		return;
 	}
-	recv_cb_general(req);
+	recv_cb_staged(r);
 }
 
 /* A receive whose bytes are not in place (mtl_tm_data.h): Open MPI's
@@ -178,16 +192,17 @@ static int recv_staged(struct opal_convertor_t *convertor,
 	return OMPI_SUCCESS;
 }
 
-/* The fields of a receive into (buf, len) but its envelope. */
+/* The fields of a receive into (buf, len) but its envelope; cb: recv_cb
+ * in place, recv_cb_staged staged. */
 static inline __attribute__((always_inline)) void
-fill_recv(struct opal_convertor_t *convertor, struct mtl_tm_request *req)
+fill_recv(struct opal_convertor_t *convertor, void (*cb)(struct tm_recv *),
+	  struct mtl_tm_request *req)
 {
 	struct tm_recv *r = &req->u.recv;
 
-	req->kind = MTL_TM_REQ_RECV;
-	req->flags = 0;
+	mtl_tm_req_start(req, MTL_TM_REQ_RECV);
 	req->convertor = convertor;
-	r->cb = recv_cb;
+	r->cb = cb;
 	r->mr = NULL;
 }
 
@@ -201,10 +216,12 @@ static inline __attribute__((always_inline)) int
 prepare_recv(struct opal_convertor_t *convertor,
 	     struct mtl_tm_request *req)
 {
-	fill_recv(convertor, req);
 	if (mtl_tm_recv_in_place(convertor, &req->u.recv.buf,
-				 &req->u.recv.len))
+				 &req->u.recv.len)) {
+		fill_recv(convertor, recv_cb, req);
 		return OMPI_SUCCESS;
+	}
+	fill_recv(convertor, recv_cb_staged, req);
 	return recv_staged(convertor, req);
 }
 
@@ -231,12 +248,12 @@ post_recv(struct mtl_tm_request *req, struct tm_msg *msg)
 	return rc == TM_OK ? OMPI_SUCCESS : recv_failed(req, rc);
 }
 
-/* mtl_tm_irecv but for its fast path: the same steps, for any datatype,
- * a source not used yet, MPI threads. */
-static __attribute__((noinline)) int
-irecv_general(struct ompi_communicator_t *comm, int src, int tag,
-	      struct opal_convertor_t *convertor, struct mtl_tm_request *req)
+int mtl_tm_irecv_general(struct mca_mtl_base_module_t *mtl,
+			 struct ompi_communicator_t *comm, int src, int tag,
+			 struct opal_convertor_t *convertor,
+			 mca_mtl_request_t *mtl_request)
 {
+	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
 	struct tm_recv *r = &req->u.recv;
 	int rc;
 
@@ -249,8 +266,9 @@ irecv_general(struct ompi_communicator_t *comm, int src, int tag,
 }
 
 /*
- * The common receive in a few tests: no MPI threads, its bytes in place,
- * its source's route known (or any source); then no lock and no staging.
+ * The common receive in a few tests, without MPI threads (mtl_tm.h, the
+ * two sets of entry points): its source's route known (or any source),
+ * its bytes in place; then no lock and no staging.
  */
 int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 		 struct ompi_communicator_t *comm, int src, int tag,
@@ -262,17 +280,18 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 	uint64_t route = 0;
 	int rc;
 
-	if (OPAL_UNLIKELY(opal_using_threads() ||
-			  (src != MPI_ANY_SOURCE &&
+	if (OPAL_UNLIKELY((src != MPI_ANY_SOURCE &&
 			   !mtl_tm_route_known(comm, src, false, &route)) ||
 			  !mtl_tm_recv_in_place(convertor, &r->buf, &r->len)))
-		return irecv_general(comm, src, tag, convertor, req);
+		return mtl_tm_irecv_general(mtl, comm, src, tag, convertor,
+					    mtl_request);
 	r->from = src == MPI_ANY_SOURCE ? TM_PEER_ANY :
 					  mtl_tm_route_peer(route);
-	fill_recv(convertor, req);
+	fill_recv(convertor, recv_cb, req);
 	mtl_tm_recv_env(comm, src, tag, &r->tag, &r->mask);
 	rc = tm_engine_post_recv(mtl_tm.eng, r);
-	return OPAL_LIKELY(rc == TM_OK) ? OMPI_SUCCESS : recv_failed(req, rc);
+	/* in place: no staging copy to free */
+	return OPAL_LIKELY(rc == TM_OK) ? OMPI_SUCCESS : mtl_tm_to_ompi(rc);
 }
 
 int mtl_tm_imrecv(struct mca_mtl_base_module_t *mtl,

@@ -140,8 +140,7 @@ static void send_cb(struct tm_send *s)
 		send_complete(req);
 		return;
 	}
-	req->complete = send_complete_fn;
-	ucs_list_add_tail(&mtl_tm.done, &req->done_link);
+	mtl_tm_done_add(req, send_complete_fn);
 }
 
 
@@ -163,8 +162,7 @@ fill_send(uint64_t route, int tag, void *buf, size_t len, bool pack_free,
 {
 	struct tm_send *s = &req->u.send;
 
-	req->kind = MTL_TM_REQ_SEND;
-	req->flags = 0;
+	mtl_tm_req_start(req, MTL_TM_REQ_SEND);
 	req->pack_free = pack_free;
 	req->detached = detached;
 	/* read only with these (mtl_tm_free_pack, send_complete_other) */
@@ -267,9 +265,10 @@ start_send(struct ompi_communicator_t *comm, int dest, int tag,
 }
 
 /*
- * The common send in a few tests: no MPI threads, its bytes in place, its
- * route known.  Then the same steps as start_send, with no lock and no
- * copy; *rc as post_send's.  false: start_send it.
+ * The common send in a few tests, without MPI threads (mtl_tm.h, the two
+ * sets of entry points): its route known, its bytes in place.  Then
+ * post_send's steps, with no lock and no copy; *rc as
+ * tm_engine_post_send's.  false: the general entry takes it.
  */
 static inline __attribute__((always_inline)) bool
 send_fast(struct ompi_communicator_t *comm, int dest, int tag,
@@ -280,14 +279,11 @@ send_fast(struct ompi_communicator_t *comm, int dest, int tag,
 	void *buf;
 	size_t len;
 
-	if (OPAL_UNLIKELY(opal_using_threads() ||
-			  !mtl_tm_route_known(comm, dest, true, &route) ||
+	if (OPAL_UNLIKELY(!mtl_tm_route_known(comm, dest, true, &route) ||
 			  !mtl_tm_send_in_place(convertor, &buf, &len)))
 		return false;
 	fill_send(route, tag, buf, len, false, send_flags(mode), false, req);
 	*rc = tm_engine_post_send(mtl_tm.eng, &req->u.send);
-	if (OPAL_UNLIKELY(*rc < TM_OK))
-		*rc = send_failed(req, *rc);
 	return true;
 }
 
@@ -299,12 +295,22 @@ static int send_wait(struct mtl_tm_request *req)
 	return req->error;
 }
 
-/* mtl_tm_send but for send_fast: start_send, then the wait.  Its
- * parameters are mtl_tm_send's, in the same registers. */
-static __attribute__((noinline, noclone)) int
-send_general(struct mca_mtl_base_module_t *mtl,
-	     struct ompi_communicator_t *comm, int dest, int tag,
-	     struct opal_convertor_t *convertor, mca_pml_base_send_mode_t mode)
+/* The rest of a blocking send after tm_engine_post_send returned rc:
+ * a failed post, a failed send, or the wait. */
+static __attribute__((noinline)) int
+send_end(struct mtl_tm_request *req, int rc)
+{
+	if (rc < TM_OK)
+		return send_failed(req, rc);
+	if (rc == TM_DONE)
+		return send_error(req);
+	return send_wait(req);
+}
+
+int mtl_tm_send_general(struct mca_mtl_base_module_t *mtl,
+			struct ompi_communicator_t *comm, int dest, int tag,
+			struct opal_convertor_t *convertor,
+			mca_pml_base_send_mode_t mode)
 {
 	struct mtl_tm_request req;
 	int rc;
@@ -326,13 +332,12 @@ int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
 
 	req.super.ompi_req = NULL; /* done instead */
 	if (!send_fast(comm, dest, tag, convertor, mode, &req, &rc))
-		return send_general(mtl, comm, dest, tag, convertor, mode);
+		return mtl_tm_send_general(mtl, comm, dest, tag, convertor,
+					   mode);
 	/* TM_DONE: final, and the bytes are the user's (nothing to free) */
 	if (OPAL_LIKELY(rc == TM_DONE && req.u.send.status == TM_REQ_OK))
 		return OMPI_SUCCESS;
-	if (rc == TM_DONE)
-		return send_error(&req);
-	return rc == OMPI_SUCCESS ? send_wait(&req) : rc;
+	return send_end(&req, rc);
 }
 
 /* The packed bytes of a buffered send, in a copy of our own (or NULL for
@@ -375,9 +380,7 @@ static int start_buffered(struct ompi_communicator_t *comm, int dest,
 	}
 	own->super.ompi_req = NULL;
 	own->super.completion_callback = NULL;
-	pml->kind = MTL_TM_REQ_BSEND;
-	pml->detached = false;
-	pml->cancel_wait = false;
+	mtl_tm_req_start(pml, MTL_TM_REQ_BSEND);
 	rc = post_send(comm, dest, tag, copy, len, copy != NULL, 0, pml, own);
 	if (rc < OMPI_SUCCESS) {
 		free(own);
@@ -391,6 +394,32 @@ static int start_buffered(struct ompi_communicator_t *comm, int dest,
 	return OMPI_SUCCESS;
 }
 
+/* isend's finish once the engine took req: TM_DONE completes it now. */
+static inline __attribute__((always_inline)) int
+isend_end(struct mtl_tm_request *req, int rc)
+{
+	if (OPAL_LIKELY(rc == TM_DONE)) {
+		req->engine_done = true;
+		send_complete(req);
+		return OMPI_SUCCESS;
+	}
+	return rc;
+}
+
+int mtl_tm_isend_general(struct mca_mtl_base_module_t *mtl,
+			 struct ompi_communicator_t *comm, int dest, int tag,
+			 struct opal_convertor_t *convertor,
+			 mca_pml_base_send_mode_t mode, bool blocking,
+			 mca_mtl_request_t *mtl_request)
+{
+	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
+
+	if (OPAL_UNLIKELY(mode == MCA_PML_BASE_SEND_BUFFERED))
+		return start_buffered(comm, dest, tag, convertor, mtl_request);
+	return isend_end(req, start_send(comm, dest, tag, convertor, mode,
+					 req));
+}
+
 int mtl_tm_isend(struct mca_mtl_base_module_t *mtl,
 		 struct ompi_communicator_t *comm, int dest, int tag,
 		 struct opal_convertor_t *convertor,
@@ -400,14 +429,12 @@ int mtl_tm_isend(struct mca_mtl_base_module_t *mtl,
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
 	int rc;
 
-	if (OPAL_UNLIKELY(mode == MCA_PML_BASE_SEND_BUFFERED))
-		return start_buffered(comm, dest, tag, convertor, mtl_request);
-	if (!send_fast(comm, dest, tag, convertor, mode, req, &rc))
-		rc = start_send(comm, dest, tag, convertor, mode, req);
-	if (OPAL_LIKELY(rc == TM_DONE)) {
-		req->engine_done = true;
-		send_complete(req);
-		return OMPI_SUCCESS;
-	}
-	return rc;
+	if (OPAL_UNLIKELY(mode == MCA_PML_BASE_SEND_BUFFERED ||
+			  !send_fast(comm, dest, tag, convertor, mode, req,
+				     &rc)))
+		return mtl_tm_isend_general(mtl, comm, dest, tag, convertor,
+					    mode, blocking, mtl_request);
+	if (OPAL_UNLIKELY(rc < TM_OK))
+		return send_failed(req, rc);
+	return isend_end(req, rc);
 }

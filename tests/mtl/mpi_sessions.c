@@ -38,6 +38,16 @@
  * it crashes in a process that only has sessions), MPI_Isendrecv and the
  * persistent collectives.
  *
+ * "mpi_sessions threads" starts a session at MPI_THREAD_SINGLE (the MTL
+ * initialised then, without MPI threads), exchanges on a communicator of
+ * it, then starts a second session asking for MPI_THREAD_MULTIPLE while
+ * the first is open (Open MPI 5.0 turns opal_using_threads() on then,
+ * after the MTL's init) and has 4 threads per rank exchange on a
+ * communicator of the second, each with its own tag, eager and
+ * rendezvous sizes: the MTL must take its entry points for MPI threads
+ * from that communicator on (mtl_tm.h; test_sessions.sh checks its
+ * verbose line too).
+ *
  * Prints "rank R: FAIL: ..." per mismatch and, from rank 0, "sessions: ok
  * ..." per part; exits non-zero on any failure.  "mpi_sessions probe" only
  * says whether it was built with sessions.  Built against an MPI
@@ -66,6 +76,8 @@ int main(void)
 #else
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -358,6 +370,77 @@ static void world(int *argc, char ***argv)
 	CALL(MPI_Finalize());
 }
 
+#define NTHREADS 4
+
+/* Thread t of "threads": rounds of a ring exchange on cb, tag t. */
+static void *ring_thread(void *arg)
+{
+	int t = (int)(intptr_t)arg, right = (rank + 1) % size;
+	int left = (rank + size - 1) % size;
+	static const int lens[] = { 10, 50000 };
+	int *sbuf = malloc(50000 * sizeof(int));
+	int *rbuf = malloc(50000 * sizeof(int));
+	MPI_Request r[2];
+
+	if (!sbuf || !rbuf) {
+		FAIL("thread %d: no memory", t);
+		exit(1);
+	}
+	for (int q = 0; q < 40; q++) {
+		int n = lens[q % 2];
+
+		fill(sbuf, n, t, rank, q);
+		CALL(MPI_Irecv(rbuf, n, MPI_INT, left, t, cb, &r[0]));
+		CALL(MPI_Isend(sbuf, n, MPI_INT, right, t, cb, &r[1]));
+		CALL(MPI_Waitall(2, r, MPI_STATUSES_IGNORE));
+		check(rbuf, n, t, left, q, "threads: ring");
+	}
+	free(sbuf);
+	free(rbuf);
+	return NULL;
+}
+
+/* "mpi_sessions threads": see the top. */
+static void threads(void)
+{
+	MPI_Session s1, s2;
+	MPI_Group g1, g2;
+	MPI_Info info;
+	pthread_t th[NTHREADS];
+
+	CALL(MPI_Session_init(MPI_INFO_NULL, MPI_ERRORS_RETURN, &s1));
+	CALL(MPI_Group_from_session_pset(s1, "mpi://WORLD", &g1));
+	CALL(MPI_Group_rank(g1, &rank));
+	CALL(MPI_Group_size(g1, &size));
+	CALL(MPI_Comm_create_from_group(g1, "mpi_sessions.t1",
+		MPI_INFO_NULL, MPI_ERRORS_RETURN, &ca));
+	cb = ca;
+	ring_thread((void *)(intptr_t)0);
+	ok(0, "a session at MPI_THREAD_SINGLE: a ring on its communicator");
+	CALL(MPI_Info_create(&info));
+	CALL(MPI_Info_set(info, "thread_level", "MPI_THREAD_MULTIPLE"));
+	CALL(MPI_Session_init(info, MPI_ERRORS_RETURN, &s2));
+	CALL(MPI_Info_free(&info));
+	CALL(MPI_Group_from_session_pset(s2, "mpi://WORLD", &g2));
+	CALL(MPI_Comm_create_from_group(g2, "mpi_sessions.t2",
+		MPI_INFO_NULL, MPI_ERRORS_RETURN, &cb));
+	for (int t = 0; t < NTHREADS; t++)
+		if (pthread_create(&th[t], NULL, ring_thread,
+				   (void *)(intptr_t)t)) {
+			FAIL("pthread_create");
+			exit(1);
+		}
+	for (int t = 0; t < NTHREADS; t++)
+		pthread_join(th[t], NULL);
+	ok(0, "a second session at MPI_THREAD_MULTIPLE while the first is open: 4 threads per rank, 40 B and 200 kB, data intact");
+	CALL(MPI_Comm_free(&cb));
+	CALL(MPI_Comm_free(&ca));
+	CALL(MPI_Group_free(&g2));
+	CALL(MPI_Group_free(&g1));
+	CALL(MPI_Session_finalize(&s2));
+	CALL(MPI_Session_finalize(&s1));
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "probe")) {
@@ -367,6 +450,8 @@ int main(int argc, char **argv)
 	}
 	if (argc > 1 && !strcmp(argv[1], "world")) {
 		world(&argc, &argv);
+	} else if (argc > 1 && !strcmp(argv[1], "threads")) {
+		threads();
 	} else {
 		int rounds = argc > 1 ? atoi(argv[1]) : 1;
 		const char *dir = argc > 2 ? argv[2] : NULL;

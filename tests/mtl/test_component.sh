@@ -18,7 +18,7 @@ set -u
 run() { # run logfile mpirun-args...: with a time limit, output in logfile
 	mpirun_log 120 "$@"
 }
-echo "1..21"
+echo "1..23"
 
 ompi_info > "$tmp/info" 2>&1
 check "ompi_info lists mtl tm" grep -q 'MCA mtl: tm' "$tmp/info"
@@ -132,8 +132,13 @@ p2p() { # p2p logfile np mpi_p2p-args...
 extra=()
 check "mpi_p2p over mtl tm (3 ranks): probe, mprobe, ssend, truncation, cancel, modes, datatypes, comms" \
 	p2p "$tmp/p2p" 3
+extra=(--mca mtl_tm_verbose 10)
 check "mpi_p2p threads over mtl tm (2 ranks, MPI_THREAD_MULTIPLE)" \
 	p2p "$tmp/p2p-threads" 2 threads
+# the entry points for MPI threads are installed at init (mtl_tm.h)
+entries='MPI threads: the general send and receive entry points'
+check "... and both ranks took the entry points for MPI threads" \
+	bash -c "[ \$(grep -c '$entries' '$tmp/p2p-threads') = 2 ]"
 extra=(--mca mtl_tm_softhca_max_num_tags 1 --mca mtl_tm_softhca_max_ops 1
        --mca mtl_tm_softhca_ring_depth 2 --mca mtl_tm_softhca_mtu 256
        --mca mtl_tm_softhca_sched random)
@@ -144,6 +149,8 @@ check "mpi_p2p without tag matching (3 ranks, softhca_no_tm: all matched in soft
 	p2p "$tmp/p2p-notm" 3
 check "... and every rank's statistics line says so" \
 	bash -c "[ \$(grep -c 'mode: no tag matching (all matched in software)' '$tmp/p2p-notm') = 3 ]"
+check "... and no rank took the entry points for MPI threads (MPI_Init)" \
+	bash -c "! grep -q '$entries' '$tmp/p2p-notm'"
 extra=(--mca mtl_tm_softhca_sched random --mca mtl_tm_softhca_no_tm 1)
 check "mpi_p2p threads without tag matching (2 ranks, random scheduling)" \
 	p2p "$tmp/p2p-notm-threads" 2 threads

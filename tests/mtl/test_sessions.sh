@@ -4,7 +4,10 @@
 # different local ids on different ranks, two of them with the same tags,
 # MPI_Isendrecv, persistent collectives), and the
 # world model's MPI-4 calls (mpi_sessions world: partitioned send/receive,
-# MPI_Isendrecv, persistent collectives).  pml ob1 runs the sessions
+# MPI_Isendrecv, persistent collectives), and a second session at
+# MPI_THREAD_MULTIPLE after one at MPI_THREAD_SINGLE (mpi_sessions
+# threads: the MTL's entry points for MPI threads from its first
+# communicator, mtl_tm.h; 4 threads per rank).  pml ob1 runs the sessions
 # program first, as the reference, twice in one process (two sessions one
 # after the other).  The MTL initialised again, many times over:
 # test_sessions_again.sh.  Skipped against Open MPI 4.1, which has no
@@ -32,7 +35,7 @@ case $probe in
 "sessions: available") ;;
 *) echo "1..1"; echo "not ok 1 - mpi_sessions probe: '$probe'"; exit 0 ;;
 esac
-echo "1..5"
+echo "1..7"
 
 # check "what" np log mpirun-args... (the program's args last)
 check() {
@@ -63,4 +66,17 @@ check "sessions over mtl tm, soft HCA squeezed to 1 tag entry" 3 small \
 	"${tm[@]}" --mca mtl_tm_softhca_max_num_tags 1 "$prog"
 check "world model over mtl tm: partitioned, MPI_Isendrecv, persistent collectives (3 ranks)" \
 	3 world "${tm[@]}" "$prog" world
+# A second session at MPI_THREAD_MULTIPLE after the MTL's init without
+# MPI threads: every rank must say it took the general entry points
+# (mtl_tm.h), and 4 threads per rank exchange on it.
+check "a session at MPI_THREAD_MULTIPLE after one at MPI_THREAD_SINGLE (3 ranks, 4 threads each)" \
+	3 threads "${tm[@]}" --mca mtl_tm_verbose 10 "$prog" threads
+n=$((n + 1))
+seen=$(grep -c 'MPI threads: the general send and receive entry points' "$tmp/threads")
+if [ "$seen" = 3 ]; then
+	echo "ok $n - each of the 3 ranks took the entry points for MPI threads at the second session"
+else
+	echo "not ok $n - $seen of 3 ranks said they took the entry points for MPI threads"
+	grep -a 'mtl tm: rank' "$tmp/threads" | sed 's/^/# /' | head -n 10
+fi
 exit 0
