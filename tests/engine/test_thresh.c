@@ -255,6 +255,33 @@ static void test_unchained_window(void)
 	eu_world_fini(&W);
 }
 
+/* The first message from a peer, small and matched in software (the
+ * arrival's fast path, whose QP cache is still cold): its receive names
+ * the sender as the engine knows it, and the envelope it sent. */
+static void test_small_first_peer(void)
+{
+	struct eu_recv small;
+	struct eu_send s;
+
+	open_world(0);
+	post(&small, 7, 0, 64);
+	msg_send(&s, 7, 10, 5);
+	tap_check(small.done && !small.r.on_card &&
+		  small.r.status == TM_REQ_OK &&
+		  small.r.peer == W.node[0].peer[1] && small.r.env.src == 1 &&
+		  small.r.env.tag == 7 && small.r.msg_len == 10 &&
+		  eu_check(W.node[0].arena, 10, 5),
+		  "a peer's first message, small: its receive names the sender "
+		  "(peer %u, wanted %u)", small.r.peer, W.node[0].peer[1]);
+	post(&small, 8, 0, 64);
+	msg_send(&s, 8, 12, 6);
+	tap_check(small.done && small.r.peer == W.node[0].peer[1] &&
+		  small.r.env.tag == 8 && eu_check(W.node[0].arena, 12, 6),
+		  "... and its second (peer %u)", small.r.peer);
+	tap_check(eu_quiet(&W), "nothing left in flight");
+	eu_world_fini(&W);
+}
+
 int main(void)
 {
 	test_chained_window();
@@ -262,5 +289,6 @@ int main(void)
 	test_default_split();
 	test_prefix();
 	test_no_promotion_past_small();
+	test_small_first_peer();
 	return tap_done();
 }
