@@ -11,14 +11,9 @@
 # call in a hundred fast ones (set-up), and the fast ones one per message.
 # Skipped without valgrind and in sanitizer builds.
 bin="${top_builddir:-.}/bench/engine_pingpong"
-if ! command -v valgrind >/dev/null 2>&1; then
-	echo "1..0 # SKIP valgrind not installed"
-	exit 0
-fi
-if nm "$bin" 2>/dev/null | grep -q ' __asan_'; then
-	echo "1..0 # SKIP a sanitizer build: valgrind cannot run it"
-	exit 0
-fi
+# shellcheck source=tests/callgrind.sh
+. "${top_srcdir:-.}/tests/callgrind.sh"
+callgrind_or_skip "$bin"
 out=$(mktemp) || exit 1
 trap 'rm -f "$out"' EXIT
 iters=200

@@ -8,14 +8,9 @@
 # those).
 src="${top_srcdir:-.}"
 bin="${top_builddir:-.}/tests/softhca/arrival_cost"
-if ! command -v valgrind >/dev/null 2>&1; then
-	echo "1..0 # SKIP valgrind not installed"
-	exit 0
-fi
-if nm "$bin" 2>/dev/null | grep -q ' __asan_'; then
-	echo "1..0 # SKIP a sanitizer build: valgrind cannot run it"
-	exit 0
-fi
+# shellcheck source=tests/callgrind.sh
+. "$src/tests/callgrind.sh"
+callgrind_or_skip "$bin"
 echo "1..1"
 out=$(bash "$src/bench/arrival.sh" -B -c -n 1024 -b "${top_builddir:-.}" 2>&1)
 rc=$?
