@@ -267,6 +267,7 @@ void tm_engine_get_stats(struct tm_engine *eng, struct tm_engine_stats *st)
 	st->uq_len = eng->mq.nmsgs;
 	st->sends_waiting = eng->send.sends_waiting;
 	st->tx_queued = eng->x.tx.tx_queued;
+	st->send_slots_busy = eng->x.tx.n_slots - eng->x.tx.n_free_slots;
 	st->reads_active = eng->reply.reads_active;
 	st->unexp_mem = eng->recv.copy_bytes;
 	st->unexp_held = eng->recv.n_held;

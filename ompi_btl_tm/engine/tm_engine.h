@@ -176,6 +176,8 @@ struct tm_engine_stats {
 	uint64_t uq_len;           /* unexpected messages */
 	uint64_t sends_waiting;    /* sends not yet completed */
 	uint64_t tx_queued;
+	uint32_t send_slots_busy;  /* send slots not yet retired (none once
+				    * idle) */
 	uint64_t reads_active;
 	uint64_t unexp_mem;        /* bytes the unexpected copies take */
 	uint64_t unexp_held;       /* messages holding a plain buffer */

@@ -141,8 +141,10 @@ int eu_quiet(struct eu_world *w)
 {
 	int i;
 
+	/* idle, and every send slot back: a retired WR gave its slot back */
 	for (i = 0; i < w->n; i++)
-		if (!tm_engine_idle(w->node[i].eng))
+		if (!tm_engine_idle(w->node[i].eng) ||
+		    eu_node_stats(w, i).send_slots_busy)
 			return 0;
 	return 1;
 }

@@ -80,7 +80,7 @@ struct tm_engine_stats eu_node_stats(struct eu_world *w, int i);
 void eu_pump(struct eu_world *w);
 /* Engine progress only (no card work), every node. */
 void eu_progress(struct eu_world *w);
-/* All engines idle and every card drained. */
+/* All engines idle (every send slot back) and every card drained. */
 int eu_quiet(struct eu_world *w);
 
 #endif
