@@ -67,6 +67,10 @@
 #define TM_MATCH_H
 
 #include <stdint.h>
+#ifdef TM_DEBUG
+#undef NDEBUG
+#include <assert.h>
+#endif
 #include <ucs/datastruct/list.h>
 #include "tm_status.h"
 
@@ -267,6 +271,9 @@ static inline void tm_mq_uncount(struct tm_mq *mq, struct tm_mq_recv *r)
 static inline void tm_mq_recv_remove_lazy(struct tm_mq *mq,
 					  struct tm_mq_recv *r)
 {
+#ifdef TM_DEBUG
+	assert(!r->bucket); /* a bucketed one: tm_mq_recv_remove */
+#endif
 	tm_mq_uncount(mq, r);
 	ucs_list_del(&r->link);
 	mq->nrecvs--;
