@@ -211,8 +211,9 @@ on_unexpected_slow(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
  * The common arrival: an eager message for the first software-held
  * receive of the lazy FIFO (no bucket yet), neither synchronous nor for
  * a receive in a FIFO (one a failed allocation left out of its bucket),
- * from a peer in the qpn cache, with no test hook.  deliver_plain's steps less their tests,
- * the copy last; no frame.  Anything else: on_unexpected_slow.
+ * from a peer in the qpn cache, with no test hook.  deliver_plain's
+ * steps less their tests, the copy last; no frame.  Anything else:
+ * on_unexpected_slow.
  */
 int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 		      const struct tm_cqe *c)
