@@ -82,7 +82,8 @@ function cell(k, t,    vals, n, m) {
 function ratio_cell(kn, tn, kd, td,    r, a, n) {
 	n = 0
 	for (r = 1; r <= nrounds; r++)
-		if ((kn, tn, r) in val && (kd, td, r) in val && val[kd, td, r] > 0)
+		if (round_ok(r) &&
+		    (kn, tn, r) in val && (kd, td, r) in val && val[kd, td, r] > 0)
 			a[++n] = val[kn, tn, r] / val[kd, td, r]
 	if (n == 0) return "-"
 	sort_n(a, n)
@@ -141,6 +142,7 @@ function is_key_row(k,    p, s) {
 			order[++nkeys] = k
 		}
 		val[k, f["transport"], f["round"] + 0] = v + 0
+		mid[k, f["transport"], f["round"] + 0] = f[m] + 0
 		if (f["round"] + 0 > nrounds)
 			nrounds = f["round"] + 0
 	}
@@ -212,11 +214,81 @@ function print_depth(    nt, tl, i, j, k, p, kinds, nk, dmax, sz, line) {
 	}
 }
 
+# The vCPU placement regimes (these VMs switch every 10-30 s, and the
+# slow one doubles a small message's latency or worse): a round is "fast"
+# when every transport's 8 B latency in it (its launch's median batch,
+# whatever the stat: one stray batch does not make a regime) is within
+# 1.6x of that transport's lower quartile over the rounds, else "mixed"
+# (at least one ran slow).  Ratios then take the rounds of
+# one kind only (regime_only: "fast", "mixed"; empty: all).
+function classify(    r, tl, nt, i, vals, n) {
+	nt = split(transports, tl, " ")
+	for (i = 1; i <= nt; i++) {
+		n = 0
+		for (r = 1; r <= nrounds; r++)
+			if (("latency 8", tl[i], r) in mid)
+				vals[++n] = mid["latency 8", tl[i], r]
+		sort_n(vals, n)
+		lat_q1[tl[i]] = n ? quant(vals, n, 0.25) : ""
+	}
+	for (r = 1; r <= nrounds; r++) {
+		regime[r] = "fast"
+		for (i = 1; i <= nt; i++)
+			if (("latency 8", tl[i], r) in mid &&
+			    mid["latency 8", tl[i], r] > 1.6 * lat_q1[tl[i]])
+				regime[r] = "mixed"
+	}
+}
+
+function round_ok(r) {
+	return regime_only == "" || regime[r] == regime_only
+}
+
+function regime_rounds(kind,    r, n) {
+	n = 0
+	for (r = 1; r <= nrounds; r++)
+		n += regime[r] == kind
+	return n
+}
+
+# The 8 B latency and rate and the 1 KiB rate over each regime's rounds.
+function print_regimes(    kinds, j, got) {
+	classify()
+	print ""
+	print "| by regime (tm, per-round median) | goal | rounds | measured [IQR] | |"
+	print "| --- | --- | ---: | ---: | --- |"
+	split("fast mixed", kinds, " ")
+	for (j = 1; j <= 2; j++) {
+		regime_only = kinds[j]
+		got = best_ratio("latency 8", 0)
+		regime_row(kinds[j] ": 8 B latency / better of ob1,ucx", got, "<=", 1.3)
+		got = best_ratio("rate 8", 1)
+		regime_row(kinds[j] ": 8 B message rate / better of ob1,ucx", got, ">=", 0.6)
+		got = ratio_cell("rate 1024", "tm", "rate 1024", "ucx")
+		regime_row(kinds[j] ": 1 KiB message rate / ucx", got, ">=", 1.0)
+	}
+	regime_only = ""
+	print ""
+	print "A round is fast when each transport's 8 B latency in it (median"
+	print "batch) is within 1.6x of that transport's lower quartile over the"
+	print "rounds; mixed when one or more ran in the slow vCPU placement regime."
+}
+
+function regime_row(name, got, op, goal,    ok) {
+	if (got == "-") {
+		printf "| %s | %s %s | 0 | - | not measured |\n", name, op, goal
+		return
+	}
+	ok = (op == "<=") ? last_ratio <= goal : last_ratio >= goal
+	printf "| %s | %s %s | %d | %s | %s |\n", name, op, goal, \
+		regime_rounds(regime_only), got, ok ? "met" : "NOT met"
+}
+
 # Per-round ratio of tm against the better of ob1/ucx in that round.
 function best_ratio(k, higher,    r, a, n, b, v) {
 	n = 0
 	for (r = 1; r <= nrounds; r++) {
-		if (!((k, "tm", r) in val)) continue
+		if (!round_ok(r) || !((k, "tm", r) in val)) continue
 		b = ""
 		if ((k, "ob1", r) in val) b = val[k, "ob1", r]
 		if ((k, "ucx", r) in val) {
@@ -282,6 +354,8 @@ function print_targets(    kinds, j, d) {
 		target("OSU 1 KiB latency / ucx", ratio_cell("osu_latency 1024", "tm", "osu_latency 1024", "ucx"), "<=", 1.0)
 		target("OSU 8 B message rate / better of ob1,ucx", best_ratio("osu_mbw_mr 8", 1), ">=", 0.6, 1.1)
 	}
+	if (("latency 8", "tm", 1) in val)
+		print_regimes()
 }
 
 # Median over rounds of transport t at key k; "" if never measured.
