@@ -69,7 +69,7 @@ int tmx_tx_add_peer(struct tm_xport *x, struct tmx_peer *p)
 	if (!p->wrs)
 		return TM_ERR_NO_MEMORY;
 	p->wr_mask = n - 1;
-	/* see "Selective signalling" (sq_post) for the bounds; the caller
+	/* see "Selective signalling" (tm_sq.c) for the bounds; the caller
 	 * counted p in npeers */
 	n = x->tx.n_slots / (2 * x->npeers);
 	x->tx.sig_every = n < 1 ? 1 : n > TM_SIG_EVERY ? TM_SIG_EVERY : n;
@@ -163,153 +163,6 @@ void tmx_tx_withdraw(struct tm_xport *x, struct tm_tx *tx)
 	tmx_tx_free(tx);
 }
 
-/* Step: p's WR ring and counts take one more posted WR. */
-static inline void sq_record(struct tm_xport *x, struct tmx_peer *p,
-			     int32_t slot, int sig, struct tm_tx *keep)
-{
-	struct tm_wr *w = &p->wrs[p->wr_head++ & p->wr_mask];
-
-	w->slot = slot;
-	w->sig = sig;
-	w->tx = keep;
-	p->slots_out += slot >= 0;
-	p->sq_out++;
-	x->tx.sq_out++;
-}
-
-/* The post of an unsignalled WR the QP refused: sq_record and its count
- * taken back (the poll budget stays lowered, which is harmless). */
-static __attribute__((noinline, cold)) void
-sq_unrecord_unsig(struct tm_xport *x, struct tmx_peer *p)
-{
-	struct tm_wr *w = &p->wrs[--p->wr_head & p->wr_mask];
-
-	p->sq_out--;
-	x->tx.sq_out--;
-	p->unsig--;
-	p->unsig_slots -= w->slot >= 0;
-	p->slots_out -= w->slot >= 0;
-}
-
-/* A signalled WR: posted, then counted (out of line: one in sig_max). */
-static __attribute__((noinline)) int
-sq_post_sig(struct tm_xport *x, struct tmx_peer *p, struct ibv_send_wr *wr,
-	    int32_t slot, struct tm_tx *keep)
-{
-	struct ibv_send_wr *bad;
-	int ret = tmx_fault(x, TM_SITE_POST_SEND);
-
-	if (!ret)
-		ret = ibv_post_send(p->qp, wr, &bad);
-	if (ret)
-		return ret;
-	sq_record(x, p, slot, 1, keep);
-	p->unsig = 0;
-	p->unsig_slots = 0;
-	p->sig_out++;
-	x->tx.sig_out++;
-	x->tx.poll_budget = 0;
-	return 0;
-}
-
-/*
- * Selective signalling.  A WR is posted signalled when something must
- * happen at its completion (a rendezvous request, a read, a keepalive), or
- * when it is the sig_every-th WR holding a slot since the last signalled
- * one, or the sig_max-th WR at all (inline WRs hold no slot), or when the
- * send queue or the slots run low; the others are unsignalled, and are
- * retired (their slots freed) by the next signalled completion of their
- * QP, as RC completes in order.  An eager send completes at post (inline,
- * or its slot is a buffered copy).  Bounds: sig_every <= n_slots / (2 *
- * npeers), so unsignalled tails hold at most half the slots and an empty
- * free list always has a signalled completion coming; sig_max <= sq_limit
- * / 2 (or sig_every), so a signalled completion is due while the queue has
- * room for as many again; the last WR below sq_limit is signalled, so a
- * full send queue always drains.  An error completes even an unsignalled
- * WR, and retires everything up to it.  Inline in the eager fast path
- * (tmx_eager_post), out of line (sq_post) for the rest.  An unsignalled
- * WR is counted before its post, so that nothing but x and p lives across
- * the call, and taken back if the QP refuses it.
- */
-static inline __attribute__((always_inline)) int
-sq_post_inl(struct tm_xport *x, struct tmx_peer *p, struct ibv_send_wr *wr,
-	    int32_t slot, struct tm_tx *keep)
-{
-	struct ibv_send_wr *bad;
-	int ret, sig = keep || p->unsig + 1 >= x->tx.sig_max ||
-		       (slot >= 0 && p->unsig_slots + 1 >= x->tx.sig_every) ||
-		       p->sq_out + 1 >= x->tx.sq_limit ||
-		       x->tx.n_free_slots < x->tx.slot_low;
-
-	wr->wr_id = ((uint64_t)p->id << 32) | p->wr_head;
-	wr->send_flags = (wr->send_flags & IBV_SEND_INLINE) |
-			 (sig ? IBV_SEND_SIGNALED : 0);
-	if (sig)
-		return sq_post_sig(x, p, wr, slot, keep);
-	sq_record(x, p, slot, 0, NULL);
-	p->unsig++;
-	p->unsig_slots += slot >= 0;
-	if (x->tx.poll_budget > TM_POLL_SKIP)
-		x->tx.poll_budget = TM_POLL_SKIP;
-	ret = tmx_fault(x, TM_SITE_POST_SEND);
-	if (!ret)
-		ret = ibv_post_send(p->qp, wr, &bad);
-	if (ret)
-		sq_unrecord_unsig(x, p);
-	return ret;
-}
-
-static int sq_post(struct tm_xport *x, struct tmx_peer *p,
-		   struct ibv_send_wr *wr, int32_t slot, struct tm_tx *keep)
-{
-	return sq_post_inl(x, p, wr, slot, keep);
-}
-
-/* Takes a send slot; fills it with hdr (hdr_len) and data (len). */
-static int32_t slot_fill(struct tm_xport *x, const void *hdr,
-			 uint32_t hdr_len, const void *data, size_t len,
-			 struct ibv_send_wr *wr, struct ibv_sge *sge)
-{
-	int32_t slot = (int32_t)x->tx.free_slots[--x->tx.n_free_slots];
-	uint8_t *buf = x->tx.slots + (size_t)slot * x->tx.slot_size;
-
-	memcpy(buf, hdr, hdr_len);
-	if (len)
-		memcpy(buf + hdr_len, data, len);
-	sge->addr = (uintptr_t)buf;
-	sge->length = hdr_len + (uint32_t)len;
-	sge->lkey = x->tx.slots_mr->lkey;
-	wr->next = NULL;
-	wr->sg_list = sge;
-	wr->num_sge = 1;
-	wr->opcode = IBV_WR_SEND;
-	wr->send_flags = 0;
-	return slot;
-}
-
-/*
- * An inline send: the device copies hdr and data into the WQE at post, so
- * both may change as soon as the post returns, and no slot (nor copy of
- * ours) is needed.  The caller checked hdr_len + len against the QP's
- * max_inline.  lkeys are not looked at for inline data.
- */
-static void inline_fill(const void *hdr, uint32_t hdr_len, const void *data,
-			size_t len, struct ibv_send_wr *wr,
-			struct ibv_sge *sge)
-{
-	sge[0].addr = (uintptr_t)hdr;
-	sge[0].length = hdr_len;
-	sge[0].lkey = 0;
-	sge[1].addr = (uintptr_t)data;
-	sge[1].length = (uint32_t)len;
-	sge[1].lkey = 0;
-	wr->next = NULL;
-	wr->sg_list = sge;
-	wr->num_sge = len ? 2 : 1;
-	wr->opcode = IBV_WR_SEND;
-	wr->send_flags = IBV_SEND_INLINE;
-}
-
 /*
  * One piece of a software rendezvous read: at most max_read bytes, the
  * longest read the device does in one go (a whole 2 GiB read is refused by
@@ -338,7 +191,7 @@ static int read_post(struct tm_xport *x, struct tmx_peer *p,
 	sge.addr = (uintptr_t)tx->rd_buf + tx->rd_next;
 	sge.length = (uint32_t)n;
 	sge.lkey = tx->rd_lkey;
-	ret = sq_post(x, p, &wr, -1, tx);
+	ret = tmx_sq_post(x, p, &wr, -1, tx);
 	if (ret)
 		return ret;
 	tx->rd_next += n;
@@ -373,16 +226,16 @@ static int tx_post(struct tm_xport *x, struct tmx_peer *p, struct tm_tx *tx)
 		return read_post(x, p, tx);
 	memset(&wr, 0, sizeof(wr));
 	if (tx->hdr_len + tx->len <= p->max_inline) {
-		inline_fill(tx->hdr, tx->hdr_len, tx->data, tx->len, &wr, sge);
+		tmx_inline_fill(tx->hdr, tx->hdr_len, tx->data, tx->len, &wr, sge);
 		slot = -1;
 		x->st.sends_inline++;
 	} else if (!x->tx.n_free_slots) {
 		return EAGAIN;
 	} else {
-		slot = slot_fill(x, tx->hdr, tx->hdr_len, tx->data, tx->len,
+		slot = tmx_slot_fill(x, tx->hdr, tx->hdr_len, tx->data, tx->len,
 				 &wr, sge);
 	}
-	ret = sq_post(x, p, &wr, slot, tx->type == TX_RNDV ||
+	ret = tmx_sq_post(x, p, &wr, slot, tx->type == TX_RNDV ||
 		      tx->type == TX_KEEPALIVE ? tx : NULL);
 	if (ret) {
 		if (slot >= 0)
@@ -566,48 +419,6 @@ int tmx_poll_send(struct tm_xport *x)
 		on_send_cqe(x, &wc[i]);
 	tmx_poll_budget(x);
 	return n > 0 ? n : 0;
-}
-
-/* tmx_eager_post of a send that does not fit inline: copied into a slot. */
-static __attribute__((noinline)) int
-eager_post_slot(struct tm_xport *x, struct tmx_peer *p, uint64_t tag,
-		uint32_t app, const void *buf, size_t len)
-{
-	uint8_t hdr[TMH_LEN] __attribute__((aligned(8)));
-	struct ibv_send_wr wr;
-	struct ibv_sge sge;
-	int32_t slot;
-
-	if (!x->tx.n_free_slots)
-		return 0;
-	tmh_fill(hdr, IBV_TMH_EAGER, app, tag);
-	slot = slot_fill(x, hdr, TMH_LEN, buf, len, &wr, &sge);
-	if (sq_post_inl(x, p, &wr, slot, NULL)) {
-		x->tx.free_slots[x->tx.n_free_slots++] = (uint32_t)slot;
-		return 0;
-	}
-	return 1;
-}
-
-int tmx_eager_post(struct tm_xport *x, uint32_t peer, uint64_t tag,
-		   uint32_t app, const void *buf, size_t len)
-{
-	struct tmx_peer *p = x->peers[peer];
-	uint8_t hdr[TMH_LEN] __attribute__((aligned(8)));
-	struct ibv_send_wr wr;
-	struct ibv_sge sge[2];
-
-	if (p->dead || !ucs_list_is_empty(&p->txq) ||
-	    p->sq_out >= x->tx.sq_limit)
-		return 0; /* tmx_eager_ready's tests */
-	if (TMH_LEN + len > p->max_inline)
-		return eager_post_slot(x, p, tag, app, buf, len);
-	tmh_fill(hdr, IBV_TMH_EAGER, app, tag);
-	inline_fill(hdr, TMH_LEN, buf, len, &wr, sge);
-	if (sq_post_inl(x, p, &wr, -1, NULL))
-		return 0;
-	x->st.sends_inline++;
-	return 1;
 }
 
 int tmx_keepalive(struct tm_xport *x, struct tmx_peer *p, uint64_t now)

@@ -1,7 +1,7 @@
 /*
- * tm_tx.h - the send queues: send slots, posting, selective signalling,
- * retiring WRs from the send CQ, peer failure.  Transport
- * (tm_transport.h).
+ * tm_tx.h - the send queues: queued items, send slots, retiring WRs from
+ * the send CQ, peer failure (posting a WR and the eager post: tm_sq.h).
+ * Transport (tm_transport.h).
  *
  * Contract (argument: doc/DESIGN.md, "Selective signalling"):
  *  - every outgoing item (eager data, rendezvous request, ACK, FIN, read,
@@ -22,6 +22,7 @@
 #ifndef TM_TX_H
 #define TM_TX_H
 
+#include "engine/tm_sq.h"
 #include "engine/tm_transport.h"
 
 /* slots and the send-queue limits; n_slots is set (tm_api.c) */
@@ -44,24 +45,6 @@ struct tm_tx *tmx_tx_find_send(struct tm_xport *x, uint32_t peer,
 /* Takes a queued tx off its queue and frees it (no callback). */
 void tmx_tx_withdraw(struct tm_xport *x, struct tm_tx *tx);
 
-/*
- * Eager data with nothing queued ahead on a live peer and a send-queue
- * entry free (tmx_eager_ready): posted inline, or copied into a free
- * slot, so the caller's buffer is free when this returns.  1 if posted;
- * 0: queue it instead (not ready, or the post failed).
- */
-static inline int tmx_eager_ready(struct tm_xport *x, uint32_t peer,
-				  size_t len)
-{
-	struct tmx_peer *p = x->peers[peer];
-
-	return !p->dead && ucs_list_is_empty(&p->txq) &&
-	       p->sq_out < x->tx.sq_limit &&
-	       (TMH_LEN + len <= p->max_inline || x->tx.n_free_slots);
-}
-int tmx_eager_post(struct tm_xport *x, uint32_t peer, uint64_t tag,
-		   uint32_t app, const void *buf, size_t len);
-
 /* Queues a signalled keepalive on p unless one is out; 1 if queued. */
 int tmx_keepalive(struct tm_xport *x, struct tmx_peer *p, uint64_t now);
 
@@ -77,28 +60,5 @@ void tmx_peer_release(struct tm_xport *x, uint32_t peer);
 int tmx_flush_tx(struct tm_xport *x);
 int tmx_poll_send(struct tm_xport *x);
 int tmx_tx_idle(struct tm_xport *x);
-
-/*
- * The send CQ is worth a look while a signalled WR is outstanding; with
- * only unsignalled ones out, nothing comes but an error, which can wait
- * TM_POLL_SKIP calls (a waiting send is covered by the keepalive anyway,
- * and an eager one completed at post).  (At every 16th drain it was a
- * send-CQ poll per 5 small messages, 33 instructions a message.)  One
- * counter says it (tx.poll_budget, set by tmx_poll_budget): 0 while a
- * signalled WR is out, at most TM_POLL_SKIP while any WR is, INT32_MAX
- * when none is; each drain spends one.
- */
-#define TM_POLL_SKIP 256
-static inline int tmx_want_poll_send(struct tm_xport *x)
-{
-	return --x->tx.poll_budget < 0;
-}
-
-/* The budget after the send CQ was looked at (or the WRs out changed). */
-static inline void tmx_poll_budget(struct tm_xport *x)
-{
-	x->tx.poll_budget = x->tx.sig_out ? 0 :
-			    x->tx.sq_out ? TM_POLL_SKIP : INT32_MAX;
-}
 
 #endif /* TM_TX_H */
