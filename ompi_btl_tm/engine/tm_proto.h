@@ -67,7 +67,7 @@ enum {
 	RF_WATCHED = 1 << 10, /* names a peer, counted in send.nwatched */
 	RF_PEER_DEAD = 1 << 11, /* its DEL is because its peer died */
 	RF_SMALL = 1 << 12, /* software-held below offload_thresh: on
-			     * offload.small, in no FIFO */
+			     * the small list (mq.held_lazy), in no FIFO */
 };
 
 /* tm_send waiting */
@@ -236,7 +236,7 @@ struct tme_offload_state {
 	ucs_list_link_t promo_ready; /* FIFOs whose head may go */
 	/* receives held below offload_thresh, in post order: no FIFO head
 	 * posted after the first one is promoted */
-	ucs_list_link_t small;
+	/* the small list is mq.held_lazy (tm_mq_oldest_held_lazy) */
 	int small_blocks;           /* every ready head waits for small's */
 };
 

@@ -249,6 +249,9 @@ struct tmx_plain_state {
 struct tmx_ops_state {
 	uint32_t uq_count;   /* unexpected tagged completions */
 	uint32_t reported;   /* count carried by the last op decided */
+	/* arrivals left before the count may want work (tmx_count_rearm):
+	 * 0 while an entry may be inactive; never too many, may be too few */
+	int32_t count_wake;
 	int sync_out;        /* an explicit SYNC is queued or posted */
 	uint64_t op_seq;     /* list ops posted */
 	uint64_t sync_seq;   /* latest op known in sync (0: none) */
