@@ -321,6 +321,10 @@ struct tm_xport {
 	struct tm_engine_config cfg;
 	struct tm_engine_test test; /* cfg.test copied, or all zero */
 	uint32_t pending;    /* TM_PEND_* */
+	/* a batch of TM-CQ completions is being handled: a callback fired
+	 * from it may call in, but must not poll (tmx_drain) past the rest
+	 * of the batch */
+	int in_batch;
 	int fatal;           /* 0, or the TM_ERR_* that stopped the engine */
 	uint64_t max_read;   /* longest read the device does at once */
 	int has_card;        /* tmx_has_card(): fixed at create */
