@@ -35,8 +35,12 @@
  * transport's retry time).  Other peers are not affected.
  *
  * Completion: a request's callback runs from inside an engine call (never
- * from inside CQ polling), once, after the engine is done with it; the
- * request may then be reused or freed.
+ * from inside a CQ poll), once, after the engine is done with it; the
+ * request may then be reused or freed.  A callback may call the engine.
+ * A receive's may run while the engine handles the completions one poll
+ * took (the arrival fast paths, when no other callback waits): a call
+ * from it then polls nothing, and the rest of those completions are
+ * handled first (tests/engine/test_reenter.c).
  */
 #ifndef TM_ENGINE_H
 #define TM_ENGINE_H
