@@ -22,6 +22,8 @@
 #define MSG 8
 #define TAG 21
 #define BATCH 4
+#define THRESH 64        /* offload_thresh: MSG stays in software */
+#define CARD_LEN 4096    /* a receive bound for the card */
 
 static struct eu_world W;
 static struct tm_recv R[N];
@@ -29,7 +31,16 @@ static int done[N];
 static int data_in[N];     /* its message was in its buffer at its callback */
 static size_t later_len;   /* the length of receives 1..N-1 */
 static int nested_calls;   /* calls the first callback made in a batch */
+static uint64_t arrivals;  /* messages handled before it ran */
 static int in_progress;    /* the test's own progress call is running */
+
+/* Messages the receiver's engine has handled: unexpected or card-matched. */
+static uint64_t handled(void)
+{
+	struct tm_engine_stats st = eu_node_stats(&W, 0);
+
+	return st.unexpected + st.card_matched;
+}
 
 static uint8_t *rbuf(int i)
 {
@@ -66,17 +77,18 @@ static void first_cb(struct tm_recv *r)
 	if (!in_progress)
 		return; /* not from inside the batch: the test shows it */
 	nested_calls++;
+	arrivals = handled();
 	for (int i = 1; i < N; i++)
 		post(i, later_len, later_cb);
 	tm_engine_progress(W.node[0].eng);
 }
 
-static void send_all(void)
+static void send_all_n(int n)
 {
 	static struct tm_send S[N];
 	static uint8_t sbuf[N][MSG];
 
-	for (int i = 0; i < N; i++) {
+	for (int i = 0; i < n; i++) {
 		memset(&S[i], 0, sizeof(S[i]));
 		eu_fill(sbuf[i], MSG, (uint8_t)i);
 		if (tm_engine_isend(W.node[1].eng, &S[i], W.node[1].peer[0], 0,
@@ -96,17 +108,19 @@ static void deliver_all(void)
 		;
 }
 
-static void run(const char *what, size_t len)
+static void run(const char *what, size_t first_len, size_t len)
 {
 	int in_order = 1, once = 1;
+	uint64_t base = handled();
 
 	memset(done, 0, sizeof(done));
 	memset(data_in, 0, sizeof(data_in));
 	nested_calls = 0;
+	arrivals = 0;
 	later_len = len;
-	post(0, MSG, first_cb);
+	post(0, first_len, first_cb);
 	eu_pump(&W);
-	send_all();
+	send_all_n(N);
 	deliver_all();
 	in_progress = 1;
 	tm_engine_progress(W.node[0].eng);
@@ -116,9 +130,9 @@ static void run(const char *what, size_t len)
 		once &= done[i] == 1;
 		in_order &= done[i] == 1 && data_in[i];
 	}
-	tap_check(nested_calls == 1,
-		  "%s: the first callback ran inside the batch and called in",
-		  what);
+	tap_check(nested_calls == 1 && arrivals == base + 1,
+		  "%s: the first callback ran inside the batch, after its own arrival only (%lu), and called in",
+		  what, (unsigned long)(arrivals - base));
 	tap_check(once, "%s: every receive completed once", what);
 	tap_check(in_order,
 		  "%s: receive i got message i, in its buffer when its callback ran (the batch's rest before the CQ's)",
@@ -134,16 +148,32 @@ int main(void)
 	eu_opts_default(&o);
 	o.sched = SOFTHCA_SCHED_MANUAL;
 	o.cq_poll_max = BATCH;
+	o.ecfg.offload_thresh = THRESH;
 	if (eu_world_init(&W, 2, &o))
 		tap_bail("cannot open the soft HCA world");
-	/* software-held receives; the callback calls progress */
-	run("small receives, nested progress", MSG);
-	/* receives bound for the card: each post polls first, if it may */
-	run("card-bound receives, nested posts", 4096);
+	/* a peer's first message takes the slow path (it names its QP):
+	 * one first, so that message 0 below takes the fast one */
+	post(0, MSG, later_cb);
+	send_all_n(1);
+	eu_pump(&W);
+	if (done[0] != 1)
+		tap_bail("the first message did not arrive");
+	/* message 0 in a plain buffer (tme_on_unexpected) */
+	run("software-held receive, small ones and progress from its callback",
+	    MSG, MSG);
+	run("software-held receive, card-bound ones from its callback", MSG,
+	    CARD_LEN);
 	st = eu_node_stats(&W, 0);
-	tap_check(st.card_entries_max > 0,
-		  "the second run's receives went to the card (%u entries at most)",
+	tap_check(st.card_entries_max > 0 && st.card_matched == 0,
+		  "so far the callbacks' receives went to the card (%u entries at most), and message 0 never did",
 		  (unsigned)st.card_entries_max);
+	/* message 0 matched by the card (tme_on_recv_cqe) */
+	run("card-held receive, small ones and progress from its callback",
+	    CARD_LEN, MSG);
+	st = eu_node_stats(&W, 0);
+	tap_check(st.card_matched == 1,
+		  "the card matched message 0 of the last run (%lu)",
+		  (unsigned long)st.card_matched);
 	eu_world_fini(&W);
 	return tap_done();
 }
