@@ -140,6 +140,43 @@ static void run(const char *what, size_t first_len, size_t len)
 	tap_check(eu_quiet(&W), "%s: idle after", what);
 }
 
+/* Callbacks in order of completion: one queued (a synchronous message's,
+ * which owes an ACK: the slow path) before the next, which the fast path
+ * could fire at once, in the same batch. */
+static int order[2], norder;
+
+static void order_cb(struct tm_recv *r)
+{
+	if (norder < 2)
+		order[norder++] = (int)(r - R);
+}
+
+static void test_order(void)
+{
+	static struct tm_send S[2];
+	static uint8_t sbuf[2][MSG];
+
+	norder = 0;
+	post(0, MSG, order_cb);
+	post(1, MSG, order_cb);
+	eu_pump(&W);
+	for (int i = 0; i < 2; i++) {
+		memset(&S[i], 0, sizeof(S[i]));
+		eu_fill(sbuf[i], MSG, (uint8_t)i);
+		if (tm_engine_isend(W.node[1].eng, &S[i], W.node[1].peer[0], 0,
+				    1, TAG, sbuf[i], MSG, NULL,
+				    i ? 0 : TM_SEND_SYNC) < 0)
+			tap_bail("isend");
+	}
+	deliver_all();
+	tm_engine_progress(W.node[0].eng);
+	tap_check(norder == 2 && order[0] == 0 && order[1] == 1,
+		  "callbacks in completion order: a queued one (synchronous) before the fast path's next (%d: %d %d)",
+		  norder, order[0], order[1]);
+	eu_pump(&W);
+	tap_check(eu_quiet(&W), "order: idle after");
+}
+
 int main(void)
 {
 	struct eu_opts o;
@@ -170,6 +207,7 @@ int main(void)
 	/* message 0 matched by the card (tme_on_recv_cqe) */
 	run("card-held receive, small ones and progress from its callback",
 	    CARD_LEN, MSG);
+	test_order();
 	st = eu_node_stats(&W, 0);
 	tap_check(st.card_matched == 1,
 		  "the card matched message 0 of the last run (%lu)",
