@@ -11,7 +11,10 @@
  * polls: a receive bound for the card).  The CQ hands out 4 completions
  * per poll, so the batch that holds message 0 also holds 1-3, and 4-11
  * wait in the CQ: a nested poll would take them first, and receive 1
- * would get message 4.
+ * would get message 4.  Message 0 lands in a plain buffer for a
+ * software-held receive, then is matched by the card; each receive
+ * checks its data is in place when its callback runs.  Last, callbacks
+ * keep their order when one in the batch was queued (the slow path).
  */
 #include <stdlib.h>
 #include <string.h>
