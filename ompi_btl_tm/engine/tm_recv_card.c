@@ -189,7 +189,7 @@ void tme_on_recv_cqe(void *arg, struct tm_tctx *t, const struct tm_cqe *c)
 	from = tmx_card_buf(&eng->x, &q->t, &r->b);
 	tme_recv_outcome(eng, r, eager_fit(r));
 	if (staged)
-		memcpy(r->b.buf, from, r->recv_len);
+		copy_payload(r->b.buf, from, r->recv_len);
 	tme_recv_fire(eng, r); /* puts the stage back */
 }
 
