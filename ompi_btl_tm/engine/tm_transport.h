@@ -313,6 +313,14 @@ struct tmx_tx_state {
 			      * (tmx_want_poll_send) */
 	ucs_list_link_t all_tx;
 	uint64_t tx_queued;
+	/* the eager inline send's WR, its two SGEs and its TMH, the fields
+	 * that never change filled once (tm_sq.c, inline_fill_fixed): the
+	 * device copies all of it at post, so each send reuses it */
+	struct {
+		struct ibv_send_wr wr;
+		struct ibv_sge sge[2];
+		uint8_t hdr[TMH_LEN] __attribute__((aligned(8)));
+	} inl;
 };
 
 struct tm_xport {
