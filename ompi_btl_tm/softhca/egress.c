@@ -505,6 +505,7 @@ send_now(struct sh_qp *qp, const struct ibv_send_wr *wr, uint32_t len)
 	enum ibv_wc_status st = IBV_WC_SUCCESS;
 
 	if (!(wr->send_flags & IBV_SEND_INLINE) &&
+	    !sh_lkeys_cached(qp->ctx, wr->sg_list, (uint32_t)wr->num_sge, 0) &&
 	    sh_local_check(qp->ctx, wr->sg_list, (uint32_t)wr->num_sge, 0)) {
 		st = IBV_WC_LOC_PROT_ERR;
 	} else {
