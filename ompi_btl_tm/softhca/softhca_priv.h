@@ -365,12 +365,18 @@ struct sh_context {
 	_Atomic uint32_t rx_full;
 	uint32_t rx_runs;
 	uint64_t rx_pend[SH_RX_BIT_WORDS];
-	/* send-queue entries plus active read responses over all QPs: while
-	 * 0 the card has no send work to look for */
-	uint32_t tx_work;
-	/* list ops queued over all SRQs (their ops_count): while 0 the card
-	 * has no list op to run */
-	uint32_t ops_queued;
+	union {
+		struct {
+			/* send-queue entries plus active read responses over
+			 * all QPs: while 0 the card has no send work to look
+			 * for */
+			uint32_t tx_work;
+			/* list ops queued over all SRQs (their ops_count):
+			 * while 0 the card has no list op to run */
+			uint32_t ops_queued;
+		};
+		uint64_t tx_or_ops; /* both at once: 0 while both are */
+	};
 	uint32_t qp_hwm;             /* indexes in use are below this */
 	uint32_t rr_rx, rr_tx;       /* round-robin cursors */
 	struct sh_peer *peers;
