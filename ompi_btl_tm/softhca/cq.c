@@ -128,13 +128,11 @@ poll_run(struct sh_cq *cq, bool quiet, bool locking, bool rxe)
 		ibcq->status = IBV_WC_SUCCESS;
 		return 0;
 	}
-	if (locking)
-		sh_lock(cq->ctx);
+	sh_lock_as(cq->ctx, locking);
 	if (!quiet)
 		sh_doorbell(cq->ctx, SH_BELL_POLL, NULL);
 	err = cq_pop(cq, locking);
-	if (locking)
-		sh_unlock(cq->ctx);
+	sh_unlock_as(cq->ctx, locking);
 	if (err) {
 		if (locking)
 			pthread_mutex_unlock(&cq->poll_lock);

@@ -446,17 +446,28 @@ static inline uint32_t sge_total(const struct ibv_sge *sge, uint32_t n)
 
 /* The data path's lock: a no-op on a context used by one thread (see
  * "Locking").  ctx->locking changes only when objects are created or
- * destroyed, which the contract keeps apart from the data path. */
+ * destroyed, which the contract keeps apart from the data path; the _as
+ * forms take the answer a caller read once for a whole call. */
+static inline void sh_lock_as(struct sh_context *ctx, bool locking)
+{
+	if (locking)
+		pthread_mutex_lock(&ctx->lock);
+}
+
+static inline void sh_unlock_as(struct sh_context *ctx, bool locking)
+{
+	if (locking)
+		pthread_mutex_unlock(&ctx->lock);
+}
+
 static inline void sh_lock(struct sh_context *ctx)
 {
-	if (ctx->locking)
-		pthread_mutex_lock(&ctx->lock);
+	sh_lock_as(ctx, ctx->locking);
 }
 
 static inline void sh_unlock(struct sh_context *ctx)
 {
-	if (ctx->locking)
-		pthread_mutex_unlock(&ctx->lock);
+	sh_unlock_as(ctx, ctx->locking);
 }
 
 /* device.c: counts a new QP/SRQ (cq_flags < 0) or CQ created on pd (a
