@@ -81,17 +81,25 @@ int mtl_tm_cm_progress(void)
 	return n;
 }
 
-static int cm_poll(void)
+/* cm_poll's turn: the CM polled under the lock. */
+static __attribute__((noinline)) int cm_poll_now(void)
 {
 	int n;
 
-	if (!mtl_tm.cm_busy && ++mtl_tm.cm_skip < MTL_TM_CM_EVERY)
-		return 0;
 	mtl_tm.cm_skip = 0;
 	if (OPAL_THREAD_TRYLOCK(&mtl_tm.lock))
 		return 0;
 	n = mtl_tm_cm_progress();
 	return n + mtl_tm_unlock_and_complete();
+}
+
+/* The skipped turns in a frameless function: cm_poll_now keeps
+ * registers and a frame that only its turn needs. */
+static int cm_poll(void)
+{
+	if (!mtl_tm.cm_busy && ++mtl_tm.cm_skip < MTL_TM_CM_EVERY)
+		return 0;
+	return cm_poll_now();
 }
 
 void mtl_tm_qps_destroy(void)
