@@ -182,17 +182,26 @@ fill_send(uint64_t route, int tag, void *buf, size_t len, bool pack_free,
 	s->flags = flags;
 }
 
+/* A post of len bytes to peer that failed (rc < TM_OK): said, and the
+ * error as Open MPI's.  Of the request's fields it takes values only:
+ * the blocking fast send (mtl_tm_send) then keeps no register for its
+ * request's address across the engine call. */
+static __attribute__((noinline, cold)) int
+send_post_failed(int rc, size_t len, uint32_t peer)
+{
+	opal_output_verbose(10, mtl_tm_output,
+			    "mtl tm: send of %zu bytes to peer %u: %s", len, peer,
+			    tm_status_str(rc));
+	return mtl_tm_to_ompi(rc);
+}
+
 /* What a post that failed (rc < TM_OK) leaves: its copy freed, the
  * error as Open MPI's. */
 static __attribute__((noinline)) int
 send_failed(struct mtl_tm_request *req, int rc)
 {
 	mtl_tm_free_pack(req);
-	opal_output_verbose(10, mtl_tm_output,
-			    "mtl tm: send of %zu bytes to peer %u: %s",
-			    req->u.send.len, req->u.send.peer,
-			    tm_status_str(rc));
-	return mtl_tm_to_ompi(rc);
+	return send_post_failed(rc, req->u.send.len, req->u.send.peer);
 }
 
 /*
@@ -292,22 +301,14 @@ send_fast(struct ompi_communicator_t *comm, int dest, int tag,
 	return true;
 }
 
-/* A blocking send the engine did not finish at post (TM_OK): its wait. */
-static int send_wait(struct mtl_tm_request *req)
+/* A blocking send the engine did not finish at post (TM_OK): its wait
+ * (inline: the fast send then needs no register for req's address). */
+static inline __attribute__((always_inline)) int
+send_wait(struct mtl_tm_request *req)
 {
 	while (!req->done)
 		opal_progress();
 	return req->error;
-}
-
-/* The rest of a blocking send after tm_engine_post_send returned rc, but
- * TM_DONE: a failed post, or the wait. */
-static __attribute__((noinline, cold)) int
-send_end(int rc, struct mtl_tm_request *req)
-{
-	if (rc < TM_OK)
-		return send_failed(req, rc);
-	return send_wait(req);
 }
 
 int mtl_tm_send_general(struct mca_mtl_base_module_t *mtl,
@@ -338,11 +339,13 @@ int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
 		       &req, &rc))
 		return mtl_tm_send_general(&mtl_tm.super, comm, dest, tag,
 					   convertor, mode);
-	/* TM_DONE: completed OK (tm_engine.h), and the bytes are the user's
-	 * (nothing to free) */
+	/* TM_DONE: completed OK (tm_engine.h); the bytes are the user's
+	 * (no copy to free, on any outcome) */
 	if (OPAL_LIKELY(rc == TM_DONE))
 		return OMPI_SUCCESS;
-	return send_end(rc, &req);
+	if (rc < TM_OK)
+		return send_post_failed(rc, req.u.send.len, req.u.send.peer);
+	return send_wait(&req);
 }
 
 /* The packed bytes of a buffered send, in a copy of our own (or NULL for
