@@ -566,14 +566,19 @@ static inline int mtl_tm_to_ompi(int rc)
 
 /* A receive's or probe's (tag, mask) for (comm, src, tag): MPI's source
  * and tag wildcards as the engine's (add_comm checked the context id and
- * the ranks against the tag layout). */
-static inline void mtl_tm_recv_env(struct ompi_communicator_t *comm,
-				   int src, int tag, uint64_t *rtag,
-				   uint64_t *mask)
+ * the ranks against the tag layout).  One call of tm_tag_recv per case
+ * of the tag, so that each folds its mask to a constant. */
+static inline __attribute__((always_inline)) void
+mtl_tm_recv_env(struct ompi_communicator_t *comm, int src, int tag,
+		uint64_t *rtag, uint64_t *mask)
 {
-	tm_tag_recv(mtl_tm_comm_cid(comm),
-		    src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
-		    tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, rtag, mask);
+	uint32_t cid = mtl_tm_comm_cid(comm);
+	int32_t s = src == MPI_ANY_SOURCE ? TM_ANY_SRC : src;
+
+	if (OPAL_LIKELY(tag != MPI_ANY_TAG))
+		tm_tag_recv(cid, s, tag, rtag, mask);
+	else
+		tm_tag_recv(cid, s, TM_ANY_TAG, rtag, mask);
 }
 
 /* A request's flags cleared and its kind set, in one store. */
