@@ -293,10 +293,8 @@ enum mtl_tm_req_kind {
 	MTL_TM_REQ_RECV = 2,
 	MTL_TM_REQ_BSEND = 3,    /* pml cm's request of a buffered send: u.send
 				  * keeps the identity of our own copy's send */
-	MTL_TM_REQ_SEND_WAIT = 4, /* a blocking send's, on its caller's stack
-				  * (mtl_tm_send.c): no pml cm request behind
-				  * it (super is not set), its caller waits
-				  * for done */
+	MTL_TM_REQ_SEND_WAIT = 4, /* a blocking send's, on its stack: super
+				  * unset, its caller waits for done */
 };
 
 struct mtl_tm_request {
@@ -351,14 +349,12 @@ struct mtl_tm_request {
  * aligned 64-bit word each, filled by OR: threads that fill the same rank
  * at once write the same bits.
  *
- * c_pml_comm points at route[0], and the number of ranks is the word
- * before it (mtl_tm_routes_new): GCC adds no displacement to the address
- * of an __atomic load, so a route at an offset from the pointer would
- * cost an addition per lookup.  It is never NULL from add_comm to
- * del_comm (pml cm calls the MTL on no other communicator: Open MPI adds
- * a communicator to its pml before its first message); without the
- * memory for the routes it is MTL_TM_NO_ROUTES, of 0 ranks (every use
- * looks its peer up), so the fast paths test only the bound.
+ * c_pml_comm points at route[0], the number of ranks in the word before
+ * (add_routes: GCC folds no offset into an __atomic load's address).  It
+ * is never NULL from add_comm to del_comm (Open MPI adds a communicator
+ * to its pml before its first message); without the memory for the
+ * routes it is MTL_TM_NO_ROUTES, of 0 ranks: the fast paths test only
+ * the bound.
  */
 #define MTL_TM_ROUTE_PEER 0x3fffffffu
 #define MTL_TM_ROUTE_RECV 0x40000000u
@@ -493,8 +489,7 @@ mtl_tm_route_known(struct ompi_communicator_t *comm, int rank, bool send,
 
 	if (OPAL_UNLIKELY((uint32_t)rank >= (uint32_t)route_of[-1]))
 		return false;
-	/* a table has fewer than 2^31 ranks (an int's): rank is one, not
-	 * MPI_ANY_SOURCE (the compiler drops the callers' tests for it) */
+	/* < 2^31 ranks: not MPI_ANY_SOURCE (callers' tests for it fold) */
 	if (rank < 0)
 		__builtin_unreachable();
 	w = __atomic_load_n(&route_of[(uint32_t)rank], __ATOMIC_RELAXED);
