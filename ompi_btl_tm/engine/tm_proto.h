@@ -234,9 +234,9 @@ struct tme_reply_state {
 struct tme_offload_state {
 	khash_t(tm_swq) *swq;       /* context id -> software-held FIFO */
 	ucs_list_link_t promo_ready; /* FIFOs whose head may go */
-	/* receives held below offload_thresh, in post order: no FIFO head
-	 * posted after the first one is promoted */
-	/* the small list is mq.held_lazy (tm_mq_oldest_held_lazy) */
+	/* the small list (receives held below offload_thresh, in post
+	 * order: no FIFO head posted after its first is promoted) is the
+	 * shadow queue's mq.held_lazy (tm_mq_oldest_held_lazy) */
 	int small_blocks;           /* every ready head waits for small's */
 };
 
@@ -363,7 +363,6 @@ static inline void tme_recv_queue_done(struct tm_engine *eng,
 	ucs_list_add_tail(&eng->done_recv, &q->done_link);
 	tme_pend(eng, TM_PEND_DONE);
 }
-
 
 /* r is done: its buffers go back, its callback is queued. */
 static inline void tme_recv_done(struct tm_engine *eng, struct tm_recv *r)
