@@ -12,3 +12,26 @@ callgrind_or_skip() {
 		exit 0
 	fi
 }
+
+# callgrind_calls FILE NAME...: how many times each function NAME was
+# called in callgrind output FILE, on one line (cfn=(id) [name] lines name
+# a callee, the calls=N lines after it count its calls)
+callgrind_calls() {
+	local f=$1
+	shift
+	awk -v names="$*" '
+		/^c?fn=\(/ {
+			id = $1; sub(/^c?fn=/, "", id)
+			if (NF > 1) { nm = $2; sub(/\x27.*/, "", nm); name[id] = nm }
+			if ($0 ~ /^cfn=/) cur = id
+			next
+		}
+		/^calls=/ { split($1, a, "="); c[cur] += a[2] }
+		END {
+			for (i in name) tot[name[i]] += c[i]
+			k = split(names, want, " ")
+			for (j = 1; j <= k; j++)
+				printf "%d ", tot[want[j]]
+			print ""
+		}' "$f"
+}

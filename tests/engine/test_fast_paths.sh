@@ -30,23 +30,9 @@ for mode in card:"" sw:-S notm:-N; do
 		echo "not ok $n - $name: engine_pingpong failed under callgrind"
 		continue
 	fi
-	# calls per callee: cfn=(id) [name] lines name it, calls=N follow
-	counts=$(awk '
-		/^c?fn=\(/ {
-			id = $1; sub(/^c?fn=/, "", id)
-			if (NF > 1) { nm = $2; sub(/\x27.*/, "", nm); name[id] = nm }
-			if ($0 ~ /^cfn=/) cur = id
-			next
-		}
-		/^calls=/ { split($1, a, "="); calls[cur] += a[2] }
-		END {
-			for (i in name) tot[name[i]] += calls[i]
-			printf "%d %d %d %d %d %d %d\n",
-			    tot["tm_engine_post_recv"], tot["post_recv_slow"],
-			    tot["tme_on_unexpected"], tot["on_unexpected_slow"],
-			    tot["tm_engine_post_send"], tot["post_send_rest"],
-			    tot["eager_post_slot"]
-		}' "$out")
+	counts=$(callgrind_calls "$out" tm_engine_post_recv post_recv_slow \
+		tme_on_unexpected on_unexpected_slow tm_engine_post_send \
+		post_send_rest eager_post_slot)
 	# shellcheck disable=SC2086
 	set -- $counts
 	echo "# $name: post_recv $1 (slow $2), arrival $3 (slow $4), send $5 (rest $6, slot $7)"

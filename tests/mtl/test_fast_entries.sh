@@ -20,27 +20,6 @@ callgrind_or_skip "$bin"
 iters=300
 echo "1..2"
 
-# calls FILE NAME...: the calls of each function NAME in a callgrind file
-calls() {
-	local f=$1
-	shift
-	awk -v names="$*" '
-		/^c?fn=\(/ {
-			id = $1; sub(/^c?fn=/, "", id)
-			if (NF > 1) { nm = $2; sub(/\x27.*/, "", nm); name[id] = nm }
-			if ($0 ~ /^cfn=/) cur = id
-			next
-		}
-		/^calls=/ { split($1, a, "="); c[cur] += a[2] }
-		END {
-			for (i in name) tot[name[i]] += c[i]
-			k = split(names, want, " ")
-			for (j = 1; j <= k; j++)
-				printf "%d ", tot[want[j]]
-			print ""
-		}' "$f"
-}
-
 for mode in named:"" any:any; do
 	name=${mode%%:*}
 	arg=${mode#*:}
@@ -57,7 +36,7 @@ for mode in named:"" any:any; do
 		continue
 	fi
 	# shellcheck disable=SC2046
-	set -- $(calls "$out" mtl_tm_irecv mtl_tm_irecv_general mtl_tm_send \
+	set -- $(callgrind_calls "$out" mtl_tm_irecv mtl_tm_irecv_general mtl_tm_send \
 		mtl_tm_send_general mtl_tm_route_slow)
 	echo "# $name: irecv $1 (general $2), send $3 (general $4), route lookups $5"
 	msgs=$((iters + 100)) # and the warm-up's
