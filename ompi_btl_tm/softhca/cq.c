@@ -190,9 +190,16 @@ static void cq_end_poll(struct ibv_cq_ex *ibcq)
 {
 	struct sh_cq *cq = (struct sh_cq *)ibcq;
 
-	cq->held = false;
-	cq->rxe_phantom = cq->rxe_overrun;
-	cq->rxe_overrun = false;
+	/* Stored only when set: a locking context never holds an entry
+	 * (cq_pop copies it) nor overruns unless rxe_cq, and the thread
+	 * driving the card reads held under ctx->lock alone (sh_cq_push),
+	 * not this poll_lock. */
+	if (cq->held)
+		cq->held = false;
+	if (cq->rxe_cq) {
+		cq->rxe_phantom = cq->rxe_overrun;
+		cq->rxe_overrun = false;
+	}
 	if (cq->ctx->locking)
 		pthread_mutex_unlock(&cq->poll_lock);
 }
