@@ -49,7 +49,8 @@ int sh_cq_reserve(struct sh_cq *cq, uint64_t *seq)
 {
 	if (cq->count + cq->held == cq->cap && sh_cq_grow(cq))
 		return ENOMEM;
-	*seq = cq->first_seq + cq->count++;
+	*seq = cq->first_seq + cq->count;
+	sh_cq_count_add(cq, 1);
 	cq_at(cq, *seq)->ready = false;
 	return 0;
 }
@@ -68,7 +69,8 @@ int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe)
 
 	if (cq->count + cq->held == cq->cap && sh_cq_grow(cq))
 		return ENOMEM;
-	e = &cq->q[(cq->first + cq->count++) & (cq->cap - 1)];
+	e = &cq->q[(cq->first + cq->count) & (cq->cap - 1)];
+	sh_cq_count_add(cq, 1);
 	*e = *cqe;
 	e->ready = true;
 	return 0;
@@ -95,7 +97,7 @@ static inline __attribute__((always_inline)) int cq_pop(struct sh_cq *cq)
 	}
 	cq->first = (cq->first + 1) & (cq->cap - 1);
 	cq->first_seq++;
-	cq->count--;
+	sh_cq_count_add(cq, -1);
 	if (e->srq)
 		sh_srq_retire(e->srq, e->release_handle, e->retire_seq);
 	return 0;
