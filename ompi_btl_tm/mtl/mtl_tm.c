@@ -408,7 +408,9 @@ int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 			rc = OMPI_ERR_BAD_PARAM;
 			break;
 		}
-		procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = ep;
+		/* atomic: mtl_tm_peer_ep reads it without the lock */
+		__atomic_store_n(&procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL],
+				 ep, __ATOMIC_RELEASE);
 	}
 	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
 	return rc;
@@ -421,7 +423,8 @@ int mtl_tm_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 	size_t i;
 
 	for (i = 0; i < nprocs; i++)
-		procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = NULL;
+		__atomic_store_n(&procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL],
+				 NULL, __ATOMIC_RELAXED);
 	return OMPI_SUCCESS;
 }
 
