@@ -318,12 +318,15 @@ struct mtl_tm_request {
 			bool detached;   /* a buffered send's own request:
 					  * freed at completion
 					  * (mtl_tm_send.c) */
-			volatile bool done; /* blocking send (no ompi
+			/* done, cancel_wait: stored (release) after the
+			 * results they guard, as their waiter reads them
+			 * (acquire) without the lock, in another thread */
+			bool done;       /* blocking send (no ompi
 					  * request) */
 			/* send cancel (mtl_tm_cancel.c, "Send cancel") */
 			bool engine_done; /* the engine's callback ran */
 			bool completed;  /* ... and pml cm was told */
-			volatile bool cancel_wait; /* mtl_tm_cancel waits
+			bool cancel_wait; /* mtl_tm_cancel waits
 					  * for the outcome */
 			bool cancel_result; /* ... cancelled or not */
 		};

@@ -73,13 +73,14 @@ static void send_complete_other(struct mtl_tm_request *req)
 		/* the outcome of a cancel of a send pml cm already completed
 		 * (mtl_tm_cancel.c, "Send cancel"): mtl_tm_cancel reports it */
 		req->cancel_result = cancelled;
-		req->cancel_wait = false;
+		__atomic_store_n(&req->cancel_wait, false, __ATOMIC_RELEASE);
 		return;
 	}
 	/* a buffered send's own copy: only a cancel may wait for it */
 	if (req->bsend_waiter) {
 		req->bsend_waiter->cancel_result = cancelled;
-		req->bsend_waiter->cancel_wait = false;
+		__atomic_store_n(&req->bsend_waiter->cancel_wait, false,
+				 __ATOMIC_RELEASE);
 	}
 	if (req->u.send.status != TM_REQ_OK && !cancelled)
 		opal_output_verbose(10, mtl_tm_output,
@@ -105,7 +106,7 @@ send_complete(struct mtl_tm_request *req)
 	req->completed = true;
 	if (!oreq) {
 		/* mtl_tm_send's: its caller waits for done */
-		req->done = true;
+		__atomic_store_n(&req->done, true, __ATOMIC_RELEASE);
 		return;
 	}
 	/* pml cm does not reset a send's MPI_ERROR when it (re)starts one:
@@ -290,7 +291,7 @@ send_fast(struct ompi_communicator_t *comm, int dest, int tag,
 /* A blocking send the engine did not finish at post (TM_OK): its wait. */
 static int send_wait(struct mtl_tm_request *req)
 {
-	while (!req->done)
+	while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE))
 		opal_progress();
 	return req->error;
 }
