@@ -551,8 +551,9 @@ static __attribute__((noinline)) int progress_general(void)
 int mtl_tm_progress(void)
 {
 	/* no lock: completions run inside (mtl_tm.h); opal_progress takes
-	 * the engine's fatal error (< 0) as no event */
-	if (OPAL_LIKELY(mtl_tm.progress_fast && !opal_using_threads()))
+	 * the engine's fatal error (< 0) as no event.  progress_fast is
+	 * written under the lock: with MPI threads it is not read here. */
+	if (OPAL_LIKELY(!opal_using_threads() && mtl_tm.progress_fast))
 		return tm_engine_progress(mtl_tm.eng);
 	return progress_general();
 }

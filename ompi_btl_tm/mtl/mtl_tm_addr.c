@@ -62,7 +62,7 @@ static void cm_schedule(void)
 
 	if (busy == mtl_tm.cm_busy)
 		return;
-	mtl_tm.cm_busy = busy;
+	__atomic_store_n(&mtl_tm.cm_busy, busy, __ATOMIC_RELAXED);
 	/* each moves it from the other list (opal_progress.c) */
 	if (busy)
 		opal_progress_register(cm_poll);
@@ -85,9 +85,18 @@ static int cm_poll(void)
 {
 	int n;
 
-	if (!mtl_tm.cm_busy && ++mtl_tm.cm_skip < MTL_TM_CM_EVERY)
-		return 0;
-	mtl_tm.cm_skip = 0;
+	/* Every thread in opal_progress reads and counts these without the
+	 * lock: relaxed atomics, as a count lost to another thread only
+	 * delays the next poll by a turn. */
+	if (!__atomic_load_n(&mtl_tm.cm_busy, __ATOMIC_RELAXED)) {
+		uint32_t k = __atomic_load_n(&mtl_tm.cm_skip,
+					     __ATOMIC_RELAXED) + 1;
+
+		__atomic_store_n(&mtl_tm.cm_skip, k, __ATOMIC_RELAXED);
+		if (k < MTL_TM_CM_EVERY)
+			return 0;
+	}
+	__atomic_store_n(&mtl_tm.cm_skip, 0, __ATOMIC_RELAXED);
 	if (OPAL_THREAD_TRYLOCK(&mtl_tm.lock))
 		return 0;
 	n = mtl_tm_cm_progress();
