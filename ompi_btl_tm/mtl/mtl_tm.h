@@ -147,6 +147,7 @@
 #include "ompi_config.h"
 #include "ompi/mca/mtl/mtl.h"
 #include "mtl_tm_compat.h"
+#include "mtl_tm_tsan.h"
 #include "opal/util/proc.h"
 
 #include <stdbool.h>

@@ -113,6 +113,7 @@ send_complete(struct mtl_tm_request *req)
 	 * a recycled request would keep an old value */
 	oreq->req_status.MPI_ERROR = err;
 	oreq->req_status._cancelled = req->u.send.status == TM_REQ_CANCELLED;
+	mtl_tm_req_done(req, req->u.send.buf);
 	req->super.completion_callback(&req->super);
 }
 
@@ -391,6 +392,7 @@ static int start_buffered(struct ompi_communicator_t *comm, int dest,
 	if (rc == TM_DONE)
 		send_complete(own); /* frees it */
 	mtl_request->ompi_req->req_status.MPI_ERROR = OMPI_SUCCESS;
+	mtl_tm_req_done(mtl_request, NULL); /* our copy: the bytes read */
 	mtl_request->completion_callback(mtl_request);
 	return OMPI_SUCCESS;
 }
@@ -415,6 +417,7 @@ int mtl_tm_isend_general(struct mca_mtl_base_module_t *mtl,
 {
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
 
+	mtl_tm_req_got(req);
 	if (OPAL_UNLIKELY(mode == MCA_PML_BASE_SEND_BUFFERED))
 		return start_buffered(comm, dest, tag, convertor, mtl_request);
 	return isend_end(req, start_send(comm, dest, tag, convertor, mode,
@@ -430,6 +433,7 @@ int mtl_tm_isend(struct mca_mtl_base_module_t *mtl,
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
 	int rc;
 
+	mtl_tm_req_got(req);
 	if (OPAL_UNLIKELY(mode == MCA_PML_BASE_SEND_BUFFERED ||
 			  !send_fast(comm, dest, tag, convertor, mode, req,
 				     &rc)))
