@@ -22,6 +22,10 @@
 
 #include <infiniband/tm_types.h>
 
+#ifdef MTL_TM_TSAN
+__thread char mtl_tm_tsan_me; /* mtl_tm_tsan.h */
+#endif
+
 struct mtl_tm_module mtl_tm = {
 	.super = {
 		/* The engine's tag layout: 14-bit context id, 32-bit tag.
@@ -550,6 +554,7 @@ static __attribute__((noinline)) int progress_general(void)
  */
 int mtl_tm_progress(void)
 {
+	mtl_tm_tsan_enter();
 	/* no lock: completions run inside (mtl_tm.h); opal_progress takes
 	 * the engine's fatal error (< 0) as no event.  progress_fast is
 	 * written under the lock: with MPI threads it is not read here. */

@@ -307,6 +307,9 @@ struct mtl_tm_request {
 		struct tm_recv recv;
 	} u;
 	int error;               /* blocking send: result, set at completion */
+#ifdef MTL_TM_TSAN
+	void *tsan_waiter;       /* mtl_tm_tsan.h */
+#endif
 	/* The flags a send or receive resets when it starts, and its kind:
 	 * all at once, through `flags` (mtl_tm_req_start). */
 	union {
@@ -572,6 +575,20 @@ static inline void mtl_tm_req_start(struct mtl_tm_request *req,
 	memcpy((char *)&f + offsetof(struct mtl_tm_request, kind) -
 	       offsetof(struct mtl_tm_request, flags), &kind, 1);
 	req->flags = f;
+}
+
+/*
+ * pml cm's completion callback of req, whose message's bytes in the
+ * user's memory start at buf: mtl_tm_req_done first (mtl_tm_tsan.h),
+ * after our last touch of req, the callback's pointer included.
+ */
+static inline void mtl_tm_req_complete(struct mtl_tm_request *req,
+				       const void *buf)
+{
+	void (*cb)(struct mca_mtl_request_t *) = req->super.completion_callback;
+
+	mtl_tm_req_done(req, buf, req->tsan_waiter);
+	cb(&req->super);
 }
 
 /* Frees a request's packed copy or receive staging buffer, if its own. */

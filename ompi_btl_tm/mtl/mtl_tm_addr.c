@@ -85,6 +85,7 @@ static int cm_poll(void)
 {
 	int n;
 
+	mtl_tm_tsan_enter();
 	/* Every thread in opal_progress reads and counts these without the
 	 * lock: relaxed atomics, as a count lost to another thread only
 	 * delays the next poll by a turn. */

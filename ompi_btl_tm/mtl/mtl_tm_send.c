@@ -113,8 +113,7 @@ send_complete(struct mtl_tm_request *req)
 	 * a recycled request would keep an old value */
 	oreq->req_status.MPI_ERROR = err;
 	oreq->req_status._cancelled = req->u.send.status == TM_REQ_CANCELLED;
-	mtl_tm_req_done(req, req->u.send.buf);
-	req->super.completion_callback(&req->super);
+	mtl_tm_req_complete(req, req->u.send.buf);
 }
 
 /* req->complete of a send: from the done list (mtl_tm_complete_done) */
@@ -317,6 +316,7 @@ int mtl_tm_send_general(struct mca_mtl_base_module_t *mtl,
 	struct mtl_tm_request req;
 	int rc;
 
+	mtl_tm_tsan_enter();
 	req.super.ompi_req = NULL; /* done instead */
 	rc = start_send(comm, dest, tag, convertor, mode, &req);
 	if (rc == TM_DONE)
@@ -332,6 +332,7 @@ int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
 	struct mtl_tm_request req;
 	int rc;
 
+	mtl_tm_tsan_enter();
 	req.super.ompi_req = NULL; /* done instead */
 	if (!send_fast(comm, dest, tag, convertor, mode, &req, &rc))
 		return mtl_tm_send_general(mtl, comm, dest, tag, convertor,
@@ -392,8 +393,8 @@ static int start_buffered(struct ompi_communicator_t *comm, int dest,
 	if (rc == TM_DONE)
 		send_complete(own); /* frees it */
 	mtl_request->ompi_req->req_status.MPI_ERROR = OMPI_SUCCESS;
-	mtl_tm_req_done(mtl_request, NULL); /* our copy: the bytes read */
-	mtl_request->completion_callback(mtl_request);
+	/* our copy: the bytes read */
+	mtl_tm_req_complete(pml, NULL);
 	return OMPI_SUCCESS;
 }
 
@@ -417,7 +418,7 @@ int mtl_tm_isend_general(struct mca_mtl_base_module_t *mtl,
 {
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
 
-	mtl_tm_req_got(req);
+	mtl_tm_req_got(req, &req->tsan_waiter);
 	if (OPAL_UNLIKELY(mode == MCA_PML_BASE_SEND_BUFFERED))
 		return start_buffered(comm, dest, tag, convertor, mtl_request);
 	return isend_end(req, start_send(comm, dest, tag, convertor, mode,
@@ -433,7 +434,7 @@ int mtl_tm_isend(struct mca_mtl_base_module_t *mtl,
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
 	int rc;
 
-	mtl_tm_req_got(req);
+	mtl_tm_req_got(req, &req->tsan_waiter);
 	if (OPAL_UNLIKELY(mode == MCA_PML_BASE_SEND_BUFFERED ||
 			  !send_fast(comm, dest, tag, convertor, mode, req,
 				     &rc)))

@@ -17,8 +17,13 @@
  * after): an acquire, and releases on those addresses, the order pml
  * cm's free list and MPI's completion keep.  A program can then take the
  * buffer back with an acquire on its address (tests/mpi/mpitest.h).
- * Only that: a request or buffer touched after its completion, or two
- * threads on one live request, are still races to TSan.
+ * A blocking receive's request lives on its caller's stack (pml cm),
+ * which the caller reuses once Open MPI's wait returns; so a request on
+ * the starting thread's stack also names that thread (its token), the
+ * completion releases it, and every entry of the MTL a thread can come
+ * back through (mtl_tm_tsan_enter: the entries, progress) acquires its
+ * own.  Only that: a request or buffer touched after its completion, or
+ * two threads on one live request, are still races to TSan.
  */
 #ifndef MTL_TM_TSAN_H
 #define MTL_TM_TSAN_H
@@ -32,25 +37,45 @@
 #endif
 
 #ifdef MTL_TM_TSAN
+#include <stdint.h>
+
 /* libtsan's annotation interface (no header of its own in gcc 12) */
 void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);
 
-static inline void mtl_tm_req_got(void *req)
+/* this thread's token: the address of a thread-local byte (mtl_tm.c) */
+extern __thread char mtl_tm_tsan_me;
+
+static inline void mtl_tm_tsan_enter(void)
 {
-	__tsan_acquire(req);
+	__tsan_acquire(&mtl_tm_tsan_me);
 }
 
-static inline void mtl_tm_req_done(void *req, const void *buf)
+/* A request pml cm hands us; *waiter: our token if it is on our stack
+ * (within 1 MiB above this frame: a blocking call's), else NULL. */
+static inline void mtl_tm_req_got(void *req, void **waiter)
+{
+	char here;
+
+	mtl_tm_tsan_enter();
+	__tsan_acquire(req);
+	*waiter = (uintptr_t)req - (uintptr_t)&here < (1u << 20) ?
+		  &mtl_tm_tsan_me : NULL;
+}
+
+static inline void mtl_tm_req_done(void *req, const void *buf, void *waiter)
 {
 	if (buf)
 		__tsan_release((void *)buf);
+	if (waiter)
+		__tsan_release(waiter);
 	__tsan_release(req);
 }
 #else
 /* (macros: the arguments are not even evaluated) */
-#define mtl_tm_req_got(req) ((void)0)
-#define mtl_tm_req_done(req, buf) ((void)0)
+#define mtl_tm_tsan_enter() ((void)0)
+#define mtl_tm_req_got(req, waiter) ((void)0)
+#define mtl_tm_req_done(req, buf, waiter) ((void)0)
 #endif
 
 #endif /* MTL_TM_TSAN_H */
