@@ -58,11 +58,13 @@ fi
 # cache's unmap events from any thread (test_rcache), and the MTL under
 # MPI_THREAD_MULTIPLE: tests/mpi's threaded programs under mpirun with
 # this build's component, on the default soft HCA and with its random
-# card scheduling.  Tests that fork a process that then starts threads
-# are left out: TSan stops such a child (die_after_fork).
+# card scheduling, and bench_latency_mt's threads in blocking receives
+# (tests/mtl/test_latency_mt.sh).  Tests that fork a process that then
+# starts threads are left out: TSan stops such a child (die_after_fork).
 TSAN_TESTS="tests/softhca/test_threads tests/softhca/test_twoproc
 	tests/engine/test_connect tests/dev/test_rcache
-	tests/mpi/mpi-tm.sh tests/mpi/mpi-tm-random.sh"
+	tests/mpi/mpi-tm.sh tests/mpi/mpi-tm-random.sh
+	tests/mtl/test_latency_mt.sh"
 TSAN_MPI_PROGS="mpi_threads mpi_thread_recv mpi_complete_cb"
 
 passed=0
