@@ -225,6 +225,15 @@ for name in "${builds[@]}"; do
 		# hooks only calls through the PLT (tm_dev_rcache.c's unmaps
 		# included: test_rcache checks them).
 		export UCX_MEM_MMAP_HOOK_MODE=reloc
+		# No UCX modules (UCX 1.18, Debian 13): libucm_rocm pulls in
+		# libnuma, whose constructor frees into TSan's allocator what
+		# it did not get from it (a TSan CHECK failure in the first
+		# rcache), and libucs_fuse leaves a thread never joined.  Our
+		# cache needs core libucm only.
+		export UCX_MODULES=
+		# PMIx 5's gds/shmem2 maps its segment at a fixed address,
+		# inside TSan's reserved ranges: MPI_Init fails (Debian 13)
+		export PMIX_MCA_gds=hash
 		check_args=(TESTS="$(echo $TSAN_TESTS)")
 		export MPI_TESTS_PROGS=$TSAN_MPI_PROGS
 		if ! tsan_runs run; then

@@ -320,8 +320,9 @@ for c in $configs; do
 		[ -n "${OMPI_MCA_mca_base_component_path:-}" ] &&
 			xargs+=(-x OMPI_MCA_mca_base_component_path)
 		# a ThreadSanitizer run's settings (scripts/run-tests.sh --tsan)
-		for e in TSAN_OPTIONS UCX_MEM_MMAP_HOOK_MODE; do
-			[ -n "${!e:-}" ] && xargs+=(-x "$e")
+		for e in TSAN_OPTIONS UCX_MEM_MMAP_HOOK_MODE UCX_MODULES \
+			 PMIX_MCA_gds; do
+			[ -n "${!e+set}" ] && xargs+=(-x "$e")
 		done
 		share=0
 		[ "$prog" = mpi_card ] && [ "$c" = tm ] && share=1

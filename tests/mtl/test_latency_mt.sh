@@ -13,8 +13,9 @@ set -u
 
 bench=$(cd "$builddir" && pwd)/bench/bench_latency_mt
 xargs=()
-for e in TSAN_OPTIONS UCX_MEM_MMAP_HOOK_MODE; do
-	[ -n "${!e:-}" ] && xargs+=(-x "$e")
+# a TSan run's settings (scripts/run-tests.sh --tsan)
+for e in TSAN_OPTIONS UCX_MEM_MMAP_HOOK_MODE UCX_MODULES PMIX_MCA_gds; do
+	[ -n "${!e+set}" ] && xargs+=(-x "$e")
 done
 mpirun_log 120 "$tmp/run" "${xargs[@]}" -np 2 --mca pml cm --mca mtl tm \
 	"$bench" -k 1:3 -s 8,64K -t 300 -n 3
