@@ -8,10 +8,11 @@
  * HCAs need).  mpi_loop is a function of its own so that callgrind can
  * collect inside it only.
  *
- *   bench_mpi_self N [SIZE [mt]]
+ *   bench_mpi_self N [SIZE [mt|any]]
  *
  * "mt": MPI_Init_thread(MPI_THREAD_MULTIPLE), one thread (the cost of
- * the locks and checks that mode adds).
+ * the locks and checks that mode adds).  "any": the receives name
+ * MPI_ANY_SOURCE, in mpi_loop_any (tests/mtl/test_fast_entries.sh).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #define MAX_SIZE 65536
 
 void mpi_loop(long n, char *sb, char *rb, int size);
+void mpi_loop_any(long n, char *sb, char *rb, int size);
 
 __attribute__((noinline)) void mpi_loop(long n, char *sb, char *rb, int size)
 {
@@ -33,16 +35,32 @@ __attribute__((noinline)) void mpi_loop(long n, char *sb, char *rb, int size)
 	}
 }
 
+__attribute__((noinline)) void mpi_loop_any(long n, char *sb, char *rb,
+					    int size)
+{
+	MPI_Request r;
+
+	for (long i = 0; i < n; i++) {
+		MPI_Irecv(rb, size, MPI_BYTE, MPI_ANY_SOURCE, 1, MPI_COMM_SELF,
+			  &r);
+		MPI_Send(sb, size, MPI_BYTE, 0, 1, MPI_COMM_SELF);
+		MPI_Wait(&r, MPI_STATUS_IGNORE);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static char sb[MAX_SIZE], rb[MAX_SIZE];
 	long n = argc > 1 ? atol(argv[1]) : 0;
 	int size = argc > 2 ? atoi(argv[2]) : 8;
 	int mt = argc > 3 && !strcmp(argv[3], "mt"), provided;
+	int any = argc > 3 && !strcmp(argv[3], "any");
+	void (*loop)(long, char *, char *, int) = any ? mpi_loop_any :
+							mpi_loop;
 
 	if (n < 1 || size < 0 || size > MAX_SIZE ||
-	    (argc > 3 && !mt) || argc > 4) {
-		fprintf(stderr, "usage: bench_mpi_self N [SIZE <= %d [mt]]\n",
+	    (argc > 3 && !mt && !any) || argc > 4) {
+		fprintf(stderr, "usage: bench_mpi_self N [SIZE <= %d [mt|any]]\n",
 			MAX_SIZE);
 		return 2;
 	}
@@ -56,8 +74,8 @@ int main(int argc, char **argv)
 		MPI_Init(&argc, &argv);
 	}
 	/* warm-up: connection, first-use allocations */
-	mpi_loop(100, sb, rb, size);
-	mpi_loop(n, sb, rb, size);
+	loop(100, sb, rb, size);
+	loop(n, sb, rb, size);
 	MPI_Finalize();
 	return 0;
 }

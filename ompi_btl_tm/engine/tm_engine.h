@@ -35,8 +35,12 @@
  * transport's retry time).  Other peers are not affected.
  *
  * Completion: a request's callback runs from inside an engine call (never
- * from inside CQ polling), once, after the engine is done with it; the
- * request may then be reused or freed.
+ * from inside a CQ poll), once, after the engine is done with it; the
+ * request may then be reused or freed.  A callback may call the engine.
+ * A receive's may run while the engine handles the completions one poll
+ * took (the arrival fast paths, when no other callback waits): a call
+ * from it then polls nothing, and the rest of those completions are
+ * handled first (tests/engine/test_reenter.c).
  */
 #ifndef TM_ENGINE_H
 #define TM_ENGINE_H
@@ -310,8 +314,10 @@ void tm_engine_peer_fail(struct tm_engine *eng, uint32_t peer);
  * Sends s (its inputs: buf, len, mr, tag, peer, flags).  Flags
  * TM_SEND_SYNC: complete when matched.
  * TM_DONE: s completed in this call (an eager standard send, posted with
- * nothing else for the call to do): its status is final and its callback
- * does not run; the caller completes it itself, with no later pass.
+ * nothing else for the call to do), and completed well: its status is
+ * TM_REQ_OK (a send that fails is never TM_DONE), so the caller need not
+ * read it; its callback does not run: the caller completes it itself,
+ * with no later pass.
  * TM_OK: the callback runs once s is done; a send to a dead peer
  * completes TM_REQ_ERROR at once (callback inside this call), and a peer
  * that dies later fails it within about keepalive_ms plus the

@@ -55,7 +55,7 @@ int tm_mq_init(struct tm_mq *mq)
 	memset(mq->nindexed, 0, sizeof(mq->nindexed));
 	mq->nbucketed = 0;
 	ucs_list_head_init(&mq->lazy);
-	ucs_list_head_init(&mq->uncounted);
+	ucs_list_head_init(&mq->held_lazy);
 	for (k = 0; k < TM_MQ_NKINDS; k++) {
 		mq->last[k] = NULL;
 		mq->table[k] = kh_init(tm_mqb);
@@ -279,7 +279,7 @@ int tm_mq_post_held(struct tm_mq *mq, struct tm_mq_recv *r, uint64_t tag,
 	r->seq = seq;
 	r->kind = kind;
 	r->sw_held = 0;
-	r->uncounted = 0;
+	r->uncounted = r->lazy_held = 0;
 	if (lazy_index(mq) != TM_OK)
 		return TM_ERR_NO_MEMORY;
 	b = bucket_get(mq, kind, r->tag & kind_keymask[kind]);
@@ -313,20 +313,31 @@ void tm_mq_recv_remove_indexed(struct tm_mq *mq, struct tm_mq_recv *r)
 	mq->nrecvs--;
 }
 
-/* Counts every lazily held receive (each in its bucket first); stops at
- * the first bucket it cannot allocate. */
+/* Are some lazily held receives uncounted?  They are held_lazy's tail. */
+static int any_uncounted(struct tm_mq *mq)
+{
+	return !ucs_list_is_empty(&mq->held_lazy) &&
+	       ucs_list_tail(&mq->held_lazy, struct tm_mq_recv, ulink)->uncounted;
+}
+
+/* Counts every lazily held receive (each in its bucket first), oldest
+ * first; stops at the first bucket it cannot allocate, so that the ones
+ * left uncounted are still held_lazy's tail. */
 static int count_uncounted(struct tm_mq *mq)
 {
+	ucs_list_link_t *at = &mq->held_lazy;
 	struct tm_mq_recv *r;
 
 	if (lazy_index(mq) != TM_OK)
 		return TM_ERR_NO_MEMORY;
-	while (!ucs_list_is_empty(&mq->uncounted)) {
-		r = ucs_list_head(&mq->uncounted, struct tm_mq_recv, ulink);
+	while (at->prev != &mq->held_lazy &&
+	       ucs_container_of(at->prev, struct tm_mq_recv, ulink)->uncounted)
+		at = at->prev;
+	for (; at != &mq->held_lazy; at = at->next) {
+		r = ucs_container_of(at, struct tm_mq_recv, ulink);
 		if (sw_add(mq, r, r->bucket) != TM_OK)
 			return TM_ERR_NO_MEMORY;
 		mq->nsw_held--; /* sw_add counted it once more */
-		ucs_list_del(&r->ulink);
 		r->uncounted = 0;
 		r->sw_held = 1;
 	}
@@ -337,10 +348,12 @@ int tm_mq_set_held(struct tm_mq *mq, struct tm_mq_recv *r, int held)
 {
 	held = !!held;
 	if (r->uncounted && !held) {
-		r->uncounted = 0;
-		ucs_list_del(&r->ulink);
-		mq->nsw_held--;
+		tm_mq_lazy_leave(mq, r);
 		return TM_OK;
+	}
+	if (!held && r->lazy_held) { /* counted: no longer held lazily */
+		r->lazy_held = 0;
+		ucs_list_del(&r->ulink);
 	}
 	if (held == (r->sw_held || r->uncounted))
 		return TM_OK;
@@ -501,8 +514,7 @@ int tm_mq_sw_conflict_slow(struct tm_mq *mq, uint64_t tag, uint64_t mask)
 
 	if (!mq->nsw_held)
 		return 0;
-	if (!ucs_list_is_empty(&mq->uncounted) &&
-	    count_uncounted(mq) != TM_OK)
+	if (any_uncounted(mq) && count_uncounted(mq) != TM_OK)
 		return 1; /* no memory to count: conservative */
 	switch (kind) {
 	case TM_MQ_EXACT:

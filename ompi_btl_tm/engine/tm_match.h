@@ -59,7 +59,11 @@
  * is software-held but counted only when a conflict is first asked about
  * (amortised O(1): once per receive): it waits in the lazy FIFO like one
  * the card holds, so a program that posts only such receives (small ones,
- * below the offload threshold) never hashes or counts one.
+ * below the offload threshold) never hashes or counts one.  Every receive
+ * posted TM_MQ_HELD_LAZY stays on mq->held_lazy, in post order, while it
+ * is held, counted or not (tm_mq_oldest_held_lazy: its caller orders
+ * other work after the oldest): counting takes them all at once, so the
+ * uncounted ones are always the list's tail.
  *
  * Nothing here allocates per operation except buckets (cached).
  */
@@ -171,11 +175,13 @@ struct tm_mq_recv {
 	uint64_t mask;
 	uint8_t kind;                /* tm_mq_kind(mask), once in a bucket */
 	uint8_t sw_held;
-	uint8_t uncounted; /* held lazily: on mq->uncounted, not counted */
+	uint8_t uncounted; /* held lazily, not counted yet */
+	uint8_t lazy_held; /* posted TM_MQ_HELD_LAZY, still held: on
+			    * mq->held_lazy */
 	/* while sw_held: the wider buckets whose counters it adds to (a
 	 * counted bucket is never swept), so release needs no lookups */
 	struct tm_mq_bucket *acct[3];
-	ucs_list_link_t ulink;       /* on mq->uncounted */
+	ucs_list_link_t ulink;       /* on mq->held_lazy */
 };
 
 /* An unexpected message as the queues see it; embedded in the engine's. */
@@ -194,7 +200,8 @@ struct tm_mq {
 	struct tm_mq_bucket *last[TM_MQ_NKINDS];
 	ucs_list_link_t lazy; /* posted receives not yet in a bucket */
 	struct tm_mq_bucket *free_buckets;
-	ucs_list_link_t uncounted; /* held lazily, in post order */
+	ucs_list_link_t held_lazy; /* posted held lazily, in post order;
+				    * the uncounted ones are its tail */
 	uint64_t nrecvs;
 	uint64_t nmsgs;
 	uint64_t nsw_held;  /* held and counted, plus held lazily */
@@ -246,9 +253,9 @@ static inline int tm_mq_post(struct tm_mq *mq, struct tm_mq_recv *r,
 	r->mask = mask;
 	r->seq = seq;
 	r->sw_held = 0; /* its kind: when it joins a bucket (lazy_index) */
-	r->uncounted = how == TM_MQ_HELD_LAZY;
-	if (r->uncounted) {
-		ucs_list_add_tail(&mq->uncounted, &r->ulink);
+	r->uncounted = r->lazy_held = how == TM_MQ_HELD_LAZY;
+	if (r->lazy_held) {
+		ucs_list_add_tail(&mq->held_lazy, &r->ulink);
 		mq->nsw_held++;
 	}
 	r->bucket = NULL;
@@ -257,14 +264,25 @@ static inline int tm_mq_post(struct tm_mq *mq, struct tm_mq_recv *r,
 	return TM_OK;
 }
 
-/* A lazily held receive leaves mq->uncounted (it is counted no more). */
-static inline void tm_mq_uncount(struct tm_mq *mq, struct tm_mq_recv *r)
+/* A lazily held receive leaves mq->held_lazy (uncounted: it is counted
+ * no more; counted, its bucket's counters go with it). */
+static inline void tm_mq_lazy_leave(struct tm_mq *mq, struct tm_mq_recv *r)
 {
-	if (r->uncounted) {
-		r->uncounted = 0;
+	if (r->lazy_held) {
+		r->lazy_held = 0;
 		ucs_list_del(&r->ulink);
-		mq->nsw_held--;
+		if (r->uncounted) {
+			r->uncounted = 0;
+			mq->nsw_held--;
+		}
 	}
+}
+
+/* The earliest receive posted held lazily and still held, or NULL. */
+static inline struct tm_mq_recv *tm_mq_oldest_held_lazy(struct tm_mq *mq)
+{
+	return ucs_list_is_empty(&mq->held_lazy) ? NULL :
+	       ucs_list_head(&mq->held_lazy, struct tm_mq_recv, ulink);
 }
 
 /* Removes a posted receive in no bucket (still in the lazy FIFO). */
@@ -273,8 +291,13 @@ static inline void tm_mq_recv_remove_lazy(struct tm_mq *mq,
 {
 #ifdef TM_DEBUG
 	assert(!r->bucket); /* a bucketed one: tm_mq_recv_remove */
+	assert(r->uncounted == r->lazy_held); /* counting buckets first */
 #endif
-	tm_mq_uncount(mq, r);
+	if (r->lazy_held) { /* tm_mq_lazy_leave: uncounted, in no bucket */
+		r->lazy_held = r->uncounted = 0;
+		ucs_list_del(&r->ulink);
+		mq->nsw_held--;
+	}
 	ucs_list_del(&r->link);
 	mq->nrecvs--;
 }
@@ -286,7 +309,7 @@ static inline void tm_mq_recv_remove(struct tm_mq *mq, struct tm_mq_recv *r)
 		tm_mq_recv_remove_lazy(mq, r);
 		return;
 	}
-	tm_mq_uncount(mq, r);
+	tm_mq_lazy_leave(mq, r);
 	tm_mq_recv_remove_indexed(mq, r);
 }
 

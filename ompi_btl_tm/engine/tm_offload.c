@@ -8,7 +8,6 @@
 int tme_offload_init(struct tm_engine *eng)
 {
 	ucs_list_head_init(&eng->offload.promo_ready);
-	ucs_list_head_init(&eng->offload.small);
 	eng->offload.swq = kh_init(tm_swq);
 	return eng->offload.swq ? TM_OK : TM_ERR_NO_MEMORY;
 }
@@ -166,11 +165,11 @@ static int promote_one(struct tm_engine *eng, struct tm_swq *q)
 }
 
 /* Was a receive below offload_thresh, still held, posted before r? */
-static int small_before(struct tme_offload_state *o, struct tm_recv *r)
+static int small_before(struct tm_engine *eng, struct tm_recv *r)
 {
-	return !ucs_list_is_empty(&o->small) &&
-	       recv_head(&o->small, sw_link)->post_stamp <
-	       r->post_stamp;
+	struct tm_mq_recv *s = tm_mq_oldest_held_lazy(&eng->mq);
+
+	return s && s->seq < r->post_stamp;
 }
 
 /* q goes to the back of promo_ready: the other contexts' turn. */
@@ -202,7 +201,7 @@ int tme_promote(struct tm_engine *eng)
 			break;
 		}
 		q = ucs_list_head(&eng->offload.promo_ready, struct tm_swq, ready_link);
-		if (small_before(&eng->offload, promo_pick(eng, q))) {
+		if (small_before(eng, promo_pick(eng, q))) {
 			if (!blocked)
 				nready = ucs_list_length(&eng->offload.promo_ready);
 			if (++blocked >= nready) {

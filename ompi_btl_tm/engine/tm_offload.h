@@ -80,8 +80,7 @@ static inline int tme_place_sw(struct tm_engine *eng, struct tm_recv *r, uint64_
 		return TM_OK;
 	}
 	eng->x.st.sw_below_thresh++;
-	ucs_list_add_tail(&eng->offload.small, &q->sw_link);
-	q->flags |= RF_SMALL;
+	q->flags |= RF_SMALL; /* on mq's held_lazy list: the small list */
 	return TM_OK;
 }
 
@@ -95,18 +94,17 @@ static inline int tme_promo_due(struct tm_engine *eng)
 }
 /* r leaves its FIFO (matched, cancelled, failed). */
 void tme_swq_del(struct tm_engine *eng, struct tm_recv *r);
-/* r leaves the small list (inline: every small receive's match); the
- * heads it held back may go now. */
+/* r is about to leave the small list (inline: every small receive's
+ * match; tm_mq_recv_remove unlinks it): the heads it held back may go. */
 static inline void tme_small_del(struct tm_engine *eng, struct tm_recv *r)
 {
 	struct tme_recv *q = rp(r);
 
-	if (eng->offload.small.next == &q->sw_link &&
+	if (eng->mq.held_lazy.next == &q->mq.ulink &&
 	    !ucs_list_is_empty(&eng->offload.promo_ready)) {
 		eng->offload.small_blocks = 0;
 		tme_pend(eng, TM_PEND_WORK);
 	}
-	ucs_list_del(&q->sw_link);
 	q->flags &= ~RF_SMALL;
 }
 /* The card refused r's ADD: software-held again, pinned. */

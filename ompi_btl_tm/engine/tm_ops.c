@@ -55,6 +55,7 @@ int tmx_ops_init(struct tm_xport *x)
 	x->ops.op_unsig = calloc(x->ops.max_ops + 1, sizeof(*x->ops.op_unsig));
 	if (!x->ops.op_unsig)
 		return TM_ERR_NO_MEMORY;
+	tmx_count_rearm(x);
 	return stage_setup(x);
 }
 
@@ -398,6 +399,7 @@ int tmx_card_add(struct tm_xport *x, struct tm_tctx *t, uint64_t tag,
 	chain_add(x, t, tag, mask, b, x->ops.reported);
 	t->flags |= TC_ENTRY_LIVE | TC_UNCONF;
 	ucs_list_add_tail(&x->ops.unconf, &t->card_link);
+	x->ops.count_wake = 0; /* the count may want a SYNC now */
 	if (++x->ops.card_entries > x->ops.card_entries_max)
 		x->ops.card_entries_max = x->ops.card_entries;
 	if (x->cfg.add_chain == 1) /* no chain: on the card from its post */

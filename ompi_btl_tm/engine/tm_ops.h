@@ -60,19 +60,42 @@ static inline uint32_t tmx_count_now(const struct tm_xport *x)
 	return x->ops.uq_count + !!(x->test.faults & TM_FAULT_SYNC_AHEAD);
 }
 
-/* One more unexpected tagged arrival processed (the card counted it).
- * The count is work only when it may want a SYNC (tmx_sync_wanted, less
- * the outstanding SYNC, whose completion runs the rule again): with no
- * unconfirmed entry and no long lag, the next op carries it.  Without a
- * card it goes nowhere. */
-static inline void tmx_count_unexpected(struct tm_xport *x)
+/*
+ * How many more unexpected arrivals may pass before the count can be work
+ * (tmx_sync_wanted, less the outstanding SYNC, whose completion runs the
+ * rule again): none while an unconfirmed entry exists, else what is left
+ * of TM_SYNC_LAG_MAX.  Without a card the count goes nowhere.  Set again
+ * wherever it could have grown too large: an entry joining ops.unconf.
+ */
+static inline void tmx_count_rearm(struct tm_xport *x)
 {
-	x->ops.uq_count++;
+	uint32_t lag = tmx_count_now(x) - x->ops.reported;
+
+	x->ops.count_wake = x->no_card ? INT32_MAX :
+			    !ucs_list_is_empty(&x->ops.unconf) ||
+			    lag >= TM_SYNC_LAG_MAX ? 0 :
+			    (int32_t)(TM_SYNC_LAG_MAX - lag);
+}
+
+/* The count reached its wake-up: work if the rule may want a SYNC. */
+static inline void tmx_count_woke(struct tm_xport *x)
+{
 	if (!x->no_card && (!ucs_list_is_empty(&x->ops.unconf) ||
 			    tmx_count_now(x) - x->ops.reported >=
 			    TM_SYNC_LAG_MAX))
 		tmx_pend(x, TM_PEND_WORK);
+	tmx_count_rearm(x);
+}
+
+/* One more unexpected tagged arrival processed (the card counted it).
+ * With no unconfirmed entry and no long lag the next op carries it: one
+ * decrement, no test of the rule. */
+static inline void tmx_count_unexpected(struct tm_xport *x)
+{
+	x->ops.uq_count++;
 	x->st.unexpected++;
+	if (--x->ops.count_wake <= 0)
+		tmx_count_woke(x);
 }
 
 /* Resources for one more ADD: an entry, an op slot, no op queued ahead. */

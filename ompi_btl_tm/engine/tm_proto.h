@@ -67,7 +67,7 @@ enum {
 	RF_WATCHED = 1 << 10, /* names a peer, counted in send.nwatched */
 	RF_PEER_DEAD = 1 << 11, /* its DEL is because its peer died */
 	RF_SMALL = 1 << 12, /* software-held below offload_thresh: on
-			     * offload.small, in no FIFO */
+			     * the small list (mq.held_lazy), in no FIFO */
 };
 
 /* tm_send waiting */
@@ -234,9 +234,9 @@ struct tme_reply_state {
 struct tme_offload_state {
 	khash_t(tm_swq) *swq;       /* context id -> software-held FIFO */
 	ucs_list_link_t promo_ready; /* FIFOs whose head may go */
-	/* receives held below offload_thresh, in post order: no FIFO head
-	 * posted after the first one is promoted */
-	ucs_list_link_t small;
+	/* the small list (receives held below offload_thresh, in post
+	 * order: no FIFO head posted after its first is promoted) is the
+	 * shadow queue's mq.held_lazy (tm_mq_oldest_held_lazy) */
 	int small_blocks;           /* every ready head waits for small's */
 };
 
@@ -453,6 +453,27 @@ static inline void tme_send_fire(struct tm_send *s)
 static inline int tme_fire_now_ok(const struct tm_engine *eng)
 {
 	return !(eng->x.pending & (TM_PEND_WORK | TM_PEND_DONE));
+}
+
+/*
+ * Step of the arrival fast paths: r is done, and its callback runs now
+ * when no work and no callback wait (tme_fire_now_ok: the order of
+ * callbacks is the queue's), else it is queued.  Inside a batch of
+ * completions: the callback may call in, which then does not poll
+ * (tmx_drain).  r is the caller's again after this.
+ */
+static inline void tme_recv_fire(struct tm_engine *eng, struct tm_recv *r)
+{
+	struct tme_recv *q = rp(r);
+
+	if (!tme_fire_now_ok(eng)) {
+		tme_recv_queue_done(eng, r);
+		return;
+	}
+	tme_rstate(q, R_DONE);
+	tmx_stage_put(&eng->x, &q->t);
+	if (r->cb)
+		r->cb(r);
 }
 
 /* Runs callbacks; a callback may call back into the engine. */

@@ -247,8 +247,8 @@ int tme_on_unexpected(struct tm_engine *eng, uint8_t *buf, uint32_t idx,
 	/* no list op (never on the card) and no reply owed yet (not
 	 * synchronous): tme_recv_try_done's tests hold */
 	TME_ASSERT(!q->ops_pending);
-	tme_recv_queue_done(eng, r);
-	memcpy(r->b.buf, buf + TMH_LEN, r->recv_len);
+	copy_payload(r->b.buf, buf + TMH_LEN, r->recv_len);
+	tme_recv_fire(eng, r);
 	return 0;
 }
 

@@ -188,10 +188,9 @@ void tme_on_recv_cqe(void *arg, struct tm_tctx *t, const struct tm_cqe *c)
 	staged = q->t.stage >= 0;
 	from = tmx_card_buf(&eng->x, &q->t, &r->b);
 	tme_recv_outcome(eng, r, eager_fit(r));
-	tme_recv_queue_done(eng, r); /* puts the stage back: nothing runs
-				      * before the copy below */
 	if (staged)
-		memcpy(r->b.buf, from, r->recv_len);
+		copy_payload(r->b.buf, from, r->recv_len);
+	tme_recv_fire(eng, r); /* puts the stage back */
 }
 
 /* What a completed (or dropped) list op means for the receive it names. */

@@ -312,8 +312,10 @@ tm_batch(struct tm_xport *x, struct ibv_cq_ex *cq)
 			memset(&e->tm, 0, sizeof(e->tm));
 	} while (n < x->cq_batch && ibv_next_poll(cq) == 0);
 	ibv_end_poll(cq);
+	x->in_batch = 1;
 	for (i = 0; i < n; i++)
 		on_tm_cqe(x, &c[i]);
+	x->in_batch = 0;
 	return n;
 }
 

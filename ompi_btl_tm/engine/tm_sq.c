@@ -139,21 +139,42 @@ static inline int32_t slot_fill(struct tm_xport *x, const void *hdr,
  * ours) is needed.  The caller checked hdr_len + len against the QP's
  * max_inline.  lkeys are not looked at for inline data.
  */
-static inline void inline_fill(const void *hdr, uint32_t hdr_len,
-			       const void *data, size_t len,
-			       struct ibv_send_wr *wr, struct ibv_sge *sge)
+static inline void inline_fill_fixed(const void *hdr, uint32_t hdr_len,
+				     struct ibv_send_wr *wr,
+				     struct ibv_sge *sge)
 {
 	sge[0].addr = (uintptr_t)hdr;
 	sge[0].length = hdr_len;
 	sge[0].lkey = 0;
-	sge[1].addr = (uintptr_t)data;
-	sge[1].length = (uint32_t)len;
 	sge[1].lkey = 0;
 	wr->next = NULL;
 	wr->sg_list = sge;
-	wr->num_sge = len ? 2 : 1;
 	wr->opcode = IBV_WR_SEND;
+}
+
+/* The fields of an inline send that change from one send to the next. */
+static inline void inline_fill_data(const void *data, size_t len,
+				    struct ibv_send_wr *wr,
+				    struct ibv_sge *sge)
+{
+	sge[1].addr = (uintptr_t)data;
+	sge[1].length = (uint32_t)len;
+	wr->num_sge = len ? 2 : 1;
 	wr->send_flags = IBV_SEND_INLINE;
+}
+
+static inline void inline_fill(const void *hdr, uint32_t hdr_len,
+			       const void *data, size_t len,
+			       struct ibv_send_wr *wr, struct ibv_sge *sge)
+{
+	inline_fill_fixed(hdr, hdr_len, wr, sge);
+	inline_fill_data(data, len, wr, sge);
+}
+
+void tmx_sq_init(struct tm_xport *x)
+{
+	inline_fill_fixed(x->tx.inl.hdr, TMH_LEN, &x->tx.inl.wr,
+			  x->tx.inl.sge);
 }
 
 /* tm_tx.c's forms of the two fills (inline here: the eager post's). */
@@ -195,18 +216,15 @@ int tmx_eager_post(struct tm_xport *x, uint32_t peer, uint64_t tag,
 		   uint32_t app, const void *buf, size_t len)
 {
 	struct tmx_peer *p = x->peers[peer];
-	uint8_t hdr[TMH_LEN] __attribute__((aligned(8)));
-	struct ibv_send_wr wr;
-	struct ibv_sge sge[2];
 
 	if (p->dead || !ucs_list_is_empty(&p->txq) ||
 	    p->sq_out >= x->tx.sq_limit)
 		return 0; /* tmx_eager_ready's tests */
 	if (TMH_LEN + len > p->max_inline)
 		return eager_post_slot(x, p, tag, app, buf, len);
-	tmh_fill(hdr, IBV_TMH_EAGER, app, tag);
-	inline_fill(hdr, TMH_LEN, buf, len, &wr, sge);
-	if (sq_post_inl(x, p, &wr, -1, NULL))
+	tmh_fill(x->tx.inl.hdr, IBV_TMH_EAGER, app, tag);
+	inline_fill_data(buf, len, &x->tx.inl.wr, x->tx.inl.sge);
+	if (sq_post_inl(x, p, &x->tx.inl.wr, -1, NULL))
 		return 0;
 	x->st.sends_inline++;
 	return 1;

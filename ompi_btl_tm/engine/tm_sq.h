@@ -16,6 +16,8 @@
 
 #include "engine/tm_transport.h"
 
+/* The inline send's fixed fields, once (tmx_tx_init). */
+void tmx_sq_init(struct tm_xport *x);
 /* Posts wr (filled by a fill below) on p, keep the item to hear of its
  * completion (NULL: none); 0, or the post's errno. */
 int tmx_sq_post(struct tm_xport *x, struct tmx_peer *p,

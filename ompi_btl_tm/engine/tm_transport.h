@@ -249,6 +249,9 @@ struct tmx_plain_state {
 struct tmx_ops_state {
 	uint32_t uq_count;   /* unexpected tagged completions */
 	uint32_t reported;   /* count carried by the last op decided */
+	/* arrivals left before the count may want work (tmx_count_rearm):
+	 * 0 while an entry may be inactive; never too many, may be too few */
+	int32_t count_wake;
 	int sync_out;        /* an explicit SYNC is queued or posted */
 	uint64_t op_seq;     /* list ops posted */
 	uint64_t sync_seq;   /* latest op known in sync (0: none) */
@@ -310,6 +313,14 @@ struct tmx_tx_state {
 			      * (tmx_want_poll_send) */
 	ucs_list_link_t all_tx;
 	uint64_t tx_queued;
+	/* the eager inline send's WR, its two SGEs and its TMH, the fields
+	 * that never change filled once (tm_sq.c, inline_fill_fixed): the
+	 * device copies all of it at post, so each send reuses it */
+	struct {
+		struct ibv_send_wr wr;
+		struct ibv_sge sge[2];
+		uint8_t hdr[TMH_LEN] __attribute__((aligned(8)));
+	} inl;
 };
 
 struct tm_xport {
@@ -318,6 +329,10 @@ struct tm_xport {
 	struct tm_engine_config cfg;
 	struct tm_engine_test test; /* cfg.test copied, or all zero */
 	uint32_t pending;    /* TM_PEND_* */
+	/* a batch of TM-CQ completions is being handled: a callback fired
+	 * from it may call in, but must not poll (tmx_drain) past the rest
+	 * of the batch */
+	int in_batch;
 	int fatal;           /* 0, or the TM_ERR_* that stopped the engine */
 	uint64_t max_read;   /* longest read the device does at once */
 	int has_card;        /* tmx_has_card(): fixed at create */

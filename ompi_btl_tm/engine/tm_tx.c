@@ -31,6 +31,7 @@ int tmx_tx_init(struct tm_xport *x, size_t slot_size)
 			 x->dev->qp_max_send_wr / 2 : 1;
 	x->tx.slot_low = x->tx.n_slots / 4;
 	tmx_poll_budget(x); /* nothing out */
+	tmx_sq_init(x);
 	x->tx.slot_size = (uint32_t)slot_size;
 	x->tx.slots = calloc(x->tx.n_slots, slot_size);
 	x->tx.free_slots = calloc(x->tx.n_slots, sizeof(uint32_t));

@@ -432,19 +432,28 @@ int mtl_tm_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 	return OMPI_SUCCESS;
 }
 
+const uint64_t mtl_tm_no_routes[1] = { 0 };
+
 /*
  * The communicator's routes (mtl_tm.h, "Routes"), all unknown; without
- * the memory for them every message looks its peer up instead.
+ * the memory for them (or, for tests, with MTL_TM_TEST_NO_ROUTES set in
+ * the environment) MTL_TM_NO_ROUTES: every message looks its peer up
+ * instead.
  */
 static void add_routes(struct ompi_communicator_t *comm, int size)
 {
 	int n = OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : size;
-	struct mtl_tm_comm *c;
+	uint64_t *t = NULL;
 
-	c = calloc(1, sizeof(*c) + (size_t)n * sizeof(c->route[0]));
-	if (c)
-		c->size = (uint32_t)n;
-	comm->c_pml_comm = (void *)c;
+	if (!getenv("MTL_TM_TEST_NO_ROUTES"))
+		t = calloc(1 + (size_t)n, sizeof(*t));
+	if (t)
+		t[0] = (uint64_t)n;
+	else
+		opal_output_verbose(10, mtl_tm_output,
+				    "mtl tm: rank %u: no routes for %s: each message looks its peer up",
+				    mtl_tm.my_vpid, comm->c_name);
+	comm->c_pml_comm = t ? (void *)(t + 1) : MTL_TM_NO_ROUTES;
 }
 
 /*
@@ -497,7 +506,10 @@ int mtl_tm_add_comm(struct mca_mtl_base_module_t *mtl,
 int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
 		    struct ompi_communicator_t *comm)
 {
-	free(comm->c_pml_comm);
+	uint64_t *route_of = (void *)comm->c_pml_comm;
+
+	if (route_of && route_of != MTL_TM_NO_ROUTES)
+		free(route_of - 1);
 	comm->c_pml_comm = NULL;
 	return OMPI_SUCCESS;
 }

@@ -89,7 +89,7 @@
  * internal tags.
  *
  * Routes: a communicator's (comm->c_pml_comm, which pml cm leaves to the
- * MTL: struct mtl_tm_comm) keeps, for each rank of its (remote) group, one
+ * MTL: its route table) keeps, for each rank of its (remote) group, one
  * word once first used: the engine peer and, once a send went there, the
  * upper half of a send's tag (the rank's context id of the communicator
  * and our rank in it), so that a send finds both with one load rather
@@ -294,6 +294,8 @@ enum mtl_tm_req_kind {
 	MTL_TM_REQ_RECV = 2,
 	MTL_TM_REQ_BSEND = 3,    /* pml cm's request of a buffered send: u.send
 				  * keeps the identity of our own copy's send */
+	MTL_TM_REQ_SEND_WAIT = 4, /* a blocking send's, on its stack: super
+				  * unset, its caller waits for done */
 };
 
 struct mtl_tm_request {
@@ -347,18 +349,25 @@ struct mtl_tm_request {
 /*
  * A communicator's routes (comm->c_pml_comm, from add_comm to del_comm):
  * route[r], of rank r of its (remote) group, 0 until first used, then
- * MTL_TM_ROUTE_PEER: 1 + its engine peer; with MTL_TM_ROUTE_SEND also the
+ * MTL_TM_ROUTE_RECV and its engine peer (MTL_TM_ROUTE_PEER, the low bits
+ * as they are: a mask gives the peer); with MTL_TM_ROUTE_SEND also the
  * upper 32 bits of a send's tag to it (tm_tag_make of its context id of
  * the communicator and our rank), in the upper 32 bits of the word.  One
  * aligned 64-bit word each, filled by OR: threads that fill the same rank
  * at once write the same bits.
+ *
+ * c_pml_comm points at route[0], the number of ranks in the word before
+ * (add_routes: GCC folds no offset into an __atomic load's address).  It
+ * is never NULL from add_comm to del_comm (Open MPI adds a communicator
+ * to its pml before its first message); without the memory for the
+ * routes it is MTL_TM_NO_ROUTES, of 0 ranks: the fast paths test only
+ * the bound.
  */
-#define MTL_TM_ROUTE_PEER 0x7fffffffu
+#define MTL_TM_ROUTE_PEER 0x3fffffffu
+#define MTL_TM_ROUTE_RECV 0x40000000u
 #define MTL_TM_ROUTE_SEND 0x80000000u
-struct mtl_tm_comm {
-	uint32_t size;
-	uint64_t route[];
-};
+extern const uint64_t mtl_tm_no_routes[1] __attribute__((visibility("hidden")));
+#define MTL_TM_NO_ROUTES ((void *)(mtl_tm_no_routes + 1))
 
 /* hidden, as -fvisibility=hidden defines it: the other files then reach
  * it directly, not through the GOT */
@@ -474,22 +483,25 @@ int mtl_tm_route_slow(struct ompi_communicator_t *comm, int rank,
 		      bool send, uint64_t *route);
 
 /*
- * The route word (struct mtl_tm_comm) of rank `rank` of comm, with
+ * The route word (c_pml_comm, above) of rank `rank` of comm, with
  * MTL_TM_ROUTE_SEND if send, if it is known (false: not yet used, or no
- * routes for comm).
+ * routes for comm: MTL_TM_NO_ROUTES).
  */
 static inline __attribute__((always_inline)) bool
 mtl_tm_route_known(struct ompi_communicator_t *comm, int rank, bool send,
 		   uint64_t *route)
 {
-	const struct mtl_tm_comm *c = (const void *)comm->c_pml_comm;
+	const uint64_t *route_of = (const void *)comm->c_pml_comm;
 	uint64_t w;
 
-	if (OPAL_UNLIKELY(!c || (uint32_t)rank >= c->size))
+	if (OPAL_UNLIKELY((uint32_t)rank >= (uint32_t)route_of[-1]))
 		return false;
-	w = __atomic_load_n(&c->route[rank], __ATOMIC_RELAXED);
+	/* < 2^31 ranks: not MPI_ANY_SOURCE (callers' tests for it fold) */
+	if (rank < 0)
+		__builtin_unreachable();
+	w = __atomic_load_n(&route_of[(uint32_t)rank], __ATOMIC_RELAXED);
 	*route = w;
-	return OPAL_LIKELY(w & (send ? MTL_TM_ROUTE_SEND : MTL_TM_ROUTE_PEER));
+	return OPAL_LIKELY(w & (send ? MTL_TM_ROUTE_SEND : MTL_TM_ROUTE_RECV));
 }
 
 /*
@@ -510,7 +522,7 @@ mtl_tm_route(struct ompi_communicator_t *comm, int rank, bool send,
 /* The engine peer in a route word. */
 static inline uint32_t mtl_tm_route_peer(uint64_t route)
 {
-	return ((uint32_t)route & MTL_TM_ROUTE_PEER) - 1;
+	return (uint32_t)route & MTL_TM_ROUTE_PEER;
 }
 
 /*
@@ -556,14 +568,19 @@ static inline int mtl_tm_to_ompi(int rc)
 
 /* A receive's or probe's (tag, mask) for (comm, src, tag): MPI's source
  * and tag wildcards as the engine's (add_comm checked the context id and
- * the ranks against the tag layout). */
-static inline void mtl_tm_recv_env(struct ompi_communicator_t *comm,
-				   int src, int tag, uint64_t *rtag,
-				   uint64_t *mask)
+ * the ranks against the tag layout).  One call of tm_tag_recv per case
+ * of the tag, so that each folds its mask to a constant. */
+static inline __attribute__((always_inline)) void
+mtl_tm_recv_env(struct ompi_communicator_t *comm, int src, int tag,
+		uint64_t *rtag, uint64_t *mask)
 {
-	tm_tag_recv(mtl_tm_comm_cid(comm),
-		    src == MPI_ANY_SOURCE ? TM_ANY_SRC : src,
-		    tag == MPI_ANY_TAG ? TM_ANY_TAG : tag, rtag, mask);
+	uint32_t cid = mtl_tm_comm_cid(comm);
+	int32_t s = src == MPI_ANY_SOURCE ? TM_ANY_SRC : src;
+
+	if (OPAL_LIKELY(tag != MPI_ANY_TAG))
+		tm_tag_recv(cid, s, tag, rtag, mask);
+	else
+		tm_tag_recv(cid, s, TM_ANY_TAG, rtag, mask);
 }
 
 /* A request's flags cleared and its kind set, in one store. */

@@ -81,27 +81,35 @@ int mtl_tm_cm_progress(void)
 	return n;
 }
 
-static int cm_poll(void)
+/* cm_poll's turn: the CM polled under the lock. */
+static __attribute__((noinline)) int cm_poll_now(void)
 {
 	int n;
 
 	mtl_tm_tsan_enter();
-	/* Every thread in opal_progress reads and counts these without the
-	 * lock: relaxed atomics, as a count lost to another thread only
-	 * delays the next poll by a turn. */
-	if (!__atomic_load_n(&mtl_tm.cm_busy, __ATOMIC_RELAXED)) {
-		uint32_t k = __atomic_load_n(&mtl_tm.cm_skip,
-					     __ATOMIC_RELAXED) + 1;
-
-		__atomic_store_n(&mtl_tm.cm_skip, k, __ATOMIC_RELAXED);
-		if (k < MTL_TM_CM_EVERY)
-			return 0;
-	}
 	__atomic_store_n(&mtl_tm.cm_skip, 0, __ATOMIC_RELAXED);
 	if (OPAL_THREAD_TRYLOCK(&mtl_tm.lock))
 		return 0;
 	n = mtl_tm_cm_progress();
 	return n + mtl_tm_unlock_and_complete();
+}
+
+/* The skipped turns in a frameless function: cm_poll_now keeps
+ * registers and a frame that only its turn needs. */
+static int cm_poll(void)
+{
+	uint32_t k;
+
+	/* Every thread in opal_progress reads and counts these without the
+	 * lock: relaxed atomics, as a count lost to another thread only
+	 * delays the next poll by a turn. */
+	if (!__atomic_load_n(&mtl_tm.cm_busy, __ATOMIC_RELAXED)) {
+		k = __atomic_load_n(&mtl_tm.cm_skip, __ATOMIC_RELAXED) + 1;
+		__atomic_store_n(&mtl_tm.cm_skip, k, __ATOMIC_RELAXED);
+		if (k < MTL_TM_CM_EVERY)
+			return 0;
+	}
+	return cm_poll_now();
 }
 
 void mtl_tm_qps_destroy(void)
@@ -494,7 +502,7 @@ struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
 int mtl_tm_route_slow(struct ompi_communicator_t *comm, int rank,
 		      bool send, uint64_t *route)
 {
-	struct mtl_tm_comm *c = (void *)comm->c_pml_comm;
+	uint64_t *route_of = (void *)comm->c_pml_comm;
 	struct mtl_tm_endpoint *ep = mtl_tm_peer_ep(comm, rank);
 	uint32_t cid = 0;
 	int rc;
@@ -505,7 +513,14 @@ int mtl_tm_route_slow(struct ompi_communicator_t *comm, int rank,
 				    mtl_tm.my_vpid, rank, comm->c_name);
 		return OMPI_ERR_UNREACH;
 	}
-	*route = ep->peer + 1;
+	if (ep->peer > MTL_TM_ROUTE_PEER) {
+		/* never: engine peers are numbered from 0, one per QP pair */
+		opal_output(0, "mtl tm: rank %u: engine peer %u of rank %d of %s past the routes' %u",
+			    mtl_tm.my_vpid, ep->peer, rank, comm->c_name,
+			    MTL_TM_ROUTE_PEER);
+		return OMPI_ERR_UNREACH;
+	}
+	*route = MTL_TM_ROUTE_RECV | ep->peer;
 	if (send) {
 		/* the receiver's id (mtl_tm_compat.h): it matches on its own */
 		rc = mtl_tm_peer_cid(comm, rank, &cid);
@@ -519,7 +534,7 @@ int mtl_tm_route_slow(struct ompi_communicator_t *comm, int rank,
 			   ~(uint64_t)UINT32_MAX);
 	}
 	/* kept until del_comm: a peer's QPs live until finalize */
-	if (c && rank >= 0 && (uint32_t)rank < c->size)
-		__atomic_fetch_or(&c->route[rank], *route, __ATOMIC_RELAXED);
+	if (route_of && rank >= 0 && (uint32_t)rank < route_of[-1])
+		__atomic_fetch_or(&route_of[rank], *route, __ATOMIC_RELAXED);
 	return OMPI_SUCCESS;
 }

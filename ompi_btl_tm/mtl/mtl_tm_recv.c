@@ -266,10 +266,31 @@ int mtl_tm_irecv_general(struct mca_mtl_base_module_t *mtl,
 	return post_recv(req, NULL);
 }
 
+/* The common receive's steps once its source's engine peer is known
+ * (from; TM_PEER_ANY for MPI_ANY_SOURCE): its bytes in place, the engine
+ * call.  false: not in place, the general entry takes it. */
+static inline __attribute__((always_inline)) bool
+irecv_fast(struct ompi_communicator_t *comm, int src, int tag,
+	   struct opal_convertor_t *convertor, uint32_t from,
+	   struct mtl_tm_request *req, int *rc)
+{
+	struct tm_recv *r = &req->u.recv;
+
+	if (OPAL_UNLIKELY(!mtl_tm_recv_in_place(convertor, &r->buf, &r->len)))
+		return false;
+	r->from = from;
+	fill_recv(convertor, recv_cb, req);
+	mtl_tm_recv_env(comm, src, tag, &r->tag, &r->mask);
+	*rc = tm_engine_post_recv(mtl_tm.eng, r);
+	return true;
+}
+
 /*
  * The common receive in a few tests, without MPI threads (mtl_tm.h, the
- * two sets of entry points): its source's route known (or any source),
- * its bytes in place; then no lock and no staging.
+ * two sets of entry points): its source's route known, or any source
+ * (the route's bound refuses MPI_ANY_SOURCE: tested only then), its
+ * bytes in place; then no lock and no staging.  Each case is its own
+ * copy of irecv_fast, with the source's tests folded away.
  */
 int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 		 struct ompi_communicator_t *comm, int src, int tag,
@@ -277,23 +298,26 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 		 mca_mtl_request_t *mtl_request)
 {
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
-	struct tm_recv *r = &req->u.recv;
-	uint64_t route = 0;
+	uint64_t route;
 	int rc;
 
 	mtl_tm_req_got(req, &req->tsan_waiter);
-	if (OPAL_UNLIKELY((src != MPI_ANY_SOURCE &&
-			   !mtl_tm_route_known(comm, src, false, &route)) ||
-			  !mtl_tm_recv_in_place(convertor, &r->buf, &r->len)))
-		return mtl_tm_irecv_general(mtl, comm, src, tag, convertor,
-					    mtl_request);
-	r->from = src == MPI_ANY_SOURCE ? TM_PEER_ANY :
-					  mtl_tm_route_peer(route);
-	fill_recv(convertor, recv_cb, req);
-	mtl_tm_recv_env(comm, src, tag, &r->tag, &r->mask);
-	rc = tm_engine_post_recv(mtl_tm.eng, r);
+	if (OPAL_LIKELY(mtl_tm_route_known(comm, src, false, &route))) {
+		if (OPAL_UNLIKELY(!irecv_fast(comm, src, tag, convertor,
+					      mtl_tm_route_peer(route), req,
+					      &rc)))
+			goto general;
+	} else if (src != MPI_ANY_SOURCE ||
+		   !irecv_fast(comm, MPI_ANY_SOURCE, tag, convertor,
+			       TM_PEER_ANY, req, &rc)) {
+		goto general;
+	}
 	/* in place: no staging copy to free */
 	return OPAL_LIKELY(rc == TM_OK) ? OMPI_SUCCESS : mtl_tm_to_ompi(rc);
+general:
+	/* mtl is &mtl_tm.super: not kept for the general entry */
+	return mtl_tm_irecv_general(&mtl_tm.super, comm, src, tag, convertor,
+				    mtl_request);
 }
 
 int mtl_tm_imrecv(struct mca_mtl_base_module_t *mtl,

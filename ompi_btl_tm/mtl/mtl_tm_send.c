@@ -95,7 +95,7 @@ static void send_complete_other(struct mtl_tm_request *req)
 static inline __attribute__((always_inline)) void
 send_complete(struct mtl_tm_request *req)
 {
-	ompi_request_t *oreq = req->super.ompi_req;
+	ompi_request_t *oreq;
 	int err;
 
 	if (OPAL_UNLIKELY(req->cancel_wait || req->detached)) {
@@ -104,11 +104,12 @@ send_complete(struct mtl_tm_request *req)
 	}
 	err = send_error(req);
 	req->completed = true;
-	if (!oreq) {
+	if (req->kind == MTL_TM_REQ_SEND_WAIT) {
 		/* mtl_tm_send's: its caller waits for done */
 		__atomic_store_n(&req->done, true, __ATOMIC_RELEASE);
 		return;
 	}
+	oreq = req->super.ompi_req;
 	/* pml cm does not reset a send's MPI_ERROR when it (re)starts one:
 	 * a recycled request would keep an old value */
 	oreq->req_status.MPI_ERROR = err;
@@ -156,14 +157,16 @@ static void keep_bsend_identity(struct mtl_tm_request *parent,
 	tm_engine_send_detach(mtl_tm.eng, own, &parent->u.send);
 }
 
-/* req's fields and its engine send of (buf, len) to the route's peer. */
+/* req's fields and its engine send of (buf, len) to the route's peer;
+ * kind: MTL_TM_REQ_SEND, or MTL_TM_REQ_SEND_WAIT for a blocking send. */
 static inline __attribute__((always_inline)) void
 fill_send(uint64_t route, int tag, void *buf, size_t len, bool pack_free,
-	  unsigned flags, bool detached, struct mtl_tm_request *req)
+	  unsigned flags, bool detached, uint8_t kind,
+	  struct mtl_tm_request *req)
 {
 	struct tm_send *s = &req->u.send;
 
-	mtl_tm_req_start(req, MTL_TM_REQ_SEND);
+	mtl_tm_req_start(req, kind);
 	req->pack_free = pack_free;
 	req->detached = detached;
 	/* read only with these (mtl_tm_free_pack, send_complete_other) */
@@ -180,17 +183,26 @@ fill_send(uint64_t route, int tag, void *buf, size_t len, bool pack_free,
 	s->flags = flags;
 }
 
+/* A post of len bytes to peer that failed (rc < TM_OK): said, and the
+ * error as Open MPI's.  Of the request's fields it takes values only:
+ * the blocking fast send (mtl_tm_send) then keeps no register for its
+ * request's address across the engine call. */
+static __attribute__((noinline, cold)) int
+send_post_failed(int rc, size_t len, uint32_t peer)
+{
+	opal_output_verbose(10, mtl_tm_output,
+			    "mtl tm: send of %zu bytes to peer %u: %s", len, peer,
+			    tm_status_str(rc));
+	return mtl_tm_to_ompi(rc);
+}
+
 /* What a post that failed (rc < TM_OK) leaves: its copy freed, the
  * error as Open MPI's. */
 static __attribute__((noinline)) int
 send_failed(struct mtl_tm_request *req, int rc)
 {
 	mtl_tm_free_pack(req);
-	opal_output_verbose(10, mtl_tm_output,
-			    "mtl tm: send of %zu bytes to peer %u: %s",
-			    req->u.send.len, req->u.send.peer,
-			    tm_status_str(rc));
-	return mtl_tm_to_ompi(rc);
+	return send_post_failed(rc, req->u.send.len, req->u.send.peer);
 }
 
 /*
@@ -202,7 +214,7 @@ send_failed(struct mtl_tm_request *req, int rc)
  */
 static inline __attribute__((always_inline)) int
 post_send(struct ompi_communicator_t *comm, int dest, int tag,
-	  void *buf, size_t len, bool pack_free, unsigned flags,
+	  void *buf, size_t len, bool pack_free, unsigned flags, uint8_t kind,
 	  struct mtl_tm_request *bsend_parent,
 	  struct mtl_tm_request *req)
 {
@@ -218,7 +230,7 @@ post_send(struct ompi_communicator_t *comm, int dest, int tag,
 		return rc;
 	}
 	fill_send(route, tag, buf, len, pack_free, flags, bsend_parent != NULL,
-		  req);
+		  kind, req);
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
 	rc = tm_engine_post_send(mtl_tm.eng, &req->u.send);
 	if (rc >= TM_OK && bsend_parent)
@@ -249,7 +261,8 @@ static inline unsigned send_flags(mca_pml_base_send_mode_t mode)
 static inline __attribute__((always_inline)) int
 start_send(struct ompi_communicator_t *comm, int dest, int tag,
 	   struct opal_convertor_t *convertor,
-	   mca_pml_base_send_mode_t mode, struct mtl_tm_request *req)
+	   mca_pml_base_send_mode_t mode, uint8_t kind,
+	   struct mtl_tm_request *req)
 {
 	void *buf;
 	size_t len;
@@ -262,7 +275,7 @@ start_send(struct ompi_communicator_t *comm, int dest, int tag,
 			return rc;
 	}
 	return post_send(comm, dest, tag, buf, len, free_after,
-			 send_flags(mode), NULL, req);
+			 send_flags(mode), kind, NULL, req);
 }
 
 /*
@@ -274,7 +287,7 @@ start_send(struct ompi_communicator_t *comm, int dest, int tag,
 static inline __attribute__((always_inline)) bool
 send_fast(struct ompi_communicator_t *comm, int dest, int tag,
 	  struct opal_convertor_t *convertor, mca_pml_base_send_mode_t mode,
-	  struct mtl_tm_request *req, int *rc)
+	  uint8_t kind, struct mtl_tm_request *req, int *rc)
 {
 	uint64_t route;
 	void *buf;
@@ -283,29 +296,20 @@ send_fast(struct ompi_communicator_t *comm, int dest, int tag,
 	if (OPAL_UNLIKELY(!mtl_tm_route_known(comm, dest, true, &route) ||
 			  !mtl_tm_send_in_place(convertor, &buf, &len)))
 		return false;
-	fill_send(route, tag, buf, len, false, send_flags(mode), false, req);
+	fill_send(route, tag, buf, len, false, send_flags(mode), false, kind,
+		  req);
 	*rc = tm_engine_post_send(mtl_tm.eng, &req->u.send);
 	return true;
 }
 
-/* A blocking send the engine did not finish at post (TM_OK): its wait. */
-static int send_wait(struct mtl_tm_request *req)
+/* A blocking send the engine did not finish at post (TM_OK): its wait
+ * (inline: the fast send then needs no register for req's address). */
+static inline __attribute__((always_inline)) int
+send_wait(struct mtl_tm_request *req)
 {
 	while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE))
 		opal_progress();
 	return req->error;
-}
-
-/* The rest of a blocking send after tm_engine_post_send returned rc:
- * a failed post, a failed send, or the wait. */
-static __attribute__((noinline)) int
-send_end(struct mtl_tm_request *req, int rc)
-{
-	if (rc < TM_OK)
-		return send_failed(req, rc);
-	if (rc == TM_DONE)
-		return send_error(req);
-	return send_wait(req);
 }
 
 int mtl_tm_send_general(struct mca_mtl_base_module_t *mtl,
@@ -317,8 +321,8 @@ int mtl_tm_send_general(struct mca_mtl_base_module_t *mtl,
 	int rc;
 
 	mtl_tm_tsan_enter();
-	req.super.ompi_req = NULL; /* done instead */
-	rc = start_send(comm, dest, tag, convertor, mode, &req);
+	rc = start_send(comm, dest, tag, convertor, mode, MTL_TM_REQ_SEND_WAIT,
+			&req);
 	if (rc == TM_DONE)
 		return send_error(&req);
 	return rc == OMPI_SUCCESS ? send_wait(&req) : rc;
@@ -333,14 +337,18 @@ int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
 	int rc;
 
 	mtl_tm_tsan_enter();
-	req.super.ompi_req = NULL; /* done instead */
-	if (!send_fast(comm, dest, tag, convertor, mode, &req, &rc))
-		return mtl_tm_send_general(mtl, comm, dest, tag, convertor,
-					   mode);
-	/* TM_DONE: final, and the bytes are the user's (nothing to free) */
-	if (OPAL_LIKELY(rc == TM_DONE && req.u.send.status == TM_REQ_OK))
+	/* mtl is &mtl_tm.super: not kept for the general entry */
+	if (!send_fast(comm, dest, tag, convertor, mode, MTL_TM_REQ_SEND_WAIT,
+		       &req, &rc))
+		return mtl_tm_send_general(&mtl_tm.super, comm, dest, tag,
+					   convertor, mode);
+	/* TM_DONE: completed OK (tm_engine.h); the bytes are the user's
+	 * (no copy to free, on any outcome) */
+	if (OPAL_LIKELY(rc == TM_DONE))
 		return OMPI_SUCCESS;
-	return send_end(&req, rc);
+	if (rc < TM_OK)
+		return send_post_failed(rc, req.u.send.len, req.u.send.peer);
+	return send_wait(&req);
 }
 
 /* The packed bytes of a buffered send, in a copy of our own (or NULL for
@@ -384,7 +392,8 @@ static int start_buffered(struct ompi_communicator_t *comm, int dest,
 	own->super.ompi_req = NULL;
 	own->super.completion_callback = NULL;
 	mtl_tm_req_start(pml, MTL_TM_REQ_BSEND);
-	rc = post_send(comm, dest, tag, copy, len, copy != NULL, 0, pml, own);
+	rc = post_send(comm, dest, tag, copy, len, copy != NULL, 0,
+		       MTL_TM_REQ_SEND, pml, own);
 	if (rc < OMPI_SUCCESS) {
 		free(own);
 		pml->kind = 0;
@@ -422,7 +431,7 @@ int mtl_tm_isend_general(struct mca_mtl_base_module_t *mtl,
 	if (OPAL_UNLIKELY(mode == MCA_PML_BASE_SEND_BUFFERED))
 		return start_buffered(comm, dest, tag, convertor, mtl_request);
 	return isend_end(req, start_send(comm, dest, tag, convertor, mode,
-					 req));
+					 MTL_TM_REQ_SEND, req));
 }
 
 int mtl_tm_isend(struct mca_mtl_base_module_t *mtl,
@@ -436,10 +445,11 @@ int mtl_tm_isend(struct mca_mtl_base_module_t *mtl,
 
 	mtl_tm_req_got(req, &req->tsan_waiter);
 	if (OPAL_UNLIKELY(mode == MCA_PML_BASE_SEND_BUFFERED ||
-			  !send_fast(comm, dest, tag, convertor, mode, req,
-				     &rc)))
-		return mtl_tm_isend_general(mtl, comm, dest, tag, convertor,
-					    mode, blocking, mtl_request);
+			  !send_fast(comm, dest, tag, convertor, mode,
+				     MTL_TM_REQ_SEND, req, &rc)))
+		return mtl_tm_isend_general(&mtl_tm.super, comm, dest, tag,
+					    convertor, mode, blocking,
+					    mtl_request);
 	if (OPAL_UNLIKELY(rc < TM_OK))
 		return send_failed(req, rc);
 	return isend_end(req, rc);

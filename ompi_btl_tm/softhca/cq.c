@@ -77,8 +77,10 @@ int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe)
 }
 
 /* Takes the oldest ready entry (cq->cur, held until the next pop or
- * end_poll); the caller holds ctx->lock.  (Inline: every poll pops.) */
-static inline __attribute__((always_inline)) int cq_pop(struct sh_cq *cq)
+ * end_poll); the caller holds ctx->lock.  locking: ctx->locking (a
+ * constant in the lock-free poll).  (Inline: every poll pops.) */
+static inline __attribute__((always_inline)) int cq_pop(struct sh_cq *cq,
+							 bool locking)
 {
 	struct sh_cqe *e;
 
@@ -87,7 +89,7 @@ static inline __attribute__((always_inline)) int cq_pop(struct sh_cq *cq)
 	e = &cq->q[cq->first];
 	if (!e->ready)
 		return ENOENT;
-	if (cq->ctx->locking) {
+	if (locking) {
 		/* another thread may grow the queue while this one reads */
 		cq->cur_copy = *e;
 		cq->cur = &cq->cur_copy;
@@ -106,28 +108,35 @@ static inline __attribute__((always_inline)) int cq_pop(struct sh_cq *cq)
 /* the never-written slot an overrun CQ returns (cfg.rxe_cq) */
 static const struct sh_cqe rxe_zero;
 
-static __attribute__((noinline)) int cq_start_poll_run(struct sh_cq *cq,
-							bool quiet)
+/*
+ * The poll calls come in two sets, the way mlx5 picks its poll calls per
+ * CQ (doc/mlx5-rules.md rule 22): the general ones read the context's
+ * locking and the CQ's cfg.rxe_cq, the lock-free ones are the same steps
+ * with those known false (sh_cq_pick_poll installs them when they are).
+ * locking and rxe below are those two answers.
+ */
+static inline __attribute__((always_inline)) int
+poll_run(struct sh_cq *cq, bool quiet, bool locking, bool rxe)
 {
 	struct ibv_cq_ex *ibcq = &cq->cq_ex;
 	int err;
 
-	if (cq->ctx->locking)
+	if (locking)
 		pthread_mutex_lock(&cq->poll_lock);
-	if (cq->rxe_phantom) {
+	if (rxe && cq->rxe_phantom) {
 		cq->rxe_phantom = false;
 		cq->cur = &rxe_zero;
 		ibcq->wr_id = 0;
 		ibcq->status = IBV_WC_SUCCESS;
 		return 0;
 	}
-	sh_lock(cq->ctx);
+	sh_lock_as(cq->ctx, locking);
 	if (!quiet)
 		sh_doorbell(cq->ctx, SH_BELL_POLL, NULL);
-	err = cq_pop(cq);
-	sh_unlock(cq->ctx);
+	err = cq_pop(cq, locking);
+	sh_unlock_as(cq->ctx, locking);
 	if (err) {
-		if (cq->ctx->locking)
+		if (locking)
 			pthread_mutex_unlock(&cq->poll_lock);
 		return err;
 	}
@@ -136,8 +145,21 @@ static __attribute__((noinline)) int cq_start_poll_run(struct sh_cq *cq,
 	return 0;
 }
 
+static __attribute__((noinline)) int cq_start_poll_run(struct sh_cq *cq,
+							bool quiet)
+{
+	return poll_run(cq, quiet, cq->ctx->locking, cq->rxe_cq);
+}
+
+static __attribute__((noinline)) int cq_start_poll_run_lf(struct sh_cq *cq,
+							   bool quiet)
+{
+	return poll_run(cq, quiet, false, false);
+}
+
 /* (the idle poll returns from here: no frame for the rest) */
-static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
+static inline __attribute__((always_inline)) int
+poll_start(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr, bool lf)
 {
 	struct sh_cq *cq = (struct sh_cq *)ibcq;
 	bool quiet;
@@ -147,9 +169,21 @@ static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
 	/* a quiet card: only the queue to look at */
 	quiet = sh_sched_quiet(cq->ctx);
 	if (quiet && !__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE) &&
-	    !cq->rxe_phantom)
+	    (lf || !cq->rxe_phantom))
 		return ENOENT;
-	return cq_start_poll_run(cq, quiet);
+	return lf ? cq_start_poll_run_lf(cq, quiet)
+		  : cq_start_poll_run(cq, quiet);
+}
+
+static int cq_start_poll(struct ibv_cq_ex *ibcq, struct ibv_poll_cq_attr *attr)
+{
+	return poll_start(ibcq, attr, false);
+}
+
+static int cq_start_poll_lf(struct ibv_cq_ex *ibcq,
+			    struct ibv_poll_cq_attr *attr)
+{
+	return poll_start(ibcq, attr, true);
 }
 
 /* next_poll found nothing */
@@ -167,7 +201,7 @@ static __attribute__((noinline)) int cq_next_pop(struct sh_cq *cq)
 	int err;
 
 	sh_lock(cq->ctx);
-	err = cq_pop(cq);
+	err = cq_pop(cq, cq->ctx->locking);
 	sh_unlock(cq->ctx);
 	if (err)
 		return cq_next_none(cq);
@@ -188,6 +222,15 @@ static int cq_next_poll(struct ibv_cq_ex *ibcq)
 	return cq_next_pop(cq);
 }
 
+static int cq_next_poll_lf(struct ibv_cq_ex *ibcq)
+{
+	struct sh_cq *cq = (struct sh_cq *)ibcq;
+
+	if (!__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE))
+		return ENOENT; /* (cq_next_none without cfg.rxe_cq) */
+	return cq_next_pop(cq);
+}
+
 static void cq_end_poll(struct ibv_cq_ex *ibcq)
 {
 	struct sh_cq *cq = (struct sh_cq *)ibcq;
@@ -204,6 +247,21 @@ static void cq_end_poll(struct ibv_cq_ex *ibcq)
 	}
 	if (cq->ctx->locking)
 		pthread_mutex_unlock(&cq->poll_lock);
+}
+
+/* (no overrun to carry, no lock to give back) */
+static void cq_end_poll_lf(struct ibv_cq_ex *ibcq)
+{
+	((struct sh_cq *)ibcq)->held = false;
+}
+
+void sh_cq_pick_poll(struct sh_cq *cq)
+{
+	bool lf = !cq->ctx->locking && !cq->rxe_cq;
+
+	cq->cq_ex.start_poll = lf ? cq_start_poll_lf : cq_start_poll;
+	cq->cq_ex.next_poll = lf ? cq_next_poll_lf : cq_next_poll;
+	cq->cq_ex.end_poll = lf ? cq_end_poll_lf : cq_end_poll;
 }
 
 #define CUR(ibcq) (*((struct sh_cq *)(ibcq))->cur)
@@ -323,9 +381,6 @@ struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,
 	cq->cq_ex.cqe = (int)attr->cqe;
 	pthread_mutex_init(&cq->cq_ex.mutex, NULL);
 	pthread_cond_init(&cq->cq_ex.cond, NULL);
-	cq->cq_ex.start_poll = cq_start_poll;
-	cq->cq_ex.next_poll = cq_next_poll;
-	cq->cq_ex.end_poll = cq_end_poll;
 	cq->cq_ex.read_opcode = cq_read_opcode;
 	cq->cq_ex.read_vendor_err = cq_read_vendor_err;
 	cq->cq_ex.read_byte_len = cq_read_byte_len;
@@ -352,6 +407,7 @@ struct ibv_cq_ex *sh_create_cq_ex(struct ibv_context *c,
 	cq->next = ctx->cqs;
 	ctx->cqs = cq;
 	cq->lockfree = sh_obj_attach(ctx, pd, flags);
+	sh_cq_pick_poll(cq);
 	pthread_mutex_unlock(&ctx->lock);
 	return &cq->cq_ex;
 }
@@ -416,7 +472,7 @@ int sh_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	sh_lock(cq->ctx);
 	if (!quiet)
 		sh_doorbell(cq->ctx, SH_BELL_POLL, NULL);
-	for (i = 0; i < n && !cq_pop(cq); i++) {
+	for (i = 0; i < n && !cq_pop(cq, cq->ctx->locking); i++) {
 		memset(&wc[i], 0, sizeof(wc[i]));
 		wc[i].wr_id = cq->cur->wr_id;
 		wc[i].status = cq->cur->status;

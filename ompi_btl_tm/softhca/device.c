@@ -326,8 +326,15 @@ static struct ibv_pd *sh_alloc_parent_domain(struct ibv_context *c,
 
 static void set_locking(struct sh_context *ctx)
 {
-	ctx->locking = !ctx->cfg.single_threaded &&
+	bool locking = !ctx->cfg.single_threaded &&
 		       (ctx->locked_objs || !ctx->td_objs);
+
+	if (locking == ctx->locking)
+		return;
+	ctx->locking = locking;
+	/* (the CQs' poll calls follow: softhca_cq.h) */
+	for (struct sh_cq *cq = ctx->cqs; cq; cq = cq->next)
+		sh_cq_pick_poll(cq);
 }
 
 bool sh_obj_attach(struct sh_context *ctx, struct ibv_pd *pd, int cq_flags)

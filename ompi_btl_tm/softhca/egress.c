@@ -133,7 +133,8 @@ static bool peer_alive(struct sh_qp *qp)
 
 /* ---- the outbound ring ----------------------------------------------- */
 
-static bool out_usable(struct sh_qp *qp)
+static inline __attribute__((always_inline)) bool
+out_usable(struct sh_qp *qp)
 {
 	return !atomic_load_explicit(&qp->out->closed, memory_order_acquire) &&
 	       atomic_load_explicit(&qp->out->epoch, memory_order_relaxed) ==
@@ -151,7 +152,7 @@ static struct sh_pkt *out_at(struct sh_qp *qp)
  * while the ring has room; the shared tail is read only when it looks
  * full.  No side effects: a full or lying ring is left to sh_qp_out_slot.
  */
-static bool out_room(struct sh_qp *qp)
+static inline __attribute__((always_inline)) bool out_room(struct sh_qp *qp)
 {
 	uint32_t depth = qp->peer->lay.ring_depth, tail;
 
@@ -442,29 +443,70 @@ void sh_qp_sq_flush(struct sh_qp *qp, enum ibv_wc_status why)
 /* ---- verbs ----------------------------------------------------------- */
 
 /*
- * The post fast path.  With nothing ahead of it on this QP (no WR, FIN or
- * read response), an AUTO card starts a one-packet SEND at once: it checks
- * the peer and the lkeys, writes the packet into the peer's ring and
- * completes the WR.  Doing that here, with the card's own steps (the lkey
- * check, out_send, send_cqe), saves queueing the WR and a card run; it
- * differs from tx_send only in the checks it leaves to the queued path.
- * False: the WR takes the queue, where the card does the same work (that
- * path also handles a full or lying ring and a stale liveness check,
- * which may fail the QP).
+ * mlx5's refusals of one send WR (what its post_send checks before it
+ * writes a WQE): 0, EINVAL (not a WR this QP takes now) or ENOMEM (queue
+ * full, too many SGEs, inline data past the WQE); *lenp its bytes.  A QP
+ * in error is not refused here: the caller flushes the WR instead.
  */
-static bool post_send_now(struct sh_qp *qp, const struct ibv_send_wr *wr,
-			  uint32_t len)
+static inline __attribute__((always_inline)) int
+wr_check(const struct sh_qp *qp, const struct ibv_send_wr *wr, uint32_t *lenp)
 {
-	struct sh_context *ctx = qp->ctx;
+	uint32_t len = 0;
+
+	if (wr->num_sge >= 0 && (uint32_t)wr->num_sge <= SH_MAX_SGE)
+		len = sge_total(wr->sg_list, (uint32_t)wr->num_sge);
+	*lenp = len;
+	if (qp->qp.state != IBV_QPS_RTS || wr->num_sge < 0 ||
+	    (uint32_t)wr->num_sge > SH_MAX_SGE ||
+	    (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_RDMA_READ) ||
+	    len > qp->ctx->cfg.max_msg_sz)
+		return EINVAL;
+	if (qp->sq_user >= qp->max_send_wr ||
+	    (uint32_t)wr->num_sge > qp->max_send_sge ||
+	    (wr->opcode == IBV_WR_SEND && (wr->send_flags & IBV_SEND_INLINE) &&
+	     len > qp->max_inline))
+		return ENOMEM;
+	return 0;
+}
+
+/*
+ * The post fast path's question.  With nothing ahead of it on this QP (no
+ * WR, FIN or read response), an AUTO card starts a one-packet SEND at
+ * once: it checks the peer and the lkeys, writes the packet into the
+ * peer's ring and completes the WR.  Doing that at the post (send_now),
+ * with the card's own steps (the lkey check, out_send, send_cqe), saves
+ * queueing the WR and a card run; it differs from tx_send only in the
+ * checks it leaves to the queued path.  False: the WR takes the queue,
+ * where the card does the same work (that path also handles a full or
+ * lying ring and a stale liveness check, which may fail the QP).
+ * (Inline, and it calls nothing when the peer's liveness word answers:
+ * the one-WR post, sh_post_send, asks it without a frame.)
+ */
+static inline __attribute__((always_inline)) bool
+send_now_ok(struct sh_qp *qp, const struct ibv_send_wr *wr, uint32_t len,
+	    bool clock)
+{
+	const struct sh_context *ctx = qp->ctx;
+
+	return ctx->sched == SOFTHCA_SCHED_AUTO && !qp->sq_count &&
+	       !qp->resp.active && wr->opcode == IBV_WR_SEND &&
+	       len <= ctx->lay.mtu && !qp->peer->gone && out_usable(qp) &&
+	       (clock ? peer_fresh(qp->peer)
+		      : qp->peer->alive_word &&
+			peer_word(qp->peer) == qp->peer->alive_word) &&
+	       out_room(qp);
+}
+
+/* The work of a WR send_now_ok accepted: the packet, then the completion
+ * when the WR asks for one or failed. */
+static inline __attribute__((always_inline)) void
+send_now(struct sh_qp *qp, const struct ibv_send_wr *wr, uint32_t len)
+{
 	enum ibv_wc_status st = IBV_WC_SUCCESS;
 
-	if (ctx->sched != SOFTHCA_SCHED_AUTO || qp->sq_count ||
-	    qp->resp.active || wr->opcode != IBV_WR_SEND ||
-	    len > ctx->lay.mtu || qp->peer->gone || !out_usable(qp) ||
-	    !peer_fresh(qp->peer) || !out_room(qp))
-		return false;
 	if (!(wr->send_flags & IBV_SEND_INLINE) &&
-	    sh_local_check(ctx, wr->sg_list, (uint32_t)wr->num_sge, 0)) {
+	    !sh_lkeys_cached(qp->ctx, wr->sg_list, (uint32_t)wr->num_sge, 0) &&
+	    sh_local_check(qp->ctx, wr->sg_list, (uint32_t)wr->num_sge, 0)) {
 		st = IBV_WC_LOC_PROT_ERR;
 	} else {
 		/* (IBV_SEND_INLINE: the data is read now either way) */
@@ -476,23 +518,62 @@ static bool post_send_now(struct sh_qp *qp, const struct ibv_send_wr *wr,
 	if (st != IBV_WC_SUCCESS || qp->sq_sig_all ||
 	    (wr->send_flags & IBV_SEND_SIGNALED))
 		send_cqe(qp, wr->wr_id, wr->send_flags, st, IBV_WC_SEND, 0);
+}
+
+/* One WR sent at its post, and the post's doorbell (it left the card
+ * nothing: only counted).  Out of line: its frame is the copy's. */
+static __attribute__((noinline)) int post_one_now(struct sh_qp *qp,
+						  const struct ibv_send_wr *wr,
+						  uint32_t len)
+{
+	send_now(qp, wr, len);
+	sh_doorbell(qp->ctx, SH_BELL_POSTED, qp);
+	return 0;
+}
+
+/* Queues wr (checked) for the card; false: no memory. */
+static bool post_queue(struct sh_qp *qp, const struct ibv_send_wr *wr,
+		       uint32_t len)
+{
+	struct sh_swr *w = sq_push(qp);
+
+	if (!w)
+		return false;
+	qp->sq_user++;
+	w->kind = wr->opcode == IBV_WR_SEND ? SH_SWR_SEND : SH_SWR_READ;
+	w->wr_id = wr->wr_id;
+	w->send_flags = wr->send_flags;
+	w->len = len;
+	w->done = 0;
+	w->started = false;
+	w->remote_addr = wr->wr.rdma.remote_addr;
+	w->rkey = wr->wr.rdma.rkey;
+	/* max_inline <= SH_MAX_INLINE: the data fits the entry */
+	w->inlined = wr->opcode == IBV_WR_SEND &&
+		     (wr->send_flags & IBV_SEND_INLINE);
+	if (w->inlined) {
+		w->num_sge = 0;
+		sh_gather(wr->sg_list, (uint32_t)wr->num_sge, 0, w->inl, len);
+	} else {
+		w->num_sge = (uint32_t)wr->num_sge;
+		memcpy(w->sge, wr->sg_list, sizeof(*w->sge) * w->num_sge);
+	}
 	return true;
 }
 
-int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-		 struct ibv_send_wr **bad)
+/* Any list of WRs, on any context: each checked, then sent at once
+ * (send_now_ok) or queued, under the lock. */
+static __attribute__((noinline)) int post_send_list(struct sh_qp *qp,
+						    struct ibv_send_wr *wr,
+						    struct ibv_send_wr **bad)
 {
-	struct sh_qp *qp = to_sh_qp(ibqp);
 	struct sh_context *ctx = qp->ctx;
 	bool queued = false;
-	struct sh_swr *w;
 	int err = 0;
 
-	if (qp->ud)
-		return sh_ud_post_send(qp, wr, bad);
 	sh_lock(ctx);
 	for (; wr; wr = wr->next) {
-		uint32_t len = 0;
+		uint32_t len;
 
 		if (qp->qp.state == IBV_QPS_ERR) {
 			sh_qp_flush_wr(qp, qp->scq, wr->wr_id,
@@ -500,58 +581,44 @@ int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 				       ? IBV_WC_RDMA_READ : IBV_WC_SEND);
 			continue;
 		}
-		if (wr->num_sge >= 0 && (uint32_t)wr->num_sge <= SH_MAX_SGE)
-			len = sge_total(wr->sg_list, (uint32_t)wr->num_sge);
-		if (qp->qp.state != IBV_QPS_RTS || wr->num_sge < 0 ||
-		    (uint32_t)wr->num_sge > SH_MAX_SGE ||
-		    (wr->opcode != IBV_WR_SEND &&
-		     wr->opcode != IBV_WR_RDMA_READ) ||
-		    len > ctx->cfg.max_msg_sz)
-			err = EINVAL;
-		else if (qp->sq_user >= qp->max_send_wr ||
-			 (uint32_t)wr->num_sge > qp->max_send_sge ||
-			 (wr->opcode == IBV_WR_SEND &&
-			  (wr->send_flags & IBV_SEND_INLINE) &&
-			  len > qp->max_inline))
-			err = ENOMEM; /* mlx5: queue full, too many SGEs, or
-				       * inline data past the WQE */
+		err = wr_check(qp, wr, &len);
 		if (err) {
 			*bad = wr;
 			break;
 		}
-		if (post_send_now(qp, wr, len))
+		if (send_now_ok(qp, wr, len, true)) {
+			send_now(qp, wr, len);
 			continue;
-		w = sq_push(qp);
-		if (!w) {
+		}
+		if (!post_queue(qp, wr, len)) {
 			err = ENOMEM;
 			*bad = wr;
 			break;
 		}
 		queued = true;
-		qp->sq_user++;
-		w->kind = wr->opcode == IBV_WR_SEND ? SH_SWR_SEND : SH_SWR_READ;
-		w->wr_id = wr->wr_id;
-		w->send_flags = wr->send_flags;
-		w->len = len;
-		w->done = 0;
-		w->started = false;
-		w->remote_addr = wr->wr.rdma.remote_addr;
-		w->rkey = wr->wr.rdma.rkey;
-		/* max_inline <= SH_MAX_INLINE: the data fits the entry */
-		w->inlined = wr->opcode == IBV_WR_SEND &&
-			     (wr->send_flags & IBV_SEND_INLINE);
-		if (w->inlined) {
-			w->num_sge = 0;
-			sh_gather(wr->sg_list, (uint32_t)wr->num_sge, 0,
-				  w->inl, len);
-		} else {
-			w->num_sge = (uint32_t)wr->num_sge;
-			memcpy(w->sge, wr->sg_list,
-			       sizeof(*w->sge) * w->num_sge);
-		}
 	}
 	/* (a post the fast path took leaves the card nothing: only counted) */
 	sh_doorbell(ctx, queued ? SH_BELL_SEND : SH_BELL_POSTED, qp);
 	sh_unlock(ctx);
 	return err;
+}
+
+/*
+ * One WR on a lock-free context that the card starts at once (what MPI's
+ * eager send posts) is checked here, with the same steps as the list's,
+ * and handed to post_one_now: no loop, and no frame for the checks.
+ * Anything else takes the list.
+ */
+int sh_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		 struct ibv_send_wr **bad)
+{
+	struct sh_qp *qp = to_sh_qp(ibqp);
+	uint32_t len;
+
+	if (qp->ud)
+		return sh_ud_post_send(qp, wr, bad);
+	if (!wr->next && !qp->ctx->locking && !wr_check(qp, wr, &len) &&
+	    send_now_ok(qp, wr, len, false))
+		return post_one_now(qp, wr, len);
+	return post_send_list(qp, wr, bad);
 }

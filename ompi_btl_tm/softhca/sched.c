@@ -413,7 +413,7 @@ static inline void check_liveness(struct sh_context *ctx)
  */
 static bool card_has_work(struct sh_context *ctx)
 {
-	if (ctx->tx_work || ctx->jobs || op_ready(ctx))
+	if (ctx->tx_or_ops || ctx->jobs)
 		return true;
 	if (ctx->rx_armed)
 		return rx_pending(ctx);
@@ -453,9 +453,10 @@ static int card_poll(struct sh_context *ctx)
 	bool busy;
 	int n = 0;
 
-	if (ctx->tx_work || ctx->jobs || op_ready(ctx)) {
+	if (ctx->tx_or_ops || ctx->jobs) {
 		read_begin(ctx, false);
 		card_drain(ctx);
+		ctx->read_limited = false;
 		return -1;
 	}
 	/* (what card_has_work would ask of each QP is asked as it is left:
@@ -464,6 +465,7 @@ static int card_poll(struct sh_context *ctx)
 	if (ctx->tx_work || ctx->jobs) {
 		read_begin(ctx, false);
 		card_drain(ctx);
+		ctx->read_limited = false;
 		return -1;
 	}
 	return busy;
@@ -484,7 +486,6 @@ static inline void auto_poll(struct sh_context *ctx)
 	atomic_store_explicit(&ctx->quiet,
 			      busy >= 0 ? !busy : !card_has_work(ctx),
 			      memory_order_release);
-	ctx->read_limited = false;
 	ctx->in_progress = false;
 }
 

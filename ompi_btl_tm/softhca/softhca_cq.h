@@ -104,5 +104,10 @@ struct ibv_cq *sh_create_cq(struct ibv_context *c, int cqe, void *cq_context,
 int sh_destroy_cq(struct ibv_cq *cq);
 int sh_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 int sh_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+/* Installs the CQ's poll calls: the lock-free set while its context
+ * takes no lock and cfg.rxe_cq is off, else the general one.  Called
+ * under ctx->lock when the CQ is made and whenever ctx->locking changes
+ * (which the contract keeps apart from the data path). */
+void sh_cq_pick_poll(struct sh_cq *cq);
 
 #endif /* SOFTHCA_CQ_H */

@@ -68,6 +68,16 @@ sh_lkey_cached(struct sh_context *ctx, const struct ibv_sge *sge,
 						     memory_order_acquire);
 }
 
+/* Every SGE of a one- or two-SGE list vouched for by the lkey cache (what
+ * MPI posts); false: ask sh_local_check, which also caches. */
+static inline __attribute__((always_inline)) bool
+sh_lkeys_cached(struct sh_context *ctx, const struct ibv_sge *sge, uint32_t n,
+		uint32_t access)
+{
+	return (n == 1 || (n == 2 && sh_lkey_cached(ctx, &sge[1], access))) &&
+	       sh_lkey_cached(ctx, sge, access);
+}
+
 /*
  * Takes the oldest plain buffer of a non-empty rq.  The entry is read in
  * place: nothing posts to rq before the caller's step returns (the lock,

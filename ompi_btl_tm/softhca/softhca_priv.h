@@ -365,12 +365,18 @@ struct sh_context {
 	_Atomic uint32_t rx_full;
 	uint32_t rx_runs;
 	uint64_t rx_pend[SH_RX_BIT_WORDS];
-	/* send-queue entries plus active read responses over all QPs: while
-	 * 0 the card has no send work to look for */
-	uint32_t tx_work;
-	/* list ops queued over all SRQs (their ops_count): while 0 the card
-	 * has no list op to run */
-	uint32_t ops_queued;
+	union {
+		struct {
+			/* send-queue entries plus active read responses over
+			 * all QPs: while 0 the card has no send work to look
+			 * for */
+			uint32_t tx_work;
+			/* list ops queued over all SRQs (their ops_count):
+			 * while 0 the card has no list op to run */
+			uint32_t ops_queued;
+		};
+		uint64_t tx_or_ops; /* both at once: 0 while both are */
+	};
 	uint32_t qp_hwm;             /* indexes in use are below this */
 	uint32_t rr_rx, rr_tx;       /* round-robin cursors */
 	struct sh_peer *peers;
@@ -440,17 +446,28 @@ static inline uint32_t sge_total(const struct ibv_sge *sge, uint32_t n)
 
 /* The data path's lock: a no-op on a context used by one thread (see
  * "Locking").  ctx->locking changes only when objects are created or
- * destroyed, which the contract keeps apart from the data path. */
+ * destroyed, which the contract keeps apart from the data path; the _as
+ * forms take the answer a caller read once for a whole call. */
+static inline void sh_lock_as(struct sh_context *ctx, bool locking)
+{
+	if (locking)
+		pthread_mutex_lock(&ctx->lock);
+}
+
+static inline void sh_unlock_as(struct sh_context *ctx, bool locking)
+{
+	if (locking)
+		pthread_mutex_unlock(&ctx->lock);
+}
+
 static inline void sh_lock(struct sh_context *ctx)
 {
-	if (ctx->locking)
-		pthread_mutex_lock(&ctx->lock);
+	sh_lock_as(ctx, ctx->locking);
 }
 
 static inline void sh_unlock(struct sh_context *ctx)
 {
-	if (ctx->locking)
-		pthread_mutex_unlock(&ctx->lock);
+	sh_unlock_as(ctx, ctx->locking);
 }
 
 /* device.c: counts a new QP/SRQ (cq_flags < 0) or CQ created on pd (a

@@ -261,6 +261,51 @@ static void test_conflict_cases(void)
 	tm_mq_fini(&mq);
 }
 
+/* Receives posted held lazily: mq->held_lazy in post order while held,
+ * counted or not, so that its head is the oldest (the engine's small
+ * list); counting takes the uncounted tail; set_held(0) takes one out. */
+static void test_held_lazy(void)
+{
+	struct tm_mq mq;
+	struct rv r[5];
+
+	memset(r, 0, sizeof(r));
+	tm_mq_init(&mq);
+	post(&mq, &r[0], 1, 1, 10, 1, TM_MQ_HELD_LAZY);
+	post(&mq, &r[1], 1, 1, 11, 2, TM_MQ_HELD_LAZY);
+	post(&mq, &r[2], 1, 1, 12, 3, TM_MQ_CARD);
+	tap_check(tm_mq_oldest_held_lazy(&mq) == &r[0].q && mq.nsw_held == 2,
+		  "held lazily: the oldest is the first posted, both held");
+	tap_check(conflict(&mq, 1, 1, 11) && r[0].q.sw_held && r[1].q.sw_held &&
+			  !r[0].q.uncounted && !r[1].q.uncounted,
+		  "the first conflict check counts both");
+	post(&mq, &r[3], 1, 1, 13, 4, TM_MQ_HELD_LAZY);
+	tap_check(r[3].q.uncounted && conflict(&mq, 1, 1, 13) &&
+			  !r[3].q.uncounted && r[3].q.sw_held &&
+			  mq.nsw_held == 3,
+		  "one posted after the count is counted at the next check");
+	tm_mq_set_held(&mq, &r[0].q, 0);
+	tap_check(tm_mq_oldest_held_lazy(&mq) == &r[1].q &&
+			  !conflict(&mq, 1, 1, 10) && mq.nsw_held == 2,
+		  "set_held(0) on a counted one: off the list, no conflict");
+	tm_mq_recv_remove(&mq, &r[1].q);
+	tap_check(tm_mq_oldest_held_lazy(&mq) == &r[3].q && mq.nsw_held == 1,
+		  "removal: the next oldest");
+	post(&mq, &r[4], 1, 1, 14, 5, TM_MQ_HELD_LAZY);
+	tm_mq_set_held(&mq, &r[4].q, 0);
+	tap_check(tm_mq_oldest_held_lazy(&mq) == &r[3].q &&
+			  mq.nsw_held == 1 && !conflict(&mq, 1, 1, 14),
+		  "set_held(0) on an uncounted one: off the list, uncounted");
+	tm_mq_recv_remove(&mq, &r[3].q);
+	tap_check(!tm_mq_oldest_held_lazy(&mq) && mq.nsw_held == 0,
+		  "none held lazily: no oldest, none held");
+	for (int i = 0; i < 5; i++)
+		if (i != 1 && i != 3)
+			tm_mq_recv_remove(&mq, &r[i].q);
+	tap_check(mq.nrecvs == 0, "all removed");
+	tm_mq_fini(&mq);
+}
+
 /* ---- random queues against brute force --------------------------------- */
 
 static void rand_env(uint32_t *ctx, int32_t *src, int32_t *tag, int wild)
@@ -481,6 +526,7 @@ int main(void)
 	test_negative_tags();
 	test_unexpected_order();
 	test_conflict_cases();
+	test_held_lazy();
 	test_random();
 	test_sweep_cache();
 	return tap_done();

@@ -11,14 +11,15 @@
 # soft HCA: one tag, one list op, 2-packet rings, 256-byte MTU, random
 # card scheduling; and without tag matching, softhca_no_tm, including a
 # job whose ranks offer different modes and must agree on one, and one
-# whose ranks have different host names on one node).
+# whose ranks have different host names on one node; and with no route
+# tables, every message looking its peer up).
 set -u
 
 . "$(dirname "$0")/mpi_tap.sh"
 run() { # run logfile mpirun-args...: with a time limit, output in logfile
 	mpirun_log 120 "$@"
 }
-echo "1..23"
+echo "1..25"
 
 ompi_info > "$tmp/info" 2>&1
 check "ompi_info lists mtl tm" grep -q 'MCA mtl: tm' "$tmp/info"
@@ -154,6 +155,13 @@ check "... and no rank took the entry points for MPI threads (MPI_Init)" \
 extra=(--mca mtl_tm_softhca_sched random --mca mtl_tm_softhca_no_tm 1)
 check "mpi_p2p threads without tag matching (2 ranks, random scheduling)" \
 	p2p "$tmp/p2p-notm-threads" 2 threads
+# a communicator without the memory for its routes (mtl_tm.h, "Routes"):
+# MTL_TM_TEST_NO_ROUTES stands in for the failed allocation
+extra=(-x MTL_TM_TEST_NO_ROUTES=1 --mca mtl_tm_verbose 10)
+check "mpi_p2p without route tables (3 ranks: every message looks its peer up)" \
+	p2p "$tmp/p2p-noroutes" 3
+check "... and every rank had no routes for MPI_COMM_WORLD" \
+	bash -c "[ \$(grep -c 'no routes for MPI_COMM_WORLD' '$tmp/p2p-noroutes') = 3 ]"
 
 # One provider for the job: rank 0's soft HCA offers no tag matching, the
 # others' do; every rank guessed its own, and the job must agree on the

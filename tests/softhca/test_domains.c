@@ -62,6 +62,8 @@ static void test_thread_domains(void)
 	struct ibv_td *td, *td2;
 	struct ibv_cq_ex *cq, *cq2;
 	struct ibv_qp *qp, *qp2, *qp3;
+	int (*lf_start)(struct ibv_cq_ex *, struct ibv_poll_cq_attr *);
+	void (*lf_end)(struct ibv_cq_ex *);
 
 	if (!ctx)
 		tap_bail("open");
@@ -96,10 +98,17 @@ static void test_thread_domains(void)
 		tap_bail("CQ/QP on the parent domain");
 	tap_check(lock_free(ctx),
 		  "QP and single-threaded CQ on one TD: no lock");
+	lf_start = cq->start_poll;
+	lf_end = cq->end_poll;
 	qp2 = qp_on(pd, cq);
 	tap_check(qp2 && !lock_free(ctx), "... a QP on the plain PD: locks");
+	/* (the lock-free poll calls leave the locks out: softhca_cq.h) */
+	tap_check(cq->start_poll != lf_start && cq->end_poll != lf_end,
+		  "... and the CQ made lock-free polls with the locking calls");
 	v->destroy_qp(qp2);
 	tap_check(lock_free(ctx), "... destroyed: no lock again");
+	tap_check(cq->start_poll == lf_start && cq->end_poll == lf_end,
+		  "... and its lock-free poll calls again");
 	qp2 = qp_on(pd, cq);
 	qp3 = qp_on(pd, cq);
 	if (qp3)

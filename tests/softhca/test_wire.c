@@ -108,6 +108,20 @@ static int run_script(enum softhca_sched sched, struct outcome *o)
 		     IBV_SEND_SIGNALED);
 	err |= post1(qp, msg(&e.a, 24, 6), 24, lk + 4096, 6, 0);
 	err |= post1(qp, msg(&e.a, 24, 2), 24, lk, 2, 0);
+	/* two SGEs under the key WR 2 left cached, the second outside its
+	 * MR: every SGE is checked, not only the first */
+	{
+		static uint8_t outside[16];
+		struct ibv_sge two[2] = {
+			{ (uintptr_t)msg(&e.a, 16, 14), 16, lk },
+			{ (uintptr_t)outside, 16, lk },
+		};
+
+		mk_wr(&wr[0], &sge[0], NULL, 0, lk, 14, IBV_SEND_SIGNALED);
+		wr[0].sg_list = two;
+		wr[0].num_sge = 2;
+		err |= ibv_post_send(qp, &wr[0], &bad);
+	}
 	m = msg(&e.a, 40, 3);
 	err |= post1(qp, m, 40, lk, 3, IBV_SEND_SIGNALED | IBV_SEND_INLINE);
 	memset(m, 0x5A, 40);
@@ -176,8 +190,8 @@ static void test_fast_vs_queued(void)
 		prot += slow.send[i].status == IBV_WC_LOC_PROT_ERR;
 		sig += slow.send[i].status == IBV_WC_SUCCESS;
 	}
-	/* 1 3 7 8 9 10 12 signalled + 14 of the 40; 5 and 6 fail */
-	tap_check(sig == 7 + 14 && prot == 2,
+	/* 1 3 7 8 9 10 12 signalled + 14 of the 40; 5, 6 and 14 fail */
+	tap_check(sig == 7 + 14 && prot == 3,
 		  "queued path: signalled sends and failed ones complete "
 		  "(%d success, %d LOC_PROT_ERR)", sig, prot);
 	tap_check(same_send,
