@@ -127,11 +127,12 @@ lsan_probe() {
 # Ubuntu's 6.x kernels) can collide with ("unexpected memory mapping").
 # Then, in order: the run without randomisation (setarch -R: this
 # process tree only), else, as root, the sysctl lowered to 28 for the
-# run and put back right after it (tsan_restore, and at exit).
+# run and put back right after it (tsan_restore, and at exit); through
+# /proc/sys, as Debian 13's minimal system has no sysctl(8).
 tsan_sysctl_old=
 tsan_restore() {
 	if [ -n "$tsan_sysctl_old" ]; then
-		sysctl -q -w vm.mmap_rnd_bits="$tsan_sysctl_old" ||
+		echo "$tsan_sysctl_old" > /proc/sys/vm/mmap_rnd_bits ||
 			echo "run-tests: [tsan] could not put vm.mmap_rnd_bits back to $tsan_sysctl_old" >&2
 		echo "run-tests: [tsan] vm.mmap_rnd_bits back to $tsan_sysctl_old"
 		tsan_sysctl_old=
@@ -154,13 +155,13 @@ tsan_runs() {
 	fi
 	if ! "$dir/p" >"$dir/out" 2>&1; then
 		ok=0
-		bits=$(sysctl -n vm.mmap_rnd_bits 2>/dev/null)
+		bits=$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null)
 		if setarch "$(uname -m)" -R "$dir/p" >/dev/null 2>&1; then
 			pre=(setarch "$(uname -m)" -R)
 			echo "run-tests: [tsan] TSan needs address randomisation off here (vm.mmap_rnd_bits ${bits:-?}): setarch -R"
 			ok=1
 		elif [ "$(id -u)" -eq 0 ] && [ -n "$bits" ] && [ "$bits" -gt 28 ] &&
-		     sysctl -q -w vm.mmap_rnd_bits=28 2>/dev/null; then
+		     { echo 28 > /proc/sys/vm/mmap_rnd_bits; } 2>/dev/null; then
 			tsan_sysctl_old=$bits
 			echo "run-tests: [tsan] vm.mmap_rnd_bits $bits -> 28 for the TSan run"
 			if "$dir/p" >/dev/null 2>&1; then
