@@ -1,12 +1,15 @@
 #!/bin/bash
 # run-tests.sh - configure, build and run the test suite out of tree.
 #
-#   scripts/run-tests.sh [--quick] [--sanitizers] [--vm] [-j N]
+#   scripts/run-tests.sh [--quick] [--sanitizers] [--tsan] [--vm] [-j N]
 #
 #   (default)     build/normal only
 #   --sanitizers  also build/asan (--enable-sanitizers: ASan + UBSan,
 #                 with --enable-debug: the engine checks its invariants)
 #   --quick       build/normal only, even with --sanitizers
+#   --tsan        build/tsan alone (--enable-tsan: ThreadSanitizer), and
+#                 only the tests that run threads (TSAN_TESTS below;
+#                 tests/tsan.supp); about 1.5 min on 2 cores
 #   --vm          also tests/vm/run-vm-tests.sh: MPI across two QEMU VMs
 #                 over soft-RoCE (root; minutes; TAP log in build/vm.tap)
 #   -j N          make parallelism (default 2)
@@ -23,6 +26,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 jobs=2
 sanitizers=0
 quick=0
+tsan=0
 vm=0
 
 while [ $# -gt 0 ]; do
@@ -32,7 +36,8 @@ while [ $# -gt 0 ]; do
 	--vm) vm=1 ;;
 	-j) jobs=$2; shift ;;
 	-j*) jobs=${1#-j} ;;
-	-h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--tsan) tsan=1 ;;
+	-h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run-tests: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -42,6 +47,25 @@ builds=(normal)
 if [ $sanitizers = 1 ] && [ $quick = 0 ]; then
 	builds+=(asan)
 fi
+if [ $tsan = 1 ]; then
+	builds=(tsan)
+fi
+
+# The TSan build's tests: those that run threads of ours against each
+# other.  The soft HCA's locked contexts under threads (test_threads),
+# its handover thread serving connects while the owner works
+# (test_twoproc, and the engine's test_connect), the registration
+# cache's unmap events from any thread (test_rcache), and the MTL under
+# MPI_THREAD_MULTIPLE: tests/mpi's threaded programs under mpirun with
+# this build's component, on the default soft HCA and with its random
+# card scheduling, and bench_latency_mt's threads in blocking receives
+# (tests/mtl/test_latency_mt.sh).  Tests that fork a process that then
+# starts threads are left out: TSan stops such a child (die_after_fork).
+TSAN_TESTS="tests/softhca/test_threads tests/softhca/test_twoproc
+	tests/engine/test_connect tests/dev/test_rcache
+	tests/mpi/mpi-tm.sh tests/mpi/mpi-tm-random.sh
+	tests/mtl/test_latency_mt.sh"
+TSAN_MPI_PROGS="mpi_threads mpi_thread_recv mpi_complete_cb"
 
 passed=0
 failed=0
@@ -96,6 +120,62 @@ lsan_probe() {
 	return $rc
 }
 
+# tsan_runs VAR: whether a ThreadSanitizer program runs here; sets the
+# array VAR to a command prefix it needs (empty if none), else tsan_why.
+# TSan maps its shadow memory at fixed addresses, which some kernels'
+# wider address randomisation (vm.mmap_rnd_bits above 28, e.g. 32 on
+# Ubuntu's 6.x kernels) can collide with ("unexpected memory mapping").
+# Then, in order: the run without randomisation (setarch -R: this
+# process tree only), else, as root, the sysctl lowered to 28 for the
+# run and put back right after it (tsan_restore, and at exit); through
+# /proc/sys, as Debian 13's minimal system has no sysctl(8).
+tsan_sysctl_old=
+tsan_restore() {
+	if [ -n "$tsan_sysctl_old" ]; then
+		echo "$tsan_sysctl_old" > /proc/sys/vm/mmap_rnd_bits ||
+			echo "run-tests: [tsan] could not put vm.mmap_rnd_bits back to $tsan_sysctl_old" >&2
+		echo "run-tests: [tsan] vm.mmap_rnd_bits back to $tsan_sysctl_old"
+		tsan_sysctl_old=
+	fi
+}
+trap tsan_restore EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+tsan_runs() {
+	local -n pre=$1
+	local dir ok=1 bits
+	pre=()
+	tsan_why=
+	dir=$(mktemp -d) || { tsan_why="mktemp failed"; return 1; }
+	printf '#include <pthread.h>\nstatic void *f(void *a) { return a; }\nint main(void) { pthread_t t; return pthread_create(&t, 0, f, 0) || pthread_join(t, 0); }\n' > "$dir/p.c"
+	if ! ${CC:-cc} -fsanitize=thread "$dir/p.c" -o "$dir/p" 2>"$dir/err"; then
+		tsan_why="${CC:-cc} -fsanitize=thread fails: $(head -n 1 "$dir/err")"
+		rm -rf "$dir"
+		return 1
+	fi
+	if ! "$dir/p" >"$dir/out" 2>&1; then
+		ok=0
+		bits=$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null)
+		if setarch "$(uname -m)" -R "$dir/p" >/dev/null 2>&1; then
+			pre=(setarch "$(uname -m)" -R)
+			echo "run-tests: [tsan] TSan needs address randomisation off here (vm.mmap_rnd_bits ${bits:-?}): setarch -R"
+			ok=1
+		elif [ "$(id -u)" -eq 0 ] && [ -n "$bits" ] && [ "$bits" -gt 28 ] &&
+		     { echo 28 > /proc/sys/vm/mmap_rnd_bits; } 2>/dev/null; then
+			tsan_sysctl_old=$bits
+			echo "run-tests: [tsan] vm.mmap_rnd_bits $bits -> 28 for the TSan run"
+			if "$dir/p" >/dev/null 2>&1; then
+				ok=1
+			else
+				tsan_restore
+			fi
+		fi
+		[ $ok = 1 ] || tsan_why="$(grep -m1 -i 'sanitizer' "$dir/out")"
+	fi
+	rm -rf "$dir"
+	[ $ok = 1 ]
+}
+
 # Every *.trs file holds one ":test-result: X" line per TAP test point.
 count_results() {
 	local dir=$1 p f s
@@ -124,7 +204,45 @@ show_failures() {
 for name in "${builds[@]}"; do
 	dir=$top/build/$name
 	conf_args=()
-	unset ASAN_OPTIONS
+	unset ASAN_OPTIONS TSAN_OPTIONS
+	check_args=()
+	run=()
+	if [ "$name" = tsan ]; then
+		conf_args+=(--enable-tsan)
+		# Every report printed, each one fails its test (exit 66).
+		# Open MPI, libucs/libucm, libibverbs are not instrumented:
+		# their own memory accesses are unseen, and so are their
+		# atomics, so their intercepted calls (mutexes, condition
+		# variables, memcpy) give TSan half a picture of their own
+		# objects; ignore_noninstrumented_modules leaves those calls
+		# out, so what is checked is what our code does.  What Open
+		# MPI's atomics hand over to our code is said at the MTL's
+		# edge (ompi_btl_tm/mtl/mtl_tm_tsan.h); the rest of the
+		# third-party reports, if any, are in tests/tsan.supp.
+		export TSAN_OPTIONS="suppressions=$top/tests/tsan.supp ignore_noninstrumented_modules=1 halt_on_error=0 second_deadlock_stack=1 history_size=4"
+		# libucm's default hooks (bistro) patch libc's madvise, which
+		# glibc calls on an exiting thread's stack after TSan let go of
+		# the thread: libucm's lock then crashes TSan (gcc 12).  reloc
+		# hooks only calls through the PLT (tm_dev_rcache.c's unmaps
+		# included: test_rcache checks them).
+		export UCX_MEM_MMAP_HOOK_MODE=reloc
+		# No UCX modules (UCX 1.18, Debian 13): libucm_rocm pulls in
+		# libnuma, whose constructor frees into TSan's allocator what
+		# it did not get from it (a TSan CHECK failure in the first
+		# rcache), and libucs_fuse leaves a thread never joined.  Our
+		# cache needs core libucm only.
+		export UCX_MODULES=
+		# PMIx 5's gds/shmem2 maps its segment at a fixed address,
+		# inside TSan's reserved ranges: MPI_Init fails (Debian 13)
+		export PMIX_MCA_gds=hash
+		check_args=(TESTS="$(echo $TSAN_TESTS)")
+		export MPI_TESTS_PROGS=$TSAN_MPI_PROGS
+		if ! tsan_runs run; then
+			echo "run-tests: [tsan] a ThreadSanitizer program does not run here: $tsan_why"
+			build_failed=$((build_failed + 1))
+			continue
+		fi
+	fi
 	if [ "$name" = asan ]; then
 		conf_args+=(--enable-sanitizers --enable-debug)
 		if lsan_probe; then
@@ -159,8 +277,10 @@ for name in "${builds[@]}"; do
 	done
 	rm -f "$dir/test-suite.log"
 
-	make -C "$dir" -j"$jobs" check > "$dir/check.out" 2>&1
+	"${run[@]}" make -C "$dir" -j"$jobs" check "${check_args[@]}" \
+		> "$dir/check.out" 2>&1
 	rc=$?
+	tsan_restore
 	count_results "$dir"
 	show_failures "$dir"
 	if [ $rc -ne 0 ] && ! grep -q '^# \(FAIL\|ERROR\|XPASS\): *[1-9]' "$dir/test-suite.log" 2>/dev/null; then

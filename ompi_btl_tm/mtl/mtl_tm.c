@@ -22,6 +22,10 @@
 
 #include <infiniband/tm_types.h>
 
+#ifdef MTL_TM_TSAN
+__thread char mtl_tm_tsan_me; /* mtl_tm_tsan.h */
+#endif
+
 struct mtl_tm_module mtl_tm = {
 	.super = {
 		/* The engine's tag layout: 14-bit context id, 32-bit tag.
@@ -408,7 +412,9 @@ int mtl_tm_add_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 			rc = OMPI_ERR_BAD_PARAM;
 			break;
 		}
-		procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = ep;
+		/* atomic: mtl_tm_peer_ep reads it without the lock */
+		__atomic_store_n(&procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL],
+				 ep, __ATOMIC_RELEASE);
 	}
 	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
 	return rc;
@@ -421,7 +427,8 @@ int mtl_tm_del_procs(struct mca_mtl_base_module_t *mtl, size_t nprocs,
 	size_t i;
 
 	for (i = 0; i < nprocs; i++)
-		procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = NULL;
+		__atomic_store_n(&procs[i]->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL],
+				 NULL, __ATOMIC_RELAXED);
 	return OMPI_SUCCESS;
 }
 
@@ -559,9 +566,11 @@ static __attribute__((noinline)) int progress_general(void)
  */
 int mtl_tm_progress(void)
 {
+	mtl_tm_tsan_enter();
 	/* no lock: completions run inside (mtl_tm.h); opal_progress takes
-	 * the engine's fatal error (< 0) as no event */
-	if (OPAL_LIKELY(mtl_tm.progress_fast && !opal_using_threads()))
+	 * the engine's fatal error (< 0) as no event.  progress_fast is
+	 * written under the lock: with MPI threads it is not read here. */
+	if (OPAL_LIKELY(!opal_using_threads() && mtl_tm.progress_fast))
 		return tm_engine_progress(mtl_tm.eng);
 	return progress_general();
 }

@@ -147,6 +147,7 @@
 #include "ompi_config.h"
 #include "ompi/mca/mtl/mtl.h"
 #include "mtl_tm_compat.h"
+#include "mtl_tm_tsan.h"
 #include "opal/util/proc.h"
 
 #include <stdbool.h>
@@ -308,6 +309,9 @@ struct mtl_tm_request {
 		struct tm_recv recv;
 	} u;
 	int error;               /* blocking send: result, set at completion */
+#ifdef MTL_TM_TSAN
+	void *tsan_waiter;       /* mtl_tm_tsan.h */
+#endif
 	/* The flags a send or receive resets when it starts, and its kind:
 	 * all at once, through `flags` (mtl_tm_req_start). */
 	union {
@@ -320,12 +324,15 @@ struct mtl_tm_request {
 			bool detached;   /* a buffered send's own request:
 					  * freed at completion
 					  * (mtl_tm_send.c) */
-			volatile bool done; /* blocking send (no ompi
+			/* done, cancel_wait: stored (release) after the
+			 * results they guard, as their waiter reads them
+			 * (acquire) without the lock, in another thread */
+			bool done;       /* blocking send (no ompi
 					  * request) */
 			/* send cancel (mtl_tm_cancel.c, "Send cancel") */
 			bool engine_done; /* the engine's callback ran */
 			bool completed;  /* ... and pml cm was told */
-			volatile bool cancel_wait; /* mtl_tm_cancel waits
+			bool cancel_wait; /* mtl_tm_cancel waits
 					  * for the outcome */
 			bool cancel_result; /* ... cancelled or not */
 		};
@@ -585,6 +592,20 @@ static inline void mtl_tm_req_start(struct mtl_tm_request *req,
 	memcpy((char *)&f + offsetof(struct mtl_tm_request, kind) -
 	       offsetof(struct mtl_tm_request, flags), &kind, 1);
 	req->flags = f;
+}
+
+/*
+ * pml cm's completion callback of req, whose message's bytes in the
+ * user's memory start at buf: mtl_tm_req_done first (mtl_tm_tsan.h),
+ * after our last touch of req, the callback's pointer included.
+ */
+static inline void mtl_tm_req_complete(struct mtl_tm_request *req,
+				       const void *buf)
+{
+	void (*cb)(struct mca_mtl_request_t *) = req->super.completion_callback;
+
+	mtl_tm_req_done(req, buf, req->tsan_waiter);
+	cb(&req->super);
 }
 
 /* Frees a request's packed copy or receive staging buffer, if its own. */

@@ -62,7 +62,7 @@ static void cm_schedule(void)
 
 	if (busy == mtl_tm.cm_busy)
 		return;
-	mtl_tm.cm_busy = busy;
+	__atomic_store_n(&mtl_tm.cm_busy, busy, __ATOMIC_RELAXED);
 	/* each moves it from the other list (opal_progress.c) */
 	if (busy)
 		opal_progress_register(cm_poll);
@@ -86,7 +86,8 @@ static __attribute__((noinline)) int cm_poll_now(void)
 {
 	int n;
 
-	mtl_tm.cm_skip = 0;
+	mtl_tm_tsan_enter();
+	__atomic_store_n(&mtl_tm.cm_skip, 0, __ATOMIC_RELAXED);
 	if (OPAL_THREAD_TRYLOCK(&mtl_tm.lock))
 		return 0;
 	n = mtl_tm_cm_progress();
@@ -97,8 +98,17 @@ static __attribute__((noinline)) int cm_poll_now(void)
  * registers and a frame that only its turn needs. */
 static int cm_poll(void)
 {
-	if (!mtl_tm.cm_busy && ++mtl_tm.cm_skip < MTL_TM_CM_EVERY)
-		return 0;
+	uint32_t k;
+
+	/* Every thread in opal_progress reads and counts these without the
+	 * lock: relaxed atomics, as a count lost to another thread only
+	 * delays the next poll by a turn. */
+	if (!__atomic_load_n(&mtl_tm.cm_busy, __ATOMIC_RELAXED)) {
+		k = __atomic_load_n(&mtl_tm.cm_skip, __ATOMIC_RELAXED) + 1;
+		__atomic_store_n(&mtl_tm.cm_skip, k, __ATOMIC_RELAXED);
+		if (k < MTL_TM_CM_EVERY)
+			return 0;
+	}
 	return cm_poll_now();
 }
 
@@ -457,10 +467,14 @@ struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
 {
 	ompi_proc_t *proc = ompi_comm_peer_lookup(comm, rank);
 	struct mtl_tm_endpoint *ep;
+	bool up;
 
 	if (!proc)
 		return NULL;
-	ep = proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL];
+	/* stored (release) under the lock by add_procs or here: read
+	 * without it, once the endpoint is made */
+	ep = __atomic_load_n(&proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL],
+			     __ATOMIC_ACQUIRE);
 	if (!ep) {
 		/* a proc pml cm has not handed us yet (lazy add_procs), or
 		 * one of another job, first used now */
@@ -468,16 +482,21 @@ struct mtl_tm_endpoint *mtl_tm_peer_ep(struct ompi_communicator_t *comm,
 			return NULL;
 		OPAL_THREAD_LOCK(&mtl_tm.lock);
 		ep = mtl_tm_ep_get(&proc->super.proc_name, true);
-		proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL] = ep;
+		__atomic_store_n(&proc->proc_endpoints[OMPI_PROC_ENDPOINT_TAG_MTL],
+				 ep, __ATOMIC_RELEASE);
 		OPAL_THREAD_UNLOCK(&mtl_tm.lock);
 	}
-	if (ep && ep->state == MTL_TM_EP_NONE) {
-		/* its first use: the connection starts (mtl_tm_addr.c) */
-		OPAL_THREAD_LOCK(&mtl_tm.lock);
-		mtl_tm_connect(ep);
-		OPAL_THREAD_UNLOCK(&mtl_tm.lock);
-	}
-	return ep && ep->connected ? ep : NULL;
+	if (!ep)
+		return NULL;
+	/* Under the lock, state and connected too: another thread may be
+	 * connecting it (ep_make, cm_done), and the caller reads ep->peer,
+	 * which that thread stores before connected. */
+	OPAL_THREAD_LOCK(&mtl_tm.lock);
+	if (ep->state == MTL_TM_EP_NONE)
+		mtl_tm_connect(ep); /* its first use: the connection starts */
+	up = ep->connected;
+	OPAL_THREAD_UNLOCK(&mtl_tm.lock);
+	return up ? ep : NULL;
 }
 
 int mtl_tm_route_slow(struct ompi_communicator_t *comm, int rank,

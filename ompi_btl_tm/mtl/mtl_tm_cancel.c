@@ -59,7 +59,7 @@ static int cancel_send(struct mtl_tm_request *req)
 		return OMPI_SUCCESS; /* nothing to withdraw: not cancelled */
 	if (rc != TM_OK)
 		return mtl_tm_to_ompi(rc);
-	while (waiter->cancel_wait)
+	while (__atomic_load_n(&waiter->cancel_wait, __ATOMIC_ACQUIRE))
 		opal_progress();
 	if (wait && waiter->cancel_result)
 		req->super.ompi_req->req_status._cancelled = true;

@@ -84,6 +84,12 @@ static inline bool mtl_tm_send_in_place(const struct opal_convertor_t *c,
 	return true;
 }
 
+/* Where a message's bytes start in the user's memory (c prepared). */
+static inline void *mtl_tm_user_buf(const struct opal_convertor_t *c)
+{
+	return c->pBaseBuf + c->pDesc->true_lb;
+}
+
 static inline bool mtl_tm_recv_in_place(const struct opal_convertor_t *c,
 					void **buf, size_t *len)
 {

@@ -41,6 +41,7 @@ int mtl_tm_iprobe(struct mca_mtl_base_module_t *mtl,
 	struct tm_probe_info info;
 	int rc;
 
+	mtl_tm_tsan_enter();
 	info.from = mtl_tm_src_peer(comm, src);
 	mtl_tm_recv_env(comm, src, tag, &info.tag, &info.mask);
 	OPAL_THREAD_LOCK(&mtl_tm.lock);
@@ -65,6 +66,7 @@ int mtl_tm_improbe(struct mca_mtl_base_module_t *mtl,
 	struct tm_msg *msg = NULL;
 	int rc;
 
+	mtl_tm_tsan_enter();
 	*matched = 0;
 	/* allocated first: once the engine hands the message over there is
 	 * no giving it back */

@@ -123,7 +123,7 @@ static void recv_complete(struct mtl_tm_request *req)
 	}
 	if (OPAL_UNLIKELY(req->pack_free))
 		mtl_tm_free_pack(req);
-	req->super.completion_callback(&req->super);
+	mtl_tm_req_complete(req, mtl_tm_user_buf(req->convertor));
 }
 
 static inline struct mtl_tm_request *recv_req(struct tm_recv *r)
@@ -166,7 +166,7 @@ static void recv_cb(struct tm_recv *r)
 		st->MPI_SOURCE = r->env.src;
 		st->MPI_TAG = r->env.tag;
 		st->_ucount = r->recv_len;
-		req->super.completion_callback(&req->super);
+		mtl_tm_req_complete(req, r->buf);
 		return;
 	}
 	recv_cb_staged(r);
@@ -257,6 +257,7 @@ int mtl_tm_irecv_general(struct mca_mtl_base_module_t *mtl,
 	struct tm_recv *r = &req->u.recv;
 	int rc;
 
+	mtl_tm_req_got(req, &req->tsan_waiter);
 	r->from = mtl_tm_src_peer(comm, src);
 	rc = prepare_recv(convertor, req);
 	if (rc != OMPI_SUCCESS)
@@ -300,6 +301,7 @@ int mtl_tm_irecv(struct mca_mtl_base_module_t *mtl,
 	uint64_t route;
 	int rc;
 
+	mtl_tm_req_got(req, &req->tsan_waiter);
 	if (OPAL_LIKELY(mtl_tm_route_known(comm, src, false, &route))) {
 		if (OPAL_UNLIKELY(!irecv_fast(comm, src, tag, convertor,
 					      mtl_tm_route_peer(route), req,
@@ -327,6 +329,7 @@ int mtl_tm_imrecv(struct mca_mtl_base_module_t *mtl,
 	struct tm_msg *msg = (*message)->req_ptr;
 	int rc;
 
+	mtl_tm_req_got(req, &req->tsan_waiter);
 	rc = prepare_recv(convertor, req);
 	if (rc != OMPI_SUCCESS)
 		return rc;

@@ -73,13 +73,14 @@ static void send_complete_other(struct mtl_tm_request *req)
 		/* the outcome of a cancel of a send pml cm already completed
 		 * (mtl_tm_cancel.c, "Send cancel"): mtl_tm_cancel reports it */
 		req->cancel_result = cancelled;
-		req->cancel_wait = false;
+		__atomic_store_n(&req->cancel_wait, false, __ATOMIC_RELEASE);
 		return;
 	}
 	/* a buffered send's own copy: only a cancel may wait for it */
 	if (req->bsend_waiter) {
 		req->bsend_waiter->cancel_result = cancelled;
-		req->bsend_waiter->cancel_wait = false;
+		__atomic_store_n(&req->bsend_waiter->cancel_wait, false,
+				 __ATOMIC_RELEASE);
 	}
 	if (req->u.send.status != TM_REQ_OK && !cancelled)
 		opal_output_verbose(10, mtl_tm_output,
@@ -105,7 +106,7 @@ send_complete(struct mtl_tm_request *req)
 	req->completed = true;
 	if (req->kind == MTL_TM_REQ_SEND_WAIT) {
 		/* mtl_tm_send's: its caller waits for done */
-		req->done = true;
+		__atomic_store_n(&req->done, true, __ATOMIC_RELEASE);
 		return;
 	}
 	oreq = req->super.ompi_req;
@@ -113,7 +114,7 @@ send_complete(struct mtl_tm_request *req)
 	 * a recycled request would keep an old value */
 	oreq->req_status.MPI_ERROR = err;
 	oreq->req_status._cancelled = req->u.send.status == TM_REQ_CANCELLED;
-	req->super.completion_callback(&req->super);
+	mtl_tm_req_complete(req, req->u.send.buf);
 }
 
 /* req->complete of a send: from the done list (mtl_tm_complete_done) */
@@ -306,7 +307,7 @@ send_fast(struct ompi_communicator_t *comm, int dest, int tag,
 static inline __attribute__((always_inline)) int
 send_wait(struct mtl_tm_request *req)
 {
-	while (!req->done)
+	while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE))
 		opal_progress();
 	return req->error;
 }
@@ -319,6 +320,7 @@ int mtl_tm_send_general(struct mca_mtl_base_module_t *mtl,
 	struct mtl_tm_request req;
 	int rc;
 
+	mtl_tm_tsan_enter();
 	rc = start_send(comm, dest, tag, convertor, mode, MTL_TM_REQ_SEND_WAIT,
 			&req);
 	if (rc == TM_DONE)
@@ -334,6 +336,7 @@ int mtl_tm_send(struct mca_mtl_base_module_t *mtl,
 	struct mtl_tm_request req;
 	int rc;
 
+	mtl_tm_tsan_enter();
 	/* mtl is &mtl_tm.super: not kept for the general entry */
 	if (!send_fast(comm, dest, tag, convertor, mode, MTL_TM_REQ_SEND_WAIT,
 		       &req, &rc))
@@ -399,7 +402,8 @@ static int start_buffered(struct ompi_communicator_t *comm, int dest,
 	if (rc == TM_DONE)
 		send_complete(own); /* frees it */
 	mtl_request->ompi_req->req_status.MPI_ERROR = OMPI_SUCCESS;
-	mtl_request->completion_callback(mtl_request);
+	/* our copy: the bytes read */
+	mtl_tm_req_complete(pml, NULL);
 	return OMPI_SUCCESS;
 }
 
@@ -423,6 +427,7 @@ int mtl_tm_isend_general(struct mca_mtl_base_module_t *mtl,
 {
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
 
+	mtl_tm_req_got(req, &req->tsan_waiter);
 	if (OPAL_UNLIKELY(mode == MCA_PML_BASE_SEND_BUFFERED))
 		return start_buffered(comm, dest, tag, convertor, mtl_request);
 	return isend_end(req, start_send(comm, dest, tag, convertor, mode,
@@ -438,6 +443,7 @@ int mtl_tm_isend(struct mca_mtl_base_module_t *mtl,
 	struct mtl_tm_request *req = (struct mtl_tm_request *)mtl_request;
 	int rc;
 
+	mtl_tm_req_got(req, &req->tsan_waiter);
 	if (OPAL_UNLIKELY(mode == MCA_PML_BASE_SEND_BUFFERED ||
 			  !send_fast(comm, dest, tag, convertor, mode,
 				     MTL_TM_REQ_SEND, req, &rc)))

@@ -49,7 +49,8 @@ int sh_cq_reserve(struct sh_cq *cq, uint64_t *seq)
 {
 	if (cq->count + cq->held == cq->cap && sh_cq_grow(cq))
 		return ENOMEM;
-	*seq = cq->first_seq + cq->count++;
+	*seq = cq->first_seq + cq->count;
+	sh_cq_count_add(cq, 1);
 	cq_at(cq, *seq)->ready = false;
 	return 0;
 }
@@ -68,7 +69,8 @@ int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe)
 
 	if (cq->count + cq->held == cq->cap && sh_cq_grow(cq))
 		return ENOMEM;
-	e = &cq->q[(cq->first + cq->count++) & (cq->cap - 1)];
+	e = &cq->q[(cq->first + cq->count) & (cq->cap - 1)];
+	sh_cq_count_add(cq, 1);
 	*e = *cqe;
 	e->ready = true;
 	return 0;
@@ -97,7 +99,7 @@ static inline __attribute__((always_inline)) int cq_pop(struct sh_cq *cq,
 	}
 	cq->first = (cq->first + 1) & (cq->cap - 1);
 	cq->first_seq++;
-	cq->count--;
+	sh_cq_count_add(cq, -1);
 	if (e->srq)
 		sh_srq_retire(e->srq, e->release_handle, e->retire_seq);
 	return 0;
@@ -233,9 +235,16 @@ static void cq_end_poll(struct ibv_cq_ex *ibcq)
 {
 	struct sh_cq *cq = (struct sh_cq *)ibcq;
 
-	cq->held = false;
-	cq->rxe_phantom = cq->rxe_overrun;
-	cq->rxe_overrun = false;
+	/* Stored only when set: a locking context never holds an entry
+	 * (cq_pop copies it) nor overruns unless rxe_cq, and the thread
+	 * driving the card reads held under ctx->lock alone (sh_cq_push),
+	 * not this poll_lock. */
+	if (cq->held)
+		cq->held = false;
+	if (cq->rxe_cq) {
+		cq->rxe_phantom = cq->rxe_overrun;
+		cq->rxe_overrun = false;
+	}
 	if (cq->ctx->locking)
 		pthread_mutex_unlock(&cq->poll_lock);
 }

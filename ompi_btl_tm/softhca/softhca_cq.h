@@ -75,6 +75,18 @@ struct sh_cq {
 	struct sh_cq *next;
 };
 
+/*
+ * count changes under ctx->lock but is peeked without it (an empty poll
+ * on a quiet card: cq_start_poll, cq_next_poll), so its stores are atomic
+ * too; relaxed, as the peek only decides whether to take the lock, under
+ * which the queue is read again.
+ */
+static inline void sh_cq_count_add(struct sh_cq *cq, int32_t d)
+{
+	__atomic_store_n(&cq->count, cq->count + (uint32_t)d,
+			 __ATOMIC_RELAXED);
+}
+
 static inline struct sh_cq *to_sh_cq(struct ibv_cq *cq)
 {
 	return (struct sh_cq *)cq;

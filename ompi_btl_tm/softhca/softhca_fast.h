@@ -98,9 +98,13 @@ static inline const struct sh_rbuf *sh_rq_take(struct sh_rq *rq)
 /* the next entry, for the caller to fill and mark ready; NULL: ENOMEM */
 static inline struct sh_cqe *sh_cq_next(struct sh_cq *cq)
 {
+	struct sh_cqe *e;
+
 	if (cq->count + cq->held == cq->cap && sh_cq_grow(cq))
 		return NULL;
-	return &cq->q[(cq->first + cq->count++) & (cq->cap - 1)];
+	e = &cq->q[(cq->first + cq->count) & (cq->cap - 1)];
+	sh_cq_count_add(cq, 1);
+	return e;
 }
 
 /* Entry h leaves the tag list (matched, deleted). */

@@ -35,6 +35,7 @@
 #   MPI_TESTS_CONFIGS   configurations to run (default "ob1 tm tm-small
 #                       tm-random tm-notm"); the others are not listed at all
 #   MPI_TESTS_NP        rank counts for every program (default: per program)
+#   MPI_TESTS_PROGS     programs to run when none is named (default: all)
 #   MPI_TESTS_TIMEOUT   seconds per mpirun (default 60); a hang fails
 #   MPITEST_SEED        seed of the programs' random choices (default: the
 #                       clock; printed, so a failure can be rerun)
@@ -104,6 +105,9 @@ trap 'rm -rf "$tmp"' EXIT
 # ---- which programs ---------------------------------------------------------
 
 selected=("$@")
+if [ ${#selected[@]} -eq 0 ] && [ -n "${MPI_TESTS_PROGS:-}" ]; then
+	read -r -a selected <<< "$MPI_TESTS_PROGS"
+fi
 runs=()   # "prog np" pairs
 declare -A one_np # prog -> the one rank count of the reduced configurations
 while read -r prog nps; do
@@ -126,6 +130,7 @@ done <<< "$matrix"
 # ---- is mtl tm there? ---------------------------------------------------------
 
 tm_state=absent
+ompi_info_pre=
 tm_why="mtl tm not installed"
 tm_mode=${MPI_TESTS_TM:-auto}
 built_so=$builddir/.libs/mca_mtl_tm.so
@@ -141,7 +146,16 @@ if [ "$tm_mode" != no ]; then
 	else
 		tm_from="installed in Open MPI"
 	fi
-	if [ -n "${tm_from:-}" ] && ompi_info 2>/dev/null | grep -q 'MCA mtl: tm'; then
+	# a ThreadSanitizer build (--enable-tsan): the component needs
+	# libtsan loaded first, as in the instrumented test programs
+	ompi_info_pre=
+	if [ -f "$built_so" ] && [ "${OMPI_MCA_mca_base_component_path:-}" ]; then
+		ompi_info_pre=$(ldd "$built_so" 2>/dev/null |
+			awk '$1 ~ /^libtsan/ && $3 ~ /^\// { print $3; exit }')
+	fi
+	if [ -n "${tm_from:-}" ] &&
+	   LD_PRELOAD=${ompi_info_pre:-${LD_PRELOAD:-}} ompi_info 2>/dev/null |
+	   grep -q 'MCA mtl: tm'; then
 		tm_state=present
 	elif [ -n "${tm_from:-}" ]; then
 		unset OMPI_MCA_mca_base_component_path
@@ -154,7 +168,8 @@ fi
 # MCA parameters of the soft HCA, where the component defines them
 tm_params=
 if [ $tm_state = present ]; then
-	tm_params=$(ompi_info --param mtl tm --level 9 2>/dev/null)
+	tm_params=$(LD_PRELOAD=${ompi_info_pre:-${LD_PRELOAD:-}} \
+		ompi_info --param mtl tm --level 9 2>/dev/null)
 fi
 has_param() {
 	case $tm_params in *"\"mtl_tm_$1\""*) return 0 ;; esac
@@ -304,6 +319,11 @@ for c in $configs; do
 		done
 		[ -n "${OMPI_MCA_mca_base_component_path:-}" ] &&
 			xargs+=(-x OMPI_MCA_mca_base_component_path)
+		# a ThreadSanitizer run's settings (scripts/run-tests.sh --tsan)
+		for e in TSAN_OPTIONS UCX_MEM_MMAP_HOOK_MODE UCX_MODULES \
+			 PMIX_MCA_gds; do
+			[ -n "${!e+set}" ] && xargs+=(-x "$e")
+		done
 		share=0
 		[ "$prog" = mpi_card ] && [ "$c" = tm ] && share=1
 		[ "$prog" = mpi_card ] && [ "$c" = tm-notm ] && share=2
@@ -342,7 +362,7 @@ for c in $configs; do
 			else
 				what="exit status $rc"
 			fi
-			first=$(grep -m1 'FAIL:' "$log" | cut -c1-300)
+			first=$(grep -m1 -E 'FAIL:|^SUMMARY: ThreadSanitizer' "$log" | cut -c1-300)
 			echo "not ok $n - $name: $what${first:+: $first}"
 			nfail=$((nfail + 1))
 			failures+=("$name: $what")
