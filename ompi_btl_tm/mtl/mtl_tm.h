@@ -42,37 +42,9 @@
  * PMIx's client answers a key it has read before from what it kept:
  * a reused key gave a peer's previous address (mtl_tm_modex.c).
  *
- * Addressing (connect on first use)
- * ----------------------------------
- * Each rank publishes one fixed-size blob, whatever the job's size:
- *
- *     struct mtl_tm_modex { header, can, use, node, the connection
- *                           manager's address (GID, LID, UD QP) }
- *
- * under this initialisation's key ("Modex keys"), and makes no QP for a
- * peer until the peer is first used
- * (mtl_tm_addr.c; doc/DESIGN.md, "Connecting on first use").  The first
- * send to rank r, or a receive or probe naming it, starts r's connection
- * (mtl_tm_peer_ep): a QP pair in the hardware's layout (tm_dev.h), an
- * engine peer held until the pair is connected (what is sent meanwhile
- * waits in order, engine/tm_engine.h), and a request to r's connection
- * manager (dev/tm_dev_cm.h: REQ, REP, RTU over one UD QP per process).
- * The passive side accepts a connection it did not start, once the
- * requester's CM address is the one its rank published, so an
- * ANY_SOURCE receive sees whoever connected.  A connection that cannot
- * be made within mtl_tm_connect_timeout fails that peer's requests, with
- * a message naming it.  The loopback pair (pml cm sends to self through
- * the MTL) is connected at first use too.
- *
- * Processes of other jobs (MPI_Comm_spawn, connect/accept across mpiruns,
- * MPI_Comm_join) connect the same way: the connection manager names every
- * process by mtl_tm_proc_id (job id and rank), unique across jobs, and
- * datagrams carry a key of the user's rather than of one job.  Their
- * endpoints live in a table (mtl_tm.others), made when Open MPI hands the
- * process over or it first asks to connect, never before; a request
- * from another job is accepted only from a process Open MPI knows (it
- * connected to that job) whose published address (mtl_tm_modex_recv_other)
- * is the one the request comes from.
+ * Addressing (connect on first use): a fixed-size address per rank in the
+ * modex, a peer's QP pair made at its first use, processes of other jobs
+ * the same way: mtl_tm_addr.c.
  *
  * Tag layout: the engine's (engine/tm_match.h): 14 bits of context id, 18
  * of source rank, 32 of user tag; hence mtl_max_contextid and the

@@ -1,11 +1,43 @@
 /*
- * mtl_tm_addr.c - addresses and connections (mtl_tm.h, "Addressing"):
- * the constant-size address this rank publishes in the modex (under the
- * key of mtl_tm_modex.c), and a peer's QP pair, made and connected by the
- * connection manager (dev/tm_dev_cm.h) when the peer is first used, as
- * the active side (mtl_tm_connect) or the passive one (cm_request).  A
- * peer of this job has its endpoint in mtl_tm.eps, a process of another
- * job one in mtl_tm.others, made at its first use or request.
+ * mtl_tm_addr.c - addresses and connections: the constant-size address
+ * this rank publishes in the modex (under the key of mtl_tm_modex.c), and
+ * a peer's QP pair, made and connected by the connection manager
+ * (dev/tm_dev_cm.h) when the peer is first used, as the active side
+ * (mtl_tm_connect) or the passive one (cm_request).  A peer of this job
+ * has its endpoint in mtl_tm.eps, a process of another job one in
+ * mtl_tm.others, made at its first use or request.
+ *
+ * Addressing (connect on first use)
+ * ----------------------------------
+ * Each rank publishes one fixed-size blob, whatever the job's size:
+ *
+ *     struct mtl_tm_modex { header, can, use, node, the connection
+ *                           manager's address (GID, LID, UD QP) }
+ *
+ * under this initialisation's key (mtl_tm.h, "Modex keys"), and makes no
+ * QP for a peer until the peer is first used (doc/DESIGN.md, "Connecting
+ * on first use").  The first
+ * send to rank r, or a receive or probe naming it, starts r's connection
+ * (mtl_tm_peer_ep): a QP pair in the hardware's layout (tm_dev.h), an
+ * engine peer held until the pair is connected (what is sent meanwhile
+ * waits in order, engine/tm_engine.h), and a request to r's connection
+ * manager (dev/tm_dev_cm.h: REQ, REP, RTU over one UD QP per process).
+ * The passive side accepts a connection it did not start, once the
+ * requester's CM address is the one its rank published, so an
+ * ANY_SOURCE receive sees whoever connected.  A connection that cannot
+ * be made within mtl_tm_connect_timeout fails that peer's requests, with
+ * a message naming it.  The loopback pair (pml cm sends to self through
+ * the MTL) is connected at first use too.
+ *
+ * Processes of other jobs (MPI_Comm_spawn, connect/accept across mpiruns,
+ * MPI_Comm_join) connect the same way: the connection manager names every
+ * process by mtl_tm_proc_id (job id and rank), unique across jobs, and
+ * datagrams carry a key of the user's rather than of one job.  Their
+ * endpoints live in a table (mtl_tm.others), made when Open MPI hands the
+ * process over or it first asks to connect, never before; a request
+ * from another job is accepted only from a process Open MPI knows (it
+ * connected to that job) whose published address (mtl_tm_modex_recv_other)
+ * is the one the request comes from.
  */
 #include "mtl_tm.h"
 
