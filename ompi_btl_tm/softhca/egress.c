@@ -104,10 +104,16 @@ static inline uint32_t peer_word(const struct sh_peer *p)
 }
 
 /* The fast path's question: alive, as far as can be told for free? */
+/* The peer's liveness word says it is the process that published it. */
+static inline bool peer_word_ok(const struct sh_peer *p)
+{
+	return p->alive_word && peer_word(p) == p->alive_word;
+}
+
 static inline bool peer_fresh(const struct sh_peer *p)
 {
 	if (p->alive_word)
-		return peer_word(p) == p->alive_word;
+		return peer_word_ok(p);
 	return sh_now_ns() - p->checked_ns <= SH_WR_LIVENESS_NS;
 }
 
@@ -491,9 +497,7 @@ send_now_ok(struct sh_qp *qp, const struct ibv_send_wr *wr, uint32_t len,
 	return ctx->sched == SOFTHCA_SCHED_AUTO && !qp->sq_count &&
 	       !qp->resp.active && wr->opcode == IBV_WR_SEND &&
 	       len <= ctx->lay.mtu && !qp->peer->gone && out_usable(qp) &&
-	       (clock ? peer_fresh(qp->peer)
-		      : qp->peer->alive_word &&
-			peer_word(qp->peer) == qp->peer->alive_word) &&
+	       (clock ? peer_fresh(qp->peer) : peer_word_ok(qp->peer)) &&
 	       out_room(qp);
 }
 
