@@ -77,32 +77,36 @@ int sh_cq_push(struct sh_cq *cq, const struct sh_cqe *cqe)
 }
 
 /* Takes the oldest ready entry (cq->cur, held until the next pop or
- * end_poll); the caller holds ctx->lock.  locking: ctx->locking (a
- * constant in the lock-free poll).  (Inline: every poll pops.) */
-static inline __attribute__((always_inline)) int cq_pop(struct sh_cq *cq,
-							 bool locking)
+ * end_poll) and returns it, NULL if none; the caller holds ctx->lock.
+ * locking: ctx->locking (a constant in the lock-free poll).  (Inline:
+ * every poll pops.  Returned, so that the caller's reads of it need not
+ * load cq->cur again past the retire's stores.) */
+static inline __attribute__((always_inline)) const struct sh_cqe *
+cq_pop(struct sh_cq *cq, bool locking)
 {
 	struct sh_cqe *e;
+	const struct sh_cqe *cur;
 
 	if (!cq->count)
-		return ENOENT;
+		return NULL;
 	e = &cq->q[cq->first];
 	if (!e->ready)
-		return ENOENT;
+		return NULL;
 	if (locking) {
 		/* another thread may grow the queue while this one reads */
 		cq->cur_copy = *e;
-		cq->cur = &cq->cur_copy;
+		cur = &cq->cur_copy;
 	} else {
-		cq->cur = e;
+		cur = e;
 		cq->held = true;
 	}
+	cq->cur = cur;
 	cq->first = (cq->first + 1) & (cq->cap - 1);
 	cq->first_seq++;
 	sh_cq_count_add(cq, -1);
 	if (e->srq)
 		sh_srq_retire(e->srq, e->release_handle, e->retire_seq);
-	return 0;
+	return cur;
 }
 
 /* the never-written slot an overrun CQ returns (cfg.rxe_cq) */
@@ -119,7 +123,7 @@ static inline __attribute__((always_inline)) int
 poll_run(struct sh_cq *cq, bool quiet, bool locking, bool rxe)
 {
 	struct ibv_cq_ex *ibcq = &cq->cq_ex;
-	int err;
+	const struct sh_cqe *e;
 
 	if (locking)
 		pthread_mutex_lock(&cq->poll_lock);
@@ -133,15 +137,15 @@ poll_run(struct sh_cq *cq, bool quiet, bool locking, bool rxe)
 	sh_lock_as(cq->ctx, locking);
 	if (!quiet)
 		sh_doorbell(cq->ctx, SH_BELL_POLL, NULL);
-	err = cq_pop(cq, locking);
+	e = cq_pop(cq, locking);
 	sh_unlock_as(cq->ctx, locking);
-	if (err) {
+	if (!e) {
 		if (locking)
 			pthread_mutex_unlock(&cq->poll_lock);
-		return err;
+		return ENOENT;
 	}
-	ibcq->wr_id = cq->cur->wr_id;
-	ibcq->status = cq->cur->status;
+	ibcq->wr_id = e->wr_id;
+	ibcq->status = e->status;
 	return 0;
 }
 
@@ -196,18 +200,30 @@ static inline int cq_next_none(struct sh_cq *cq)
 	return ENOENT;
 }
 
+/*
+ * A next_poll that saw an entry: the pop and its two fields.  locking and
+ * rxe as in poll_run: the general set reads them (the context's locking
+ * once), the lock-free one knows them false, so its pop is inline (no
+ * lock, no frame).
+ */
+static inline __attribute__((always_inline)) int
+next_pop(struct sh_cq *cq, bool locking, bool rxe)
+{
+	const struct sh_cqe *e;
+
+	sh_lock_as(cq->ctx, locking);
+	e = cq_pop(cq, locking);
+	sh_unlock_as(cq->ctx, locking);
+	if (!e)
+		return rxe ? cq_next_none(cq) : ENOENT;
+	cq->cq_ex.wr_id = e->wr_id;
+	cq->cq_ex.status = e->status;
+	return 0;
+}
+
 static __attribute__((noinline)) int cq_next_pop(struct sh_cq *cq)
 {
-	int err;
-
-	sh_lock(cq->ctx);
-	err = cq_pop(cq, cq->ctx->locking);
-	sh_unlock(cq->ctx);
-	if (err)
-		return cq_next_none(cq);
-	cq->cq_ex.wr_id = cq->cur->wr_id;
-	cq->cq_ex.status = cq->cur->status;
-	return 0;
+	return next_pop(cq, cq->ctx->locking, cq->rxe_cq);
 }
 
 /* (the usual end of a poll, an empty queue, returns from here: one load,
@@ -228,7 +244,7 @@ static int cq_next_poll_lf(struct ibv_cq_ex *ibcq)
 
 	if (!__atomic_load_n(&cq->count, __ATOMIC_ACQUIRE))
 		return ENOENT; /* (cq_next_none without cfg.rxe_cq) */
-	return cq_next_pop(cq);
+	return next_pop(cq, false, false);
 }
 
 static void cq_end_poll(struct ibv_cq_ex *ibcq)
@@ -456,6 +472,7 @@ int sh_destroy_cq(struct ibv_cq *ibcq)
 int sh_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 {
 	struct sh_cq *cq = to_sh_cq(ibcq);
+	const struct sh_cqe *e;
 	int i;
 
 	bool quiet = sh_sched_quiet(cq->ctx);
@@ -472,16 +489,16 @@ int sh_poll_cq(struct ibv_cq *ibcq, int n, struct ibv_wc *wc)
 	sh_lock(cq->ctx);
 	if (!quiet)
 		sh_doorbell(cq->ctx, SH_BELL_POLL, NULL);
-	for (i = 0; i < n && !cq_pop(cq, cq->ctx->locking); i++) {
+	for (i = 0; i < n && (e = cq_pop(cq, cq->ctx->locking)); i++) {
 		memset(&wc[i], 0, sizeof(wc[i]));
-		wc[i].wr_id = cq->cur->wr_id;
-		wc[i].status = cq->cur->status;
-		wc[i].opcode = cq->cur->opcode;
-		wc[i].vendor_err = cq->cur->vendor_err;
-		wc[i].byte_len = cq->cur->byte_len;
-		wc[i].qp_num = cq->cur->qp_num;
-		wc[i].src_qp = cq->cur->src_qp;
-		wc[i].wc_flags = cq->cur->wc_flags;
+		wc[i].wr_id = e->wr_id;
+		wc[i].status = e->status;
+		wc[i].opcode = e->opcode;
+		wc[i].vendor_err = e->vendor_err;
+		wc[i].byte_len = e->byte_len;
+		wc[i].qp_num = e->qp_num;
+		wc[i].src_qp = e->src_qp;
+		wc[i].wc_flags = e->wc_flags;
 		wc[i].slid = 1;
 	}
 	cq->held = false;
