@@ -157,7 +157,7 @@ static bool card_step(struct sh_context *ctx, enum softhca_work kind,
 }
 
 /* sh_qp_rx_ready for a QP known to be watched (ctx->rxw_qp): the next
- * slot's seq in *seq, read with acquire for sh_rx_take */
+ * slot's seq in *seq, read with acquire for sh_rx_consume */
 static inline bool watched_ready(const struct sh_qp *qp, uint32_t *seq)
 {
 	*seq = atomic_load_explicit(&qp->in_slot->seq, memory_order_acquire);
@@ -170,8 +170,9 @@ static inline bool watched_ready(const struct sh_qp *qp, uint32_t *seq)
  * buffer or for ring room), or a message under way.  A packet that lands
  * after the look is the next run's (its ring, or its bit, keeps the quiet
  * path from being taken).  inl: the packet step inline (a poll's pass,
- * every arrival's: one frame fewer), else the call (the other passes,
- * one copy of the step).
+ * every arrival's: one frame fewer), its ring's tail and watch entry
+ * published once after the packets it took, else the call (the other
+ * passes, one copy of the step).
  */
 static inline __attribute__((always_inline)) bool
 rx_visit(struct sh_context *ctx, struct sh_qp *qp, int *n, bool inl)
@@ -181,10 +182,12 @@ rx_visit(struct sh_context *ctx, struct sh_qp *qp, int *n, bool inl)
 
 	if (watched_ready(qp, &seq)) {
 		/* (inline: the step's second half, with the seq just read) */
-		while (!(stuck = !(inl ? sh_rx_take(qp, seq)
+		while (!(stuck = !(inl ? sh_rx_consume(qp, seq)
 				       : sh_qp_rx_step(qp))) &&
 		       (++*n, watched_ready(qp, &seq)))
 			;
+		if (inl)
+			sh_rx_publish(qp);
 		/* (a QP failed by these steps: flushed before another's) */
 		flush_due(ctx);
 	}

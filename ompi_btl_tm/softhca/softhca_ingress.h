@@ -12,7 +12,9 @@
  * it did; false leaves the packet where it is (no plain buffer, a read
  * response under way), or there was none.  sh_rx_take(qp, seq) is its
  * second half, for a watched QP whose next slot's seq the caller read (with
- * acquire) and found not "empty".
+ * acquire) and found not "empty"; sh_rx_consume(qp, seq) is that without
+ * publishing the ring's tail and watch entry, for a caller that takes
+ * several packets in a row and then calls sh_rx_publish(qp) once.
  */
 #ifndef SOFTHCA_INGRESS_H
 #define SOFTHCA_INGRESS_H
@@ -41,18 +43,30 @@ static inline void sh_rx_watch_set(struct sh_qp *qp)
 	atomic_store_explicit(&w->empty, qp->in_empty, memory_order_relaxed);
 }
 
+/* A SEND that is a whole message, the common shape (pkt is our copy). */
+static inline bool pkt_one_send(const struct sh_pkt *pkt)
+{
+	return pkt->kind == SH_PKT_SEND &&
+	       pkt->flags == (SH_PKT_FIRST | SH_PKT_LAST);
+}
+
+/* pkt_valid for that shape: the SEND rules below for it (its length
+ * within the MTU keeps it below SH_MAX_MSG) */
+static inline bool pkt_one_valid(const struct sh_qp *qp,
+				 const struct sh_pkt *pkt)
+{
+	return pkt->len == pkt->msg_len && pkt->len <= qp->ctx->lay.mtu &&
+	       qp->rx.dest == SH_RX_IDLE;
+}
+
 /* Is this header one the protocol allows here?  (pkt is our copy.) */
 static inline bool pkt_valid(const struct sh_qp *qp, const struct sh_pkt *pkt)
 {
 	const struct sh_rx *rx = &qp->rx;
 	bool first, last;
 
-	/* a message in one packet, the common shape: the SEND rules below
-	 * for it (its length within the MTU keeps it below SH_MAX_MSG) */
-	if (pkt->kind == SH_PKT_SEND &&
-	    pkt->flags == (SH_PKT_FIRST | SH_PKT_LAST))
-		return pkt->len == pkt->msg_len &&
-		       pkt->len <= qp->ctx->lay.mtu && rx->dest == SH_RX_IDLE;
+	if (pkt_one_send(pkt))
+		return pkt_one_valid(qp, pkt);
 	first = pkt->flags & SH_PKT_FIRST;
 	last = pkt->flags & SH_PKT_LAST;
 	if (pkt->len > qp->ctx->lay.mtu ||
@@ -93,7 +107,7 @@ _Static_assert(SH_PKT_PEEK <= 64, "peek within a slot's payload");
 _Static_assert(SH_MAX_MTU < SH_MAX_MSG, "one packet, one valid message");
 
 static inline __attribute__((always_inline)) bool
-sh_rx_take(struct sh_qp *qp, uint32_t seq)
+sh_rx_consume(struct sh_qp *qp, uint32_t seq)
 {
 	union {
 		struct sh_pkt pkt;
@@ -123,11 +137,20 @@ sh_rx_take(struct sh_qp *qp, uint32_t seq)
 	 * what counts.
 	 */
 	memcpy(&copy, slot, sizeof(copy));
+	/* (the common shape asked once: pkt_valid's rules for it, then the
+	 * card's decision on a message's first packet) */
+	if (pkt_one_send(pkt)) {
+		if (!pkt_one_valid(qp, pkt))
+			goto bad;
+		if (sh_rx_first(qp, pkt, slot->data) == EAGAIN)
+			return false;
+		goto consumed;
+	}
 	if (!pkt_valid(qp, pkt)) {
+bad:
 		sh_qp_bad_packet(qp);
 		goto consumed;
 	}
-	/* (a message's first packet first: every arrival's) */
 	if (pkt->kind == SH_PKT_SEND && (pkt->flags & SH_PKT_FIRST)) {
 		if (sh_rx_first(qp, pkt, slot->data) == EAGAIN)
 			return false;
@@ -152,9 +175,32 @@ consumed:
 		qp->in_slot = (struct sh_pkt *)((uint8_t *)qp->in_slot +
 						qp->ctx->lay.slot_size);
 	}
+	return true;
+}
+
+/*
+ * What the card took from qp's ring, made visible: the shared tail (the
+ * producer's room: its slots are free to rewrite) and the watch entry (an
+ * idle poll's look at the next slot).  Neither need be current between
+ * two packets of one card run: a tail behind only makes a producer that
+ * finds the ring full wait for this store, and a watch entry behind names
+ * a slot that no longer reads "empty", so an idle poll runs the card,
+ * which takes the lock and finds nothing new.
+ */
+static inline void sh_rx_publish(struct sh_qp *qp)
+{
 	atomic_store_explicit(&qp->in->tail, qp->in_tail,
 			      memory_order_release);
 	sh_rx_watch_set(qp);
+}
+
+/* One packet, published (sh_rx_consume, then sh_rx_publish). */
+static inline __attribute__((always_inline)) bool
+sh_rx_take(struct sh_qp *qp, uint32_t seq)
+{
+	if (!sh_rx_consume(qp, seq))
+		return false;
+	sh_rx_publish(qp);
 	return true;
 }
 
