@@ -194,9 +194,10 @@ static inline bool tmh_valid(const struct sh_pkt *pkt, uint32_t rndv_max)
 	if (pkt->msg_len < SH_TMH_LEN || pkt->len < SH_TMH_LEN ||
 	    tmh->reserved[0] || tmh->reserved[1] || tmh->reserved[2])
 		return false;
-	/* (EAGER first: a small message's opcode) */
-	if (tmh->opcode == IBV_TMH_EAGER || tmh->opcode == IBV_TMH_NO_TAG ||
-	    tmh->opcode == IBV_TMH_FIN)
+	/* EAGER, NO_TAG or FIN: any shape (one bit test, not three) */
+	if (tmh->opcode < 32 &&
+	    ((1u << IBV_TMH_EAGER | 1u << IBV_TMH_NO_TAG | 1u << IBV_TMH_FIN) >>
+	     tmh->opcode & 1))
 		return true;
 	return tmh->opcode == IBV_TMH_RNDV &&
 	       pkt->msg_len >= SH_TMH_LEN + SH_RVH_LEN &&
