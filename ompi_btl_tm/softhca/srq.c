@@ -45,7 +45,9 @@ int sh_rq_post(struct sh_rq *rq, uint32_t max_wr, uint32_t max_sge,
 	end = buf + rq->cap;
 	b = &buf[i < rq->cap ? i : i - rq->cap];
 	for (; wr; wr = wr->next, b = b + 1 == end ? buf : b + 1) {
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge)
+		/* (a negative count is above max_sge, at most SH_MAX_SGE,
+		 * as an unsigned: one test) */
+		if ((uint32_t)wr->num_sge > max_sge)
 			err = EINVAL;
 		else if (count == max_wr)
 			err = ENOMEM;
