@@ -513,15 +513,8 @@ void sh_sched_doorbell(struct sh_context *ctx, enum sh_bell why,
 	}
 	if (post) {
 		ctx->post_seq++; /* read pacing: the application is posting */
-		/*
-		 * AUTO: a buffer posted to an SRQ gives the card work only if
-		 * an arrival waits for one, and such an arrival is still in
-		 * its ring, which keeps the next poll from taking the quiet
-		 * path: that poll takes it.  So no card run.
-		 */
-		if (why == SH_BELL_SRQ_RECV &&
-		    ctx->sched == SOFTHCA_SCHED_AUTO)
-			return;
+		/* (an SRQ's buffers on an AUTO card: counted by sh_doorbell,
+		 * softhca_sched.h, without a card run) */
 		sh_sched_kick(ctx);
 	}
 	if (ctx->in_progress)

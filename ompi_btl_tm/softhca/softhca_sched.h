@@ -34,12 +34,17 @@ static inline void sh_sched_kick(struct sh_context *ctx)
  * The hook through which posts, polls and state changes reach the card
  * (called with ctx->lock held, or on a lock-free context).  A post rings
  * it after its work requests are queued, a poll before it reads the CQ;
- * a post that left nothing is only counted, without a call.
+ * a post that left nothing is only counted, without a call.  So is a
+ * buffer posted to an SRQ of an AUTO card: it gives the card work only if
+ * an arrival waits for one, and such an arrival is still in its ring,
+ * which keeps the next poll from taking the quiet path: that poll takes
+ * it.  (why is a constant at every call: the tests fold.)
  */
 static inline void sh_doorbell(struct sh_context *ctx, enum sh_bell why,
 			       struct sh_qp *qp)
 {
-	if (why == SH_BELL_POSTED)
+	if (why == SH_BELL_POSTED ||
+	    (why == SH_BELL_SRQ_RECV && ctx->sched == SOFTHCA_SCHED_AUTO))
 		ctx->post_seq++; /* read pacing: the application is posting */
 	else
 		ctx->doorbell(ctx, why, qp);
