@@ -58,10 +58,12 @@ static inline __attribute__((always_inline)) bool
 sh_lkey_cached(struct sh_context *ctx, const struct ibv_sge *sge,
 	       uint32_t access)
 {
-	const struct sh_mr_grant *g =
-		&ctx->lkey_seen[sge->lkey == ctx->lkey_seen[1].key];
+	const struct sh_mr_grant *g = ctx->lkey_seen;
 
-	return sge->lkey == g->key && (g->access & access) == access &&
+	/* (slot 0's key, else slot 1's: two compares, no select) */
+	if (sge->lkey != g->key && sge->lkey != (++g)->key)
+		return false;
+	return (g->access & access) == access &&
 	       sge->addr >= g->base && sge->length <= g->size &&
 	       sge->addr - g->base <= g->size - sge->length &&
 	       ctx->lkey_gen == atomic_load_explicit(&ctx->mr_dereg,
