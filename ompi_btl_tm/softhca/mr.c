@@ -66,6 +66,17 @@ int sh_mr_check(const struct sh_layout *lay, const struct sh_seg *pub,
 }
 
 /*
+ * A remembered key forgotten: key 0 (no MR has it) with a grant that
+ * covers no byte, so that an SGE naming lkey 0 finds nothing here (the
+ * old grant kept under key 0 vouched for it: a receive into a
+ * deregistered region succeeded).
+ */
+static void grant_forget(struct sh_mr_grant *g)
+{
+	*g = (struct sh_mr_grant){ .key = 0, .base = UINT64_MAX };
+}
+
+/*
  * Local keys repeat (an engine sends from and receives into a few MRs), so
  * the last keys found valid are remembered until any MR is deregistered:
  * a key stays valid until its own deregistration, and registrations only
@@ -80,7 +91,8 @@ enum ibv_wc_status sh_local_check(struct sh_context *ctx,
 	struct sh_mr_grant *g;
 
 	if (ctx->lkey_gen != gen) {
-		ctx->lkey_seen[0].key = ctx->lkey_seen[1].key = 0;
+		grant_forget(&ctx->lkey_seen[0]);
+		grant_forget(&ctx->lkey_seen[1]);
 		ctx->lkey_gen = gen;
 	}
 	for (uint32_t i = 0; i < n; i++) {
@@ -94,7 +106,7 @@ enum ibv_wc_status sh_local_check(struct sh_context *ctx,
 		g = &ctx->lkey_seen[ctx->lkey_next];
 		ctx->lkey_next ^= 1;
 		if (mr_lookup(&ctx->lay, ctx->seg, sge[i].lkey, g)) {
-			g->key = 0;
+			grant_forget(g);
 			return IBV_WC_LOC_PROT_ERR;
 		}
 		if (!grant_covers(g, sge[i].addr, sge[i].length, access))

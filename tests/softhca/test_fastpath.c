@@ -13,7 +13,8 @@
  *  - the one-packet matched eager path: every completion field, the
  *    length error, the lkey error, a cached lkey with a buffer past its
  *    MR, and an lkey whose MR was deregistered
- *    after a good receive (the lkey cache must notice);
+ *    after a good receive (the lkey cache must notice), then lkey 0
+ *    (the keys the cache forgot must grant nothing);
  *  - the one-packet unexpected path into a plain buffer: every completion
  *    field, and the length error with the buffer filled to its end only;
  *    with no buffer the message waits, and a buffer posted later takes it
@@ -401,6 +402,38 @@ static void test_eager_one(void)
 		tap_check(n == 1 && wc[0].status == IBV_WC_LOC_PROT_ERR &&
 			  wc[0].wr_id == 15 && sh_all(own, 128, 0xEE),
 			  "the same lkey after its MR was deregistered: "
+			  "LOC_PROT_ERR, nothing written (%s)",
+			  n ? sh_wc_str(&wc[0]) : "none");
+		/*
+		 * The cache forgot both keys (one by the deregistration, one
+		 * by the failed look-up): lkey 0, which no MR has, gets no
+		 * grant from what they covered, the deregistered region's
+		 * nor the arena's.
+		 */
+		sge.lkey = 0;
+		wr.wr_id = 6;
+		wr.tm.add.recv_wr_id = 16;
+		wr.tm.add.tag = 47;
+		if (ibv_post_srq_ops(env.b.srq, &wr, &bad))
+			tap_bail("ADD");
+		n = recv_one(47, 82, 32, wc);
+		tap_check(n == 1 && wc[0].status == IBV_WC_LOC_PROT_ERR &&
+			  wc[0].wr_id == 16 && sh_all(own, 128, 0xEE),
+			  "lkey 0 into the deregistered region: "
+			  "LOC_PROT_ERR, nothing written (%s)",
+			  n ? sh_wc_str(&wc[0]) : "none");
+		buf = sh_alloc(&env.b, 64);
+		memset(buf, 0xEE, 64);
+		sge.addr = (uintptr_t)buf;
+		wr.wr_id = 7;
+		wr.tm.add.recv_wr_id = 17;
+		wr.tm.add.tag = 48;
+		if (ibv_post_srq_ops(env.b.srq, &wr, &bad))
+			tap_bail("ADD");
+		n = recv_one(48, 83, 32, wc);
+		tap_check(n == 1 && wc[0].status == IBV_WC_LOC_PROT_ERR &&
+			  wc[0].wr_id == 17 && sh_all(buf, 64, 0xEE),
+			  "lkey 0 into the registered arena: "
 			  "LOC_PROT_ERR, nothing written (%s)",
 			  n ? sh_wc_str(&wc[0]) : "none");
 	}
