@@ -4,7 +4,9 @@
  * and that hint, which any peer may write, only ever delays.
  *
  *  - with few rings (scanned) and with more than SH_RX_ARM_FROM (hinted),
- *    the receiver's first poll after each send takes that send;
+ *    the receiver's first poll after each send takes that send; scanned,
+ *    the card is quiet after it (the ring's watch entry was published
+ *    with the packet taken: else every idle poll would run the card);
  *  - a peer that clears the hint and bits after a packet: the packet is
  *    still taken, within SH_RX_SCAN_EVERY polls;
  *  - a peer that keeps the hint set: every packet still taken once, in
@@ -34,6 +36,7 @@
 #include "tap.h"
 #include "sh_util.h"
 #include "sh_reach.h"
+#include "softhca/softhca_sched.h"
 
 #define IDLE_PAIRS 16 /* past SH_RX_ARM_FROM: armed */
 
@@ -69,15 +72,26 @@ static int send_then_poll(int pair, uint32_t seed)
 
 static void test_first_poll(int pairs)
 {
-	int got = 0;
+	int got = 0, quiet = 0;
 
 	open_env(pairs, 64);
-	for (int i = 0; i < pairs; i++)
+	for (int i = 0; i < pairs; i++) {
 		got += send_then_poll(i, (uint32_t)i);
+		/* (scanned: the look reads each watch entry, and only that;
+		 * hinted, it would count an idle poll) */
+		quiet += (uint32_t)pairs <= SH_RX_ARM_FROM &&
+			 sh_sched_quiet(to_sh_ctx(env.b.ctx));
+	}
 	tap_check(got == pairs,
 		  "%d rings watched (%s): the first poll after each send "
 		  "takes it (%d of %d)", pairs,
 		  pairs > 8 ? "hinted" : "scanned", got, pairs);
+	if ((uint32_t)pairs <= SH_RX_ARM_FROM)
+		tap_check(quiet == pairs,
+			  "%d rings scanned: after each poll that took a "
+			  "packet the card is quiet, each ring's watch entry "
+			  "naming its next slot, so an idle poll does not run "
+			  "it (%d of %d)", pairs, quiet, pairs);
 	sh_env_close(&env);
 }
 
