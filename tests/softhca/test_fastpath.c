@@ -19,7 +19,8 @@
  *    field, and the length error with the buffer filled to its end only;
  *    with no buffer the message waits, and a buffer posted later takes it
  *    with polls only; reposted buffers wrap the SRQ's FIFO, one at a
- *    time and inside a chain;
+ *    time and inside a chain; a chain with a WR of a negative or too
+ *    large num_sge posts up to it;
  *  - two-SGE sends (TMH + payload) of every small length and cut.
  */
 #define _GNU_SOURCE
@@ -687,6 +688,67 @@ static void test_plain_wrap_chain(void)
 	sh_env_close(&env);
 }
 
+/*
+ * A chain with a refused WR (num_sge negative, or past the SRQ's
+ * max_sge): EINVAL, *bad names it, and the WRs before it stay posted, as
+ * on mlx5 (doc/mlx5-rules.md rule 23); nothing of it or after it is.
+ */
+static void test_plain_refused(void)
+{
+	struct ibv_recv_wr wr[3], *bad;
+	struct ibv_sge sge[3];
+	struct softhca_config cfg;
+	struct sh_wc wc;
+	char p[8], *buf[3];
+	int ret[2], n, first, later = 0;
+
+	sh_config(&cfg);
+	if (sh_env_open(&env, &cfg, SOFTHCA_SCHED_AUTO, 1))
+		tap_bail("sh_env_open");
+	for (int k = 0; k < 3; k++) {
+		buf[k] = sh_alloc(&env.b, 64);
+		sge[k] = (struct ibv_sge){ .addr = (uintptr_t)buf[k],
+					   .length = 64,
+					   .lkey = env.b.mr->lkey };
+		wr[k] = (struct ibv_recv_wr){
+			.wr_id = 3000 + (uint64_t)k,
+			.next = k + 1 < 3 ? &wr[k + 1] : NULL,
+			.sg_list = &sge[k], .num_sge = 1 };
+	}
+	for (int t = 0; t < 2; t++) {
+		/* the SRQ has max_sge 1 (sh_util.c); the second time the
+		 * first WR names the third buffer */
+		wr[1].num_sge = t ? 2 : -1;
+		wr[0].wr_id = 3000 + 10 * (uint64_t)t;
+		sge[0].addr = (uintptr_t)buf[2 * t];
+		bad = NULL;
+		ret[t] = ibv_post_srq_recv(env.b.srq, wr, &bad);
+		ret[t] = ret[t] == EINVAL && bad == &wr[1];
+	}
+	/* two messages for the two buffers before the refused WRs, a third
+	 * that waits: no buffer of the rest was posted */
+	for (int i = 0; i < 3; i++) {
+		sh_fill(p, 8, (uint32_t)i);
+		if (sh_send_tm(&env, 0, IBV_TMH_EAGER, 7, 0, p, 8, 1))
+			tap_bail("send");
+	}
+	n = 0;
+	for (int k = 0; k < 1000 && n < 2; k++)
+		if (sh_poll(env.b.cq, &wc) == 1)
+			n += wc.status == IBV_WC_SUCCESS &&
+			     wc.wr_id == 3000 + 10 * (uint64_t)n &&
+			     sh_check(buf[2 * n] + 16, 8, (uint32_t)n);
+	first = n;
+	for (int k = 0; k < 100; k++)
+		later += sh_poll(env.b.cq, &wc);
+	tap_check(ret[0] && ret[1] && first == 2 && !later,
+		  "a chain whose second WR has num_sge -1, then 2 (max_sge "
+		  "1): EINVAL at it both times (%d, %d), the first WR posted "
+		  "each time (%d of 2 messages in it), the rest not (%d "
+		  "more taken)", ret[0], ret[1], first, later);
+	sh_env_close(&env);
+}
+
 int main(void)
 {
 	/* the lock-free suites run set this; here the default is pinned */
@@ -698,6 +760,7 @@ int main(void)
 	test_eager_one();
 	test_plain_one();
 	test_plain_wrap();
+	test_plain_refused();
 	test_plain_wrap_chain();
 	test_two_sge_sizes();
 	return tap_done();
