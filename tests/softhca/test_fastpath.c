@@ -12,8 +12,9 @@
  *    (the card that took it is not quiet);
  *  - the one-packet matched eager path: every completion field, the
  *    length error, the lkey error, a cached lkey with a buffer past its
- *    MR, and an lkey whose MR was deregistered
- *    after a good receive (the lkey cache must notice), then lkey 0
+ *    MR, a key that is neither of the two cached into one's range, and
+ *    an lkey whose MR was deregistered after a good receive (the lkey
+ *    cache must notice), then lkey 0
  *    (the keys the cache forgot must grant nothing);
  *  - the one-packet unexpected path into a plain buffer: every completion
  *    field, and the length error with the buffer filled to its end only;
@@ -32,6 +33,7 @@
 
 #include "tap.h"
 #include "sh_util.h"
+#include "softhca/softhca_priv.h"
 
 #define SIG IBV_OPS_SIGNALED
 #define TSYNC IBV_OPS_TM_SYNC
@@ -391,6 +393,54 @@ static void test_eager_one(void)
 		tap_check(n == 1 && wc[0].status == IBV_WC_SUCCESS &&
 			  sh_check(own, 32, 79),
 			  "receive into a second MR: success");
+		/*
+		 * Both keys cached (the receives before each try warm both):
+		 * a key that is neither, into either one's range, is
+		 * refused; each range tried while its key is in the cache's
+		 * second slot (white box: the one a check that compares
+		 * only the first key would take unasked).
+		 */
+		int refused = 0;
+
+		for (int k = 0; k < 2; k++) {
+			const struct sh_context *c = to_sh_ctx(env.b.ctx);
+			bool arena;
+			char *at;
+
+			wr.tm.add.recv_wr_id = 18;
+			for (int w = 0; w < 2; w++) {
+				sge.lkey = w ^ k ? env.b.mr->lkey : mr->lkey;
+				sge.addr = w ^ k ? (uintptr_t)env.b.mem
+						 : (uintptr_t)own;
+				if (ibv_post_srq_ops(env.b.srq, &wr, &bad) ||
+				    recv_one(wr.tm.add.tag, 84, 8, wc) != 1 ||
+				    wc[0].status != IBV_WC_SUCCESS)
+					tap_bail("warm");
+			}
+			arena = c->lkey_seen[1].key == env.b.mr->lkey;
+			if (!arena && c->lkey_seen[1].key != mr->lkey)
+				tap_bail("the cache holds neither key");
+			at = arena ? env.b.mem : own;
+			memset(at, 0xEE, 64);
+			/* another generation of the key */
+			sge.lkey = (arena ? env.b.mr->lkey : mr->lkey) ^ 0x10000;
+			sge.addr = (uintptr_t)at;
+			wr.tm.add.recv_wr_id = 19;
+			if (ibv_post_srq_ops(env.b.srq, &wr, &bad))
+				tap_bail("ADD");
+			n = recv_one(wr.tm.add.tag, 85, 32, wc);
+			refused += n == 1 &&
+				   wc[0].status == IBV_WC_LOC_PROT_ERR &&
+				   wc[0].wr_id == 19 && sh_all(at, 64, 0xEE);
+		}
+		tap_check(refused == 2,
+			  "two keys cached, a third key into the range of the "
+			  "one in the second slot (twice, warmed in either "
+			  "order): LOC_PROT_ERR, nothing written (%d of 2)",
+			  refused);
+		sge.lkey = mr->lkey;
+		sge.addr = (uintptr_t)own;
+		wr.tm.add.recv_wr_id = 14;
 		if (v->dereg_mr(mr))
 			tap_bail("dereg_mr");
 		memset(own, 0xEE, 128);
