@@ -123,7 +123,11 @@ void drain_until_token(struct proc *p, const char *what);
 /* demo_setup.c */
 uint8_t *arena_alloc(struct proc *p, size_t len);
 void post_plain(struct proc *p, int i);
-void setup(struct proc *p);
+/* The verbs objects, plain buffers posted.  sends: the QP gets a send
+ * queue; the receiver's has none, which is what makes it the card's
+ * rendezvous QP (doc/mlx5-rules.md rule 10): on a QP with a send queue a
+ * ConnectX-model card hands a matched RNDV to software instead. */
+void setup(struct proc *p, bool sends);
 void connect_qp(struct proc *p);
 void teardown(struct proc *p);
 

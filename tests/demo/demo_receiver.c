@@ -299,7 +299,7 @@ int receiver(struct proc *p)
 {
 	char tok;
 
-	setup(p);
+	setup(p, false);
 	connect_qp(p);
 	add_entries(p);
 

@@ -165,7 +165,7 @@ int sender(struct proc *p)
 	char tok;
 	int ret;
 
-	setup(p);
+	setup(p, true);
 	connect_qp(p);
 	rndv_open(p, &r);
 

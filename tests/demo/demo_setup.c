@@ -113,7 +113,7 @@ static void make_pd_mr_cq(struct proc *p)
 }
 
 /* The TM-SRQ and the RC QP attached to it, both on the one CQ. */
-static void make_srq_qp(struct proc *p)
+static void make_srq_qp(struct proc *p, bool sends)
 {
 	struct ibv_srq_init_attr_ex sattr;
 	struct ibv_qp_init_attr qattr;
@@ -137,20 +137,20 @@ static void make_srq_qp(struct proc *p)
 	qattr.recv_cq = ibv_cq_ex_to_cq(p->cq);
 	qattr.srq = p->srq;
 	qattr.qp_type = IBV_QPT_RC;
-	qattr.cap.max_send_wr = 64;
-	qattr.cap.max_send_sge = 1;
+	qattr.cap.max_send_wr = sends ? 64 : 0;
+	qattr.cap.max_send_sge = sends ? 1 : 0;
 	p->qp = p->sv->create_qp(p->pd, &qattr);
 	if (!p->qp)
 		die(p, "create_qp", errno);
 }
 
-void setup(struct proc *p)
+void setup(struct proc *p, bool sends)
 {
 	int i;
 
 	open_card(p);
 	make_pd_mr_cq(p);
-	make_srq_qp(p);
+	make_srq_qp(p, sends);
 	for (i = 0; i < NUM_PLAIN; i++) {
 		p->plain[i] = arena_alloc(p, PLAIN_SIZE);
 		post_plain(p, i);

@@ -4,7 +4,8 @@
  *
  * The parent forks a sender and a receiver.  Each opens the soft HCA,
  * creates a PD, a CQ_ex, a TM-SRQ and an RC QP attached to it, and posts a
- * few plain SRQ buffers.  They swap {GID, QP number} over pipes and bring
+ * few plain SRQ buffers; the receiver's QP has no send queue, which makes
+ * it the card's rendezvous QP (doc/mlx5-rules.md rule 10).  They swap {GID, QP number} over pipes and bring
  * their QPs to RTS.  The receiver adds tagged buffers to its TM list; the
  * sender then sends:
  *
