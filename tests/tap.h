@@ -5,7 +5,7 @@
  * tap_done()), then one "ok K - name" / "not ok K - name" line per
  * behaviour; automake's tap-driver counts them.  tap_check() never aborts,
  * so one broken behaviour does not hide the others; a test that cannot go on
- * calls tap_bail().
+ * calls tap_bail().  A program of several files numbers its lines as one.
  */
 #ifndef TESTS_TAP_H
 #define TESTS_TAP_H
@@ -14,8 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int tap_count;
-static int tap_failed;
+/* One count per program, however many of its files check: a weak
+ * definition in each file, which the linker makes one. */
+__attribute__((weak)) int tap_count;
+__attribute__((weak)) int tap_failed;
 
 static inline int tap_check(int cond, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -522,6 +522,11 @@ int mtl_tm_del_comm(struct mca_mtl_base_module_t *mtl,
  * MPI_THREAD_MULTIPLE after the first one started: the general entries
  * from that session's first communicator (add_comm), or the first
  * progress call that sees it (mtl_tm_progress), whichever comes first.
+ * The flag cannot turn on between an entry's OPAL_THREAD_LOCK and its
+ * unlock: Open MPI turns it on only inside the call that initialises MPI
+ * or a session (5.0: instance.c, btl tcp's and ULFM's threads), made by
+ * a thread that holds no lock of ours, and below MPI_THREAD_MULTIPLE no
+ * other thread is inside MPI meanwhile.
  */
 void mtl_tm_threads_check(void)
 {

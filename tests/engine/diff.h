@@ -4,6 +4,7 @@
  * matcher replays) and the helpers that make them.
  *
  *   diff.c       schedules, runs, main (and test_exhaustive's, via .inc)
+ *   diff_app.c   the application's events and the engine's callbacks
  *   diff_ref.c   the reference matcher and the comparison
  *   diff_scancel.c send cancels and the engine's report of each
  *   diff_card.c  what the card must do: traffic from node 0 to the
@@ -144,10 +145,20 @@ uint8_t pattern(int node, uint32_t seq, size_t i);
 uint8_t *rbuf(int slot);
 uint8_t *sbuf(int node, int slot);
 struct dsend *send_of(int node, uint32_t seq);
-void post_recv_env(int ctx, int src, int tag, size_t len);
-void send_env(int node, int ctx, int tag, size_t len, unsigned flags);
 
 void log_ev(const struct ev *e);
+
+/* diff_app.c: one application event each (a drawn one may do nothing);
+ * ev_card returns whether the card step moved anything */
+void arrival_hook(void *arg, const struct tm_arrival *a);
+void ev_post(void);
+void ev_cancel(void);
+void ev_probe(int claim);         /* claim: a matched probe and imrecv */
+void ev_send(void);
+int ev_card(void);
+/* a receive at node 0, a send from node to node 0, with this envelope */
+void post_recv_env(int ctx, int src, int tag, size_t len);
+void send_env(int node, int ctx, int tag, size_t len, unsigned flags);
 
 /* diff_scancel.c */
 void cancel_hook(void *arg, const struct tm_withdrawal *w);

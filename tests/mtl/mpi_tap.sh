@@ -6,7 +6,8 @@
 # mca_base_component_path (exported, so that mpirun -x passes it on) and
 # lets mpirun run as root; makes $tmp, a directory removed at exit; gives
 # the TAP helpers ok, notok, skip and check, counting in $n and $fails,
-# and mpirun_log to run a job into a log file.
+# and mpirun_log to run a job into a log file; skip_without_sessions for
+# the tests of MPI-4 sessions.
 # A test of a build without the component (sanitizer builds) is skipped
 # as a whole here.
 #
@@ -49,6 +50,19 @@ mpirun_log() {
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+# skip_without_sessions PROG: PROG (tests/mtl/mpi_sessions) probes Open
+# MPI for sessions; without them (Open MPI 4.1) the test is skipped as a
+# whole, and an answer PROG should not give is its one failure.
+skip_without_sessions() {
+	local probe
+	probe=$("$1" probe)
+	case $probe in
+	"sessions: SKIP "*) echo "1..0 # SKIP ${probe#sessions: SKIP }"; exit 0 ;;
+	"sessions: available") ;;
+	*) echo "1..1"; echo "not ok 1 - mpi_sessions probe: '$probe'"; exit 0 ;;
+	esac
+}
 
 if [ ! -f "$libs/mca_mtl_tm.so" ]; then
 	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"

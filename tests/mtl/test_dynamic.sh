@@ -20,21 +20,9 @@
 # program the case is a SKIP that names it.
 set -u
 
-builddir=${top_builddir:-.}
-libs=$(cd "$builddir" && pwd)/.libs
-prog=$(cd "$builddir" && pwd)/tests/mtl/mpi_dynamic
-MPIRUN=${MPIRUN:-mpirun}
-export OMPI_MCA_mca_base_component_path="$libs:SYS_DEFAULT"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-
-n=0
-tmp=$(mktemp -d)
+. "$(dirname "$0")/mpi_tap.sh"
+prog=$prog/mpi_dynamic
 trap 'rendezvous_stop; rm -rf "$tmp"' EXIT
-
-if [ ! -f "$libs/mca_mtl_tm.so" ]; then
-	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"
-	exit 0
-fi
 echo "1..11"
 
 # run what mode log mpirun-args...: mpirun -np 2 of mpi_dynamic mode,

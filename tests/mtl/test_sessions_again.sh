@@ -11,27 +11,9 @@
 # What each session runs: tests/mtl/mpi_sessions.c, test_sessions.sh.
 set -u
 
-builddir=${top_builddir:-.}
-libs=$(cd "$builddir" && pwd)/.libs
-prog=$(cd "$builddir" && pwd)/tests/mtl/mpi_sessions
-MPIRUN=${MPIRUN:-mpirun}
-export OMPI_MCA_mca_base_component_path="$libs:SYS_DEFAULT"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-
-n=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-if [ ! -f "$libs/mca_mtl_tm.so" ]; then
-	echo "1..0 # SKIP $libs/mca_mtl_tm.so not built"
-	exit 0
-fi
-probe=$("$prog" probe)
-case $probe in
-"sessions: SKIP "*) echo "1..0 # SKIP ${probe#sessions: SKIP }"; exit 0 ;;
-"sessions: available") ;;
-*) echo "1..1"; echo "not ok 1 - mpi_sessions probe: '$probe'"; exit 0 ;;
-esac
+. "$(dirname "$0")/mpi_tap.sh"
+prog=$prog/mpi_sessions
+skip_without_sessions "$prog"
 echo "1..1"
 
 tm=(--mca pml cm --mca mtl tm)
