@@ -103,13 +103,13 @@ static inline uint32_t peer_word(const struct sh_peer *p)
 	return atomic_load_explicit(p->alive, memory_order_relaxed);
 }
 
-/* The fast path's question: alive, as far as can be told for free? */
 /* The peer's liveness word says it is the process that published it. */
 static inline bool peer_word_ok(const struct sh_peer *p)
 {
 	return p->alive_word && peer_word(p) == p->alive_word;
 }
 
+/* The fast path's question: alive, as far as can be told for free? */
 static inline bool peer_fresh(const struct sh_peer *p)
 {
 	if (p->alive_word)
